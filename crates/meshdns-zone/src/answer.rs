@@ -1,0 +1,241 @@
+//! The one answer function: query bytes in, response bytes out, no I/O.
+//!
+//! Every transport (UDP, TCP, DoH) and every test calls [`answer`]. It implements the
+//! authoritative algorithm of RFC 1034 §4.3.2 with:
+//! - NXDOMAIN only when the name and everything below it are absent; NODATA (NOERROR, empty
+//!   answer) for a name without the asked type and for empty non-terminals (RFC 8020); both with
+//!   the zone's SOA in authority at TTL min(SOA TTL, SOA minimum) (RFC 2308 §3, §5);
+//! - CNAME chains followed inside the zone, RCODE from the last name (RFC 6604);
+//! - wildcards (RFC 4592) and referrals at zone cuts (AA clear, glue in additional);
+//! - EDNS(0): OPT echoed with our payload size, BADVERS for versions above 0 (RFC 6891 §6.1.3);
+//! - UDP answers larger than the client's limit truncated to the question with TC
+//!   (RFC 1035 §4.2.1, RFC 6891 §7);
+//! - QTYPE ANY answered with one RRset (RFC 8482 §4.1; NODATA for an empty non-terminal);
+//!   AXFR/IXFR REFUSED; classes other than IN (or ANY) REFUSED;
+//! - FORMERR for malformed queries, NOTIMP for opcodes other than QUERY, nothing for responses
+//!   (QR=1) or packets without a header.
+
+use crate::rdata::{RData, RType};
+use crate::wire::{HEADER_LEN, Malformed, Owner, Section, Writer, parse_query};
+use crate::zone::{Catalog, Lookup, Node, RRset, Zone};
+
+/// Response codes (RFC 1035 §4.1.1, RFC 6891 §9).
+pub mod rcode {
+    /// No error.
+    pub const NOERROR: u16 = 0;
+    /// Format error.
+    pub const FORMERR: u16 = 1;
+    /// Server failure.
+    pub const SERVFAIL: u16 = 2;
+    /// Name does not exist.
+    pub const NXDOMAIN: u16 = 3;
+    /// Not implemented.
+    pub const NOTIMP: u16 = 4;
+    /// Refused.
+    pub const REFUSED: u16 = 5;
+    /// Bad EDNS version (extended RCODE).
+    pub const BADVERS: u16 = 16;
+}
+
+/// How the query arrived; decides the size limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// Datagram: at most 512 bytes, or the EDNS payload both sides accept.
+    Udp,
+    /// Stream (TCP, DoH): up to 65,535 bytes.
+    Stream,
+}
+
+/// Server-wide answer settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerConfig {
+    /// The UDP payload size we advertise and accept (RFC 6891 §6.2.5; 1232 avoids fragmentation
+    /// on common paths, per DNS Flag Day 2020).
+    pub edns_payload: u16,
+}
+
+impl Default for AnswerConfig {
+    fn default() -> Self {
+        AnswerConfig { edns_payload: 1232 }
+    }
+}
+
+/// What happened to a query, for metrics and logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// Whether a response was written (false: drop the packet silently).
+    pub reply: bool,
+    /// Response code, extended (BADVERS = 16).
+    pub rcode: u16,
+    /// The question type, when the question could be read.
+    pub qtype: Option<RType>,
+    /// Whether the answer was truncated (TC set).
+    pub truncated: bool,
+}
+
+const MAX_CNAME_HOPS: usize = 16;
+const FLAG_QR: u16 = 0x8000;
+const FLAG_AA: u16 = 0x0400;
+const FLAG_TC: u16 = 0x0200;
+const FLAG_RD: u16 = 0x0100;
+const FLAG_CD: u16 = 0x0010;
+const CLASS_IN: u16 = 1;
+const CLASS_ANY: u16 = 255;
+
+/// Answers one query packet, writing the response into `out` (cleared first; its capacity is
+/// reused, so a caller that keeps `out` allocates nothing per query).
+pub fn answer(catalog: &Catalog, packet: &[u8], transport: Transport, config: &AnswerConfig, out: &mut Vec<u8>) -> Outcome {
+    let query = match parse_query(packet) {
+        Ok(q) => q,
+        Err(Malformed::Drop) => {
+            out.clear();
+            return Outcome { reply: false, rcode: rcode::FORMERR, qtype: None, truncated: false };
+        }
+        Err(Malformed::Reply { rcode, question_end }) => return malformed_reply(packet, rcode, question_end, out),
+    };
+    let qname_lower = query.qname_lower.as_bytes();
+    let question = &packet[HEADER_LEN..HEADER_LEN + query.qname.len() + 4];
+    let mut w = Writer::new(out, Some((question, qname_lower)));
+    let mut flags = FLAG_QR | if query.rd { FLAG_RD } else { 0 } | if query.cd { FLAG_CD } else { 0 };
+    let edns = query.edns;
+    let reply = |mut w: Writer<'_, '_>, flags: u16, rc: u16, truncated: bool| {
+        if let Some(e) = edns {
+            w.put_opt(config.edns_payload, (rc >> 4) as u8, e.dnssec_ok);
+        }
+        w.finish(query.id, flags | (rc & 0xF) | if truncated { FLAG_TC } else { 0 });
+        Outcome { reply: true, rcode: rc, qtype: Some(query.qtype), truncated }
+    };
+
+    if edns.is_some_and(|e| e.version > 0) {
+        return reply(w, flags, rcode::BADVERS, false);
+    }
+    match query.qtype {
+        RType::OPT => return reply(w, flags, rcode::FORMERR, false),
+        RType::AXFR | RType::IXFR => return reply(w, flags, rcode::REFUSED, false),
+        RType::MAILA | RType::MAILB => return reply(w, flags, rcode::NOTIMP, false),
+        _ => {}
+    }
+    if query.qclass != CLASS_IN && query.qclass != CLASS_ANY {
+        return reply(w, flags, rcode::REFUSED, false);
+    }
+    let Some(zone) = catalog.find_zone(qname_lower) else {
+        return reply(w, flags, rcode::REFUSED, false);
+    };
+
+    let (rc, authoritative) = resolve(&mut w, zone, qname_lower, query.qtype);
+    if authoritative {
+        flags |= FLAG_AA;
+    }
+    let limit = match (transport, edns) {
+        (Transport::Stream, _) => usize::from(u16::MAX),
+        (Transport::Udp, None) => 512,
+        (Transport::Udp, Some(e)) => usize::from(e.payload.min(config.edns_payload).max(512)),
+    };
+    let opt_len = if edns.is_some() { 11 } else { 0 };
+    let truncated = w.len() + opt_len > limit;
+    if truncated {
+        w.truncate_to_question();
+    }
+    reply(w, flags, rc, truncated)
+}
+
+/// FORMERR or NOTIMP for a packet that is not a usable query; the question is echoed when it
+/// could be read (so resolvers can match the reply), EDNS is not, since it was not parsed.
+fn malformed_reply(packet: &[u8], rc: u8, question_end: Option<usize>, out: &mut Vec<u8>) -> Outcome {
+    let id = u16::from_be_bytes([packet[0], packet[1]]);
+    let query_flags = u16::from_be_bytes([packet[2], packet[3]]);
+    let flags = FLAG_QR | (query_flags & (0x7800 | FLAG_RD | FLAG_CD)) | u16::from(rc);
+    let question = question_end.map(|end| &packet[HEADER_LEN..end]);
+    let qtype = question_end.map(|end| RType(u16::from_be_bytes([packet[end - 4], packet[end - 3]])));
+    // The lower-cased name is only used for compression, and nothing follows the question here.
+    let w = Writer::new(out, question.map(|q| (q, &[][..])));
+    w.finish(id, flags);
+    Outcome { reply: true, rcode: u16::from(rc), qtype, truncated: false }
+}
+
+/// Fills the answer, authority and additional sections; returns (RCODE, AA).
+fn resolve<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone, qname: &'n [u8], qtype: RType) -> (u16, bool) {
+    let mut name: &'n [u8] = qname;
+    let mut owner = Owner::Question;
+    for hop in 0..MAX_CNAME_HOPS {
+        let node: &'n Node = match zone.lookup(name) {
+            Lookup::Found(node) | Lookup::Wildcard(node) => node,
+            Lookup::EmptyNonTerminal => return nodata(w, zone),
+            Lookup::NxDomain => {
+                put_soa(w, zone);
+                return (rcode::NXDOMAIN, true);
+            }
+            Lookup::Delegation { cut, ns } => {
+                put_set(w, Section::Authority, Owner::Name(cut.wire()), ns);
+                put_glue(w, zone, ns);
+                return (rcode::NOERROR, hop > 0);
+            }
+        };
+        if qtype != RType::CNAME
+            && qtype != RType::ANY
+            && let Some(cname) = node.get(RType::CNAME)
+        {
+            put_set(w, Section::Answer, owner, cname);
+            let RData::Cname(target) = &cname.data[0] else { unreachable!("CNAME set holds CNAME data") };
+            if !target.is_subdomain_of(zone.origin()) {
+                return (rcode::NOERROR, true);
+            }
+            name = target.wire();
+            owner = Owner::Name(name);
+            continue;
+        }
+        if qtype == RType::ANY {
+            // RFC 8482 §4.1: one RRset is enough; SOA/NS at the apex are not listed first.
+            let pick = node.rrsets().iter().find(|s| s.rtype != RType::SOA && s.rtype != RType::NS).or(node.rrsets().first());
+            return match pick {
+                Some(set) => {
+                    put_set(w, Section::Answer, owner, set);
+                    (rcode::NOERROR, true)
+                }
+                None => nodata(w, zone),
+            };
+        }
+        return match node.get(qtype) {
+            Some(set) => {
+                put_set(w, Section::Answer, owner, set);
+                (rcode::NOERROR, true)
+            }
+            None => nodata(w, zone),
+        };
+    }
+    // A chain longer than any sane zone has: answer with what was written.
+    (rcode::NOERROR, true)
+}
+
+fn nodata<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone) -> (u16, bool) {
+    put_soa(w, zone);
+    (rcode::NOERROR, true)
+}
+
+fn put_set<'n>(w: &mut Writer<'_, 'n>, section: Section, owner: Owner<'n>, set: &'n RRset) {
+    for data in &set.data {
+        w.put_record(section, owner, set.ttl, data);
+    }
+}
+
+fn put_soa<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone) {
+    let set = zone.soa_rrset();
+    w.put_record(Section::Authority, Owner::Name(zone.origin().wire()), zone.negative_ttl(), &set.data[0]);
+}
+
+/// Addresses of in-zone name servers named in a referral (RFC 1034 §4.3.2 step 3b).
+fn put_glue<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone, ns: &'n RRset) {
+    for data in &ns.data {
+        let RData::Ns(target) = data else { continue };
+        if !target.is_subdomain_of(zone.origin()) {
+            continue;
+        }
+        if let Some(node) = zone.node(target.wire()) {
+            for t in [RType::A, RType::AAAA] {
+                if let Some(set) = node.get(t) {
+                    put_set(w, Section::Additional, Owner::Name(target.wire()), set);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,444 @@
+//! Record types and their data: presentation format in, wire format out.
+//!
+//! Wire layouts: A/AAAA (RFC 1035 §3.4.1, RFC 3596), NS/CNAME/PTR/MX/SOA/TXT (RFC 1035 §3.3),
+//! SRV (RFC 2782; its target is never compressed), CAA (RFC 8659).
+
+use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use crate::name::Name;
+use crate::text::{Token, character_string, parse_ttl, tokenize};
+
+/// A record type code (RFC 1035 §3.2.2 and successors).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RType(pub u16);
+
+impl RType {
+    /// IPv4 address.
+    pub const A: RType = RType(1);
+    /// Name server.
+    pub const NS: RType = RType(2);
+    /// Canonical name.
+    pub const CNAME: RType = RType(5);
+    /// Start of authority.
+    pub const SOA: RType = RType(6);
+    /// Pointer.
+    pub const PTR: RType = RType(12);
+    /// Host information.
+    pub const HINFO: RType = RType(13);
+    /// Mail exchange.
+    pub const MX: RType = RType(15);
+    /// Text.
+    pub const TXT: RType = RType(16);
+    /// IPv6 address.
+    pub const AAAA: RType = RType(28);
+    /// Service location.
+    pub const SRV: RType = RType(33);
+    /// EDNS0 pseudo-record.
+    pub const OPT: RType = RType(41);
+    /// Certification authority authorisation.
+    pub const CAA: RType = RType(257);
+    /// Incremental zone transfer.
+    pub const IXFR: RType = RType(251);
+    /// Full zone transfer.
+    pub const AXFR: RType = RType(252);
+    /// Mailbox-related records (obsolete meta type).
+    pub const MAILB: RType = RType(253);
+    /// Mail agent records (obsolete meta type).
+    pub const MAILA: RType = RType(254);
+    /// Any type (QTYPE only).
+    pub const ANY: RType = RType(255);
+
+    const NAMES: [(RType, &'static str); 16] = [
+        (RType::A, "A"),
+        (RType::NS, "NS"),
+        (RType::CNAME, "CNAME"),
+        (RType::SOA, "SOA"),
+        (RType::PTR, "PTR"),
+        (RType::HINFO, "HINFO"),
+        (RType::MX, "MX"),
+        (RType::TXT, "TXT"),
+        (RType::AAAA, "AAAA"),
+        (RType::SRV, "SRV"),
+        (RType::OPT, "OPT"),
+        (RType::CAA, "CAA"),
+        (RType::IXFR, "IXFR"),
+        (RType::AXFR, "AXFR"),
+        (RType::ANY, "ANY"),
+        (RType(65), "HTTPS"),
+    ];
+
+    /// Parses a mnemonic (`AAAA`, any case) or the RFC 3597 form `TYPE28`.
+    pub fn from_mnemonic(text: &str) -> Option<RType> {
+        if text.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("TYPE")) {
+            return text[4..].parse().ok().map(RType);
+        }
+        Self::NAMES
+            .iter()
+            .find(|(_, name)| name.eq_ignore_ascii_case(text))
+            .map(|(t, _)| *t)
+    }
+
+    /// The mnemonic, when the type has one meshdns knows.
+    pub fn mnemonic(self) -> Option<&'static str> {
+        Self::NAMES.iter().find(|(t, _)| *t == self).map(|(_, n)| *n)
+    }
+
+    /// The record types meshdns serves from configuration.
+    pub const SERVED: [RType; 10] = [
+        RType::A,
+        RType::AAAA,
+        RType::CNAME,
+        RType::TXT,
+        RType::SRV,
+        RType::MX,
+        RType::NS,
+        RType::PTR,
+        RType::CAA,
+        RType::SOA,
+    ];
+}
+
+impl fmt::Display for RType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.mnemonic() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "TYPE{}", self.0),
+        }
+    }
+}
+
+impl fmt::Debug for RType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// The SOA fields (RFC 1035 §3.3.13).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Soa {
+    /// Primary name server.
+    pub mname: Name,
+    /// Mailbox of the person responsible, as a name.
+    pub rname: Name,
+    /// Version of the zone.
+    pub serial: u32,
+    /// Seconds between secondary refreshes.
+    pub refresh: u32,
+    /// Seconds between failed refresh retries.
+    pub retry: u32,
+    /// Seconds after which a secondary stops answering.
+    pub expire: u32,
+    /// Negative-caching TTL bound (RFC 2308 §4).
+    pub minimum: u32,
+}
+
+/// The data of one resource record.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RData {
+    /// IPv4 address.
+    A(Ipv4Addr),
+    /// IPv6 address.
+    Aaaa(Ipv6Addr),
+    /// Alias target.
+    Cname(Name),
+    /// Name server.
+    Ns(Name),
+    /// Pointer target.
+    Ptr(Name),
+    /// Mail exchange.
+    Mx {
+        /// Lower is preferred.
+        preference: u16,
+        /// Mail host.
+        exchange: Name,
+    },
+    /// One or more character-strings of at most 255 bytes each.
+    Txt(Vec<Box<[u8]>>),
+    /// Service location.
+    Srv {
+        /// Lower is tried first.
+        priority: u16,
+        /// Relative weight among equal priorities.
+        weight: u16,
+        /// Service port.
+        port: u16,
+        /// Host providing the service.
+        target: Name,
+    },
+    /// Certification authority authorisation.
+    Caa {
+        /// Flags byte (128 = critical).
+        flags: u8,
+        /// Property tag (`issue`, `issuewild`, `iodef`, …).
+        tag: Box<str>,
+        /// Property value.
+        value: Box<[u8]>,
+    },
+    /// Start of authority.
+    Soa(Box<Soa>),
+}
+
+/// Why record data did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RDataError(pub String);
+
+fn err<T>(msg: impl Into<String>) -> Result<T, RDataError> {
+    Err(RDataError(msg.into()))
+}
+
+impl RData {
+    /// The type of this data.
+    pub fn rtype(&self) -> RType {
+        match self {
+            RData::A(_) => RType::A,
+            RData::Aaaa(_) => RType::AAAA,
+            RData::Cname(_) => RType::CNAME,
+            RData::Ns(_) => RType::NS,
+            RData::Ptr(_) => RType::PTR,
+            RData::Mx { .. } => RType::MX,
+            RData::Txt(_) => RType::TXT,
+            RData::Srv { .. } => RType::SRV,
+            RData::Caa { .. } => RType::CAA,
+            RData::Soa(_) => RType::SOA,
+        }
+    }
+
+    /// One TXT record holding `text`, split into 255-byte character-strings when longer.
+    pub fn txt_from_text(text: &[u8]) -> RData {
+        if text.is_empty() {
+            return RData::Txt(vec![Box::new([])]);
+        }
+        RData::Txt(text.chunks(255).map(Box::from).collect())
+    }
+
+    /// Parses the presentation form of `rtype`'s data from one line of text, with relative
+    /// names completed by `origin`.
+    pub fn parse(rtype: RType, text: &str, origin: &Name) -> Result<RData, RDataError> {
+        let tokens = tokenize(text).map_err(RDataError)?;
+        Self::from_tokens(rtype, &tokens, origin)
+    }
+
+    /// Parses `rtype`'s data from presentation-format fields.
+    pub fn from_tokens(rtype: RType, t: &[Token], origin: &Name) -> Result<RData, RDataError> {
+        let want = |n: usize, fields: &str| -> Result<(), RDataError> {
+            if t.len() == n {
+                Ok(())
+            } else {
+                err(format!("{rtype} takes {n} field(s) ({fields}), got {}", t.len()))
+            }
+        };
+        let bare = |i: usize| -> Result<&str, RDataError> {
+            let tok = &t[i];
+            if tok.quoted {
+                return err(format!("{rtype}: field {} must not be quoted", i + 1));
+            }
+            Ok(tok.text.as_str())
+        };
+        let name = |i: usize| -> Result<Name, RDataError> {
+            let text = bare(i)?;
+            Name::parse(text, Some(origin)).map_err(|e| RDataError(format!("{text:?}: {e}")))
+        };
+        let num16 = |i: usize, what: &str| -> Result<u16, RDataError> {
+            let text = bare(i)?;
+            text.parse().map_err(|_| RDataError(format!("{what} {text:?} is not a number 0-65535")))
+        };
+        let num32 = |i: usize, what: &str| -> Result<u32, RDataError> {
+            let text = bare(i)?;
+            parse_ttl(text).map_err(|_| RDataError(format!("{what} {text:?} is not a 32-bit number")))
+        };
+        Ok(match rtype {
+            RType::A => {
+                want(1, "IPv4 address")?;
+                let text = bare(0)?;
+                RData::A(text.parse().map_err(|_| RDataError(format!("{text:?} is not an IPv4 address")))?)
+            }
+            RType::AAAA => {
+                want(1, "IPv6 address")?;
+                let text = bare(0)?;
+                RData::Aaaa(parse_ipv6(text)?)
+            }
+            RType::CNAME => {
+                want(1, "target name")?;
+                RData::Cname(name(0)?)
+            }
+            RType::NS => {
+                want(1, "name server")?;
+                RData::Ns(name(0)?)
+            }
+            RType::PTR => {
+                want(1, "target name")?;
+                RData::Ptr(name(0)?)
+            }
+            RType::MX => {
+                want(2, "preference exchange")?;
+                RData::Mx { preference: num16(0, "preference")?, exchange: name(1)? }
+            }
+            RType::TXT => {
+                if t.is_empty() {
+                    return err("TXT needs at least one string");
+                }
+                let strings = t
+                    .iter()
+                    .map(|tok| character_string(tok).map(Box::from))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(RDataError)?;
+                RData::Txt(strings)
+            }
+            RType::SRV => {
+                want(4, "priority weight port target")?;
+                RData::Srv {
+                    priority: num16(0, "priority")?,
+                    weight: num16(1, "weight")?,
+                    port: num16(2, "port")?,
+                    target: name(3)?,
+                }
+            }
+            RType::CAA => {
+                want(3, "flags tag value")?;
+                let flags_text = bare(0)?;
+                let flags = flags_text
+                    .parse()
+                    .map_err(|_| RDataError(format!("flags {flags_text:?} is not a number 0-255")))?;
+                let tag = bare(1)?;
+                if tag.is_empty() || tag.len() > 15 || !tag.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                    return err(format!("CAA tag {tag:?} must be 1-15 letters or digits"));
+                }
+                let value = character_string(&t[2]).map_err(RDataError)?;
+                RData::Caa { flags, tag: tag.to_ascii_lowercase().into(), value: value.into() }
+            }
+            RType::SOA => {
+                want(7, "mname rname serial refresh retry expire minimum")?;
+                RData::Soa(Box::new(Soa {
+                    mname: name(0)?,
+                    rname: name(1)?,
+                    serial: num32(2, "serial")?,
+                    refresh: num32(3, "refresh")?,
+                    retry: num32(4, "retry")?,
+                    expire: num32(5, "expire")?,
+                    minimum: num32(6, "minimum")?,
+                }))
+            }
+            other => {
+                let served: Vec<String> = RType::SERVED.iter().map(|t| t.to_string()).collect();
+                return err(format!("type {other} is not supported (supported: {})", served.join(", ")));
+            }
+        })
+    }
+}
+
+/// Parses an IPv6 address, refusing IPv4 text and IPv4-mapped addresses with a clear reason.
+pub fn parse_ipv6(text: &str) -> Result<Ipv6Addr, RDataError> {
+    if text.parse::<Ipv4Addr>().is_ok() {
+        return err(format!("{text:?} is an IPv4 address where IPv6 is expected"));
+    }
+    let addr: Ipv6Addr = text.parse().map_err(|_| RDataError(format!("{text:?} is not an IPv6 address")))?;
+    if addr.to_ipv4_mapped().is_some() {
+        return err(format!("{text:?} is an IPv4-mapped address where IPv6 is expected"));
+    }
+    Ok(addr)
+}
+
+fn write_char_string(out: &mut String, bytes: &[u8]) {
+    out.push('"');
+    for &b in bytes {
+        match b {
+            b'"' | b'\\' => {
+                out.push('\\');
+                out.push(b as char);
+            }
+            0x20..=0x7e => out.push(b as char),
+            _ => out.push_str(&format!("\\{b:03}")),
+        }
+    }
+    out.push('"');
+}
+
+impl fmt::Display for RData {
+    /// Presentation format, as a zone file would hold it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RData::A(a) => write!(f, "{a}"),
+            RData::Aaaa(a) => write!(f, "{a}"),
+            RData::Cname(n) | RData::Ns(n) | RData::Ptr(n) => write!(f, "{n}"),
+            RData::Mx { preference, exchange } => write!(f, "{preference} {exchange}"),
+            RData::Txt(strings) => {
+                let mut out = String::new();
+                for (i, s) in strings.iter().enumerate() {
+                    if i > 0 {
+                        out.push(' ');
+                    }
+                    write_char_string(&mut out, s);
+                }
+                f.write_str(&out)
+            }
+            RData::Srv { priority, weight, port, target } => write!(f, "{priority} {weight} {port} {target}"),
+            RData::Caa { flags, tag, value } => {
+                let mut out = String::new();
+                write_char_string(&mut out, value);
+                write!(f, "{flags} {tag} {out}")
+            }
+            RData::Soa(s) => write!(
+                f,
+                "{} {} {} {} {} {} {}",
+                s.mname, s.rname, s.serial, s.refresh, s.retry, s.expire, s.minimum
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn origin() -> Name {
+        "example.org.".parse().unwrap()
+    }
+
+    #[test]
+    fn parses_every_served_type_and_prints_it_back() {
+        let cases = [
+            (RType::A, "192.0.2.1", "192.0.2.1"),
+            (RType::AAAA, "2001:db8::1", "2001:db8::1"),
+            (RType::CNAME, "www", "www.example.org."),
+            (RType::NS, "ns1.other.net.", "ns1.other.net."),
+            (RType::PTR, "host", "host.example.org."),
+            (RType::MX, "10 mail", "10 mail.example.org."),
+            (RType::TXT, r#""hello world" "two""#, r#""hello world" "two""#),
+            (RType::SRV, "0 5 443 svc", "0 5 443 svc.example.org."),
+            (RType::CAA, r#"0 issue "letsencrypt.org""#, r#"0 issue "letsencrypt.org""#),
+            (RType::SOA, "ns hostmaster 1 1h 10m 1d 5", "ns.example.org. hostmaster.example.org. 1 3600 600 86400 5"),
+        ];
+        for (t, input, shown) in cases {
+            let rd = RData::parse(t, input, &origin()).unwrap_or_else(|e| panic!("{t} {input}: {e}"));
+            assert_eq!(rd.rtype(), t);
+            assert_eq!(rd.to_string(), shown);
+        }
+    }
+
+    #[test]
+    fn rejects_bad_values_with_a_reason() {
+        let o = origin();
+        assert!(RData::parse(RType::A, "300.1.1.1", &o).unwrap_err().0.contains("not an IPv4"));
+        assert!(RData::parse(RType::AAAA, "192.0.2.1", &o).unwrap_err().0.contains("IPv4 address where IPv6"));
+        assert!(RData::parse(RType::AAAA, "::ffff:192.0.2.1", &o).unwrap_err().0.contains("IPv4-mapped"));
+        assert!(RData::parse(RType::MX, "x mail", &o).unwrap_err().0.contains("preference"));
+        assert!(RData::parse(RType::SRV, "1 2 3", &o).unwrap_err().0.contains("4 field"));
+        assert!(RData::parse(RType(99), "x", &o).unwrap_err().0.contains("not supported"));
+    }
+
+    #[test]
+    fn mnemonics_parse_both_forms() {
+        assert_eq!(RType::from_mnemonic("aaaa"), Some(RType::AAAA));
+        assert_eq!(RType::from_mnemonic("TYPE99"), Some(RType(99)));
+        assert_eq!(RType::from_mnemonic("BOGUS"), None);
+        assert_eq!(RType(99).to_string(), "TYPE99");
+    }
+
+    #[test]
+    fn long_txt_is_split_into_255_byte_strings() {
+        let RData::Txt(parts) = RData::txt_from_text(&[b'a'; 300]) else { unreachable!() };
+        assert_eq!(parts.iter().map(|p| p.len()).collect::<Vec<_>>(), vec![255, 45]);
+    }
+}

@@ -1,0 +1,455 @@
+//! DNS message wire format (RFC 1035 §4.1): reading queries, writing responses.
+//!
+//! Written by hand rather than with hickory-proto's `Message` so the answer path allocates
+//! nothing per query, echoes the question byte for byte (0x20 case preserved, RFC 1035 §7.3)
+//! and compresses answer owners against the question (RFC 1035 §4.1.4).
+
+use crate::name::{MAX_NAME_LEN, label_offsets};
+use crate::rdata::{RData, RType};
+
+/// Size of the fixed header.
+pub const HEADER_LEN: usize = 12;
+
+/// The EDNS(0) facts of a query (RFC 6891 §6.1.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edns {
+    /// The requestor's UDP payload size (values below 512 count as 512).
+    pub payload: u16,
+    /// EDNS version; only 0 exists.
+    pub version: u8,
+    /// DNSSEC OK bit (RFC 3225), echoed.
+    pub dnssec_ok: bool,
+}
+
+/// A parsed query: the fields the answer needs, borrowing the question from the packet.
+#[derive(Debug)]
+pub struct Query<'a> {
+    /// Message ID, echoed.
+    pub id: u16,
+    /// Opcode (0 = QUERY).
+    pub opcode: u8,
+    /// Recursion desired, echoed.
+    pub rd: bool,
+    /// Checking disabled, echoed (RFC 6840 §5.9).
+    pub cd: bool,
+    /// The question name as the client wrote it (wire format, original case).
+    pub qname: &'a [u8],
+    /// The question name lower-cased, for lookups.
+    pub qname_lower: LowerName,
+    /// Question type.
+    pub qtype: RType,
+    /// Question class.
+    pub qclass: u16,
+    /// EDNS, when the query had an OPT record.
+    pub edns: Option<Edns>,
+}
+
+/// A lower-cased wire name on the stack.
+#[derive(Clone)]
+pub struct LowerName {
+    buf: [u8; MAX_NAME_LEN],
+    len: u8,
+}
+
+impl LowerName {
+    /// The lower-cased wire bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len as usize]
+    }
+}
+
+impl std::fmt::Debug for LowerName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", crate::Name::from_wire(self.as_bytes()))
+    }
+}
+
+/// What is wrong with a packet that is not a usable query.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Malformed {
+    /// No reply at all: too short for a header, or a response (QR=1), which could be reflected.
+    Drop,
+    /// A reply with this RCODE; the question is echoed when it could be read.
+    Reply {
+        /// 1 = FORMERR, 4 = NOTIMP.
+        rcode: u8,
+        /// End of the question in the packet, when it parsed.
+        question_end: Option<usize>,
+    },
+}
+
+const FORMERR: u8 = 1;
+const NOTIMP: u8 = 4;
+
+fn u16_at(p: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*p.get(at)?, *p.get(at + 1)?]))
+}
+
+/// Reads an uncompressed name starting at `at`; returns its end.
+fn read_question_name(p: &[u8], at: usize) -> Option<usize> {
+    let mut pos = at;
+    loop {
+        let len = *p.get(pos)? as usize;
+        if len == 0 {
+            pos += 1;
+            return (pos - at <= MAX_NAME_LEN).then_some(pos);
+        }
+        if len > 63 {
+            return None; // compression pointer or reserved label type: not valid in a question
+        }
+        pos += 1 + len;
+        if pos - at > MAX_NAME_LEN {
+            return None;
+        }
+    }
+}
+
+/// Skips a possibly compressed name in a record; returns its end and whether it is the root.
+fn skip_name(p: &[u8], at: usize) -> Option<(usize, bool)> {
+    let mut pos = at;
+    let mut root = true;
+    loop {
+        let len = *p.get(pos)?;
+        match len {
+            0 => return Some((pos + 1, root)),
+            1..=63 => {
+                root = false;
+                pos += 1 + len as usize;
+            }
+            0xC0..=0xFF => {
+                p.get(pos + 1)?;
+                return Some((pos + 2, false));
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// Parses a query packet.
+pub fn parse_query(p: &[u8]) -> Result<Query<'_>, Malformed> {
+    if p.len() < HEADER_LEN {
+        return Err(Malformed::Drop);
+    }
+    let flags = u16_at(p, 2).ok_or(Malformed::Drop)?;
+    if flags & 0x8000 != 0 {
+        return Err(Malformed::Drop);
+    }
+    let opcode = ((flags >> 11) & 0xF) as u8;
+    let qdcount = u16_at(p, 4).unwrap_or(0);
+    let ancount = u16_at(p, 6).unwrap_or(0);
+    let nscount = u16_at(p, 8).unwrap_or(0);
+    let arcount = u16_at(p, 10).unwrap_or(0);
+    let question_end = if qdcount == 1 {
+        read_question_name(p, HEADER_LEN).and_then(|end| (end + 4 <= p.len()).then_some(end + 4))
+    } else {
+        None
+    };
+    if opcode != 0 {
+        return Err(Malformed::Reply { rcode: NOTIMP, question_end });
+    }
+    let Some(qend) = question_end else {
+        return Err(Malformed::Reply { rcode: FORMERR, question_end: None });
+    };
+    let formerr = Malformed::Reply { rcode: FORMERR, question_end: Some(qend) };
+    let name_end = qend - 4;
+    let qtype = RType(u16_at(p, name_end).ok_or(Malformed::Drop)?);
+    let qclass = u16_at(p, name_end + 2).ok_or(Malformed::Drop)?;
+    // Walk the other sections to find the OPT record (RFC 6891 §6.1.1).
+    let mut pos = qend;
+    let mut edns = None;
+    let total = ancount as usize + nscount as usize + arcount as usize;
+    for i in 0..total {
+        let (end, root) = skip_name(p, pos).ok_or(Malformed::Reply { rcode: FORMERR, question_end: Some(qend) })?;
+        let rtype = u16_at(p, end).ok_or(Malformed::Reply { rcode: FORMERR, question_end: Some(qend) })?;
+        let class = u16_at(p, end + 2).ok_or(Malformed::Reply { rcode: FORMERR, question_end: Some(qend) })?;
+        let ttl_hi = u16_at(p, end + 4).ok_or(Malformed::Reply { rcode: FORMERR, question_end: Some(qend) })?;
+        let ttl_lo = u16_at(p, end + 6).ok_or(Malformed::Reply { rcode: FORMERR, question_end: Some(qend) })?;
+        let rdlen = u16_at(p, end + 8).ok_or(Malformed::Reply { rcode: FORMERR, question_end: Some(qend) })? as usize;
+        let next = end + 10 + rdlen;
+        if next > p.len() {
+            return Err(formerr);
+        }
+        if RType(rtype) == RType::OPT {
+            let in_additional = i >= ancount as usize + nscount as usize;
+            if edns.is_some() || !root || !in_additional {
+                return Err(formerr);
+            }
+            edns = Some(Edns {
+                payload: class.max(512),
+                version: (ttl_hi & 0xFF) as u8,
+                dnssec_ok: ttl_lo & 0x8000 != 0,
+            });
+        }
+        pos = next;
+    }
+    let qname = &p[HEADER_LEN..name_end];
+    let mut qname_lower = LowerName { buf: [0; MAX_NAME_LEN], len: qname.len() as u8 };
+    for (dst, src) in qname_lower.buf.iter_mut().zip(qname) {
+        *dst = src.to_ascii_lowercase();
+    }
+    Ok(Query {
+        id: u16_at(p, 0).unwrap_or(0),
+        opcode,
+        rd: flags & 0x0100 != 0,
+        cd: flags & 0x0010 != 0,
+        qname,
+        qname_lower,
+        qtype,
+        qclass,
+        edns,
+    })
+}
+
+/// The owner name of a record being written.
+#[derive(Clone, Copy)]
+pub enum Owner<'n> {
+    /// The question name: written as a pointer to offset 12, so it carries the client's case.
+    Question,
+    /// Any other name, lower-cased wire format.
+    Name(&'n [u8]),
+}
+
+const MAX_COMPRESSION_ENTRIES: usize = 48;
+
+/// Writes a response message, compressing names against those already written.
+///
+/// The compression table holds (offset, lower-cased suffix) pairs in a fixed array: no
+/// allocation; names beyond its capacity are still correct, just written in full.
+pub struct Writer<'b, 'n> {
+    buf: &'b mut Vec<u8>,
+    table: [(u16, &'n [u8]); MAX_COMPRESSION_ENTRIES],
+    entries: usize,
+    counts: [u16; 3],
+    question_end: usize,
+    question_entries: usize,
+}
+
+/// Sections after the question.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Section {
+    /// Answer.
+    Answer = 0,
+    /// Authority.
+    Authority = 1,
+    /// Additional.
+    Additional = 2,
+}
+
+impl<'b, 'n> Writer<'b, 'n> {
+    /// Starts a response in `buf` (cleared) with room for the header, and the question copied
+    /// from the query packet as asked. `qname_lower` is the question name lower-cased.
+    pub fn new(buf: &'b mut Vec<u8>, question: Option<(&[u8], &'n [u8])>) -> Self {
+        buf.clear();
+        buf.extend_from_slice(&[0; HEADER_LEN]);
+        let mut w = Writer { buf, table: [(0, &[][..]); MAX_COMPRESSION_ENTRIES], entries: 0, counts: [0; 3], question_end: HEADER_LEN, question_entries: 0 };
+        if let Some((wire_question, lower_name)) = question {
+            w.buf.extend_from_slice(wire_question);
+            w.remember(HEADER_LEN, lower_name, lower_name.len());
+            w.question_end = w.buf.len();
+            w.question_entries = w.entries;
+        }
+        w
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether only the header has been written.
+    pub fn is_empty(&self) -> bool {
+        self.buf.len() == HEADER_LEN
+    }
+
+    fn remember(&mut self, at: usize, name: &'n [u8], upto: usize) {
+        for o in label_offsets(name) {
+            if o >= upto || name[o] == 0 {
+                break;
+            }
+            let pos = at + o;
+            if pos >= 0x3FFF || self.entries == MAX_COMPRESSION_ENTRIES {
+                break;
+            }
+            self.table[self.entries] = (pos as u16, &name[o..]);
+            self.entries += 1;
+        }
+    }
+
+    fn find(&self, suffix: &[u8]) -> Option<u16> {
+        self.table[..self.entries].iter().find(|(_, s)| *s == suffix).map(|(o, _)| *o)
+    }
+
+    /// Writes a lower-cased wire name, compressed against earlier names.
+    pub fn put_name(&mut self, name: &'n [u8]) {
+        let start = self.buf.len();
+        for o in label_offsets(name) {
+            if name[o] == 0 {
+                break;
+            }
+            if let Some(ptr) = self.find(&name[o..]) {
+                self.buf.extend_from_slice(&name[..o]);
+                self.buf.extend_from_slice(&(0xC000 | ptr).to_be_bytes());
+                self.remember(start, name, o);
+                return;
+            }
+        }
+        self.buf.extend_from_slice(name);
+        self.remember(start, name, name.len());
+    }
+
+    fn put_owner(&mut self, owner: Owner<'n>) {
+        match owner {
+            Owner::Question => self.buf.extend_from_slice(&[0xC0, HEADER_LEN as u8]),
+            Owner::Name(n) => self.put_name(n),
+        }
+    }
+
+    /// Writes one resource record of class IN.
+    pub fn put_record(&mut self, section: Section, owner: Owner<'n>, ttl: u32, data: &'n RData) {
+        self.put_owner(owner);
+        self.buf.extend_from_slice(&data.rtype().0.to_be_bytes());
+        self.buf.extend_from_slice(&1u16.to_be_bytes());
+        self.buf.extend_from_slice(&ttl.to_be_bytes());
+        let len_at = self.buf.len();
+        self.buf.extend_from_slice(&[0, 0]);
+        self.put_rdata(data);
+        let rdlen = (self.buf.len() - len_at - 2) as u16;
+        self.buf[len_at..len_at + 2].copy_from_slice(&rdlen.to_be_bytes());
+        self.counts[section as usize] += 1;
+    }
+
+    fn put_rdata(&mut self, data: &'n RData) {
+        let b = &mut *self.buf;
+        match data {
+            RData::A(a) => b.extend_from_slice(&a.octets()),
+            RData::Aaaa(a) => b.extend_from_slice(&a.octets()),
+            RData::Cname(n) | RData::Ns(n) | RData::Ptr(n) => self.put_name(n.wire()),
+            RData::Mx { preference, exchange } => {
+                b.extend_from_slice(&preference.to_be_bytes());
+                self.put_name(exchange.wire());
+            }
+            RData::Txt(strings) => {
+                for s in strings {
+                    b.push(s.len() as u8);
+                    b.extend_from_slice(s);
+                }
+            }
+            RData::Srv { priority, weight, port, target } => {
+                b.extend_from_slice(&priority.to_be_bytes());
+                b.extend_from_slice(&weight.to_be_bytes());
+                b.extend_from_slice(&port.to_be_bytes());
+                // RFC 2782: the target is not compressed.
+                b.extend_from_slice(target.wire());
+            }
+            RData::Caa { flags, tag, value } => {
+                b.push(*flags);
+                b.push(tag.len() as u8);
+                b.extend_from_slice(tag.as_bytes());
+                b.extend_from_slice(value);
+            }
+            RData::Soa(s) => {
+                self.put_name(s.mname.wire());
+                self.put_name(s.rname.wire());
+                for v in [s.serial, s.refresh, s.retry, s.expire, s.minimum] {
+                    self.buf.extend_from_slice(&v.to_be_bytes());
+                }
+            }
+        }
+    }
+
+    /// Appends the OPT pseudo-record (RFC 6891 §6.1.2) in the additional section.
+    pub fn put_opt(&mut self, payload: u16, extended_rcode: u8, dnssec_ok: bool) {
+        self.buf.push(0);
+        self.buf.extend_from_slice(&RType::OPT.0.to_be_bytes());
+        self.buf.extend_from_slice(&payload.to_be_bytes());
+        self.buf.push(extended_rcode);
+        self.buf.push(0); // version
+        self.buf.extend_from_slice(&(if dnssec_ok { 0x8000u16 } else { 0 }).to_be_bytes());
+        self.buf.extend_from_slice(&[0, 0]);
+        self.counts[Section::Additional as usize] += 1;
+    }
+
+    /// Drops everything after the question and sets TC (RFC 2181 §9): the client retries over
+    /// TCP rather than caching a partial RRset.
+    pub fn truncate_to_question(&mut self) {
+        self.buf.truncate(self.question_end);
+        self.counts = [0; 3];
+        self.entries = self.question_entries;
+    }
+
+    /// Fills in the header.
+    pub fn finish(self, id: u16, flags: u16) {
+        let qd: u16 = u16::from(self.question_end > HEADER_LEN);
+        let h = &mut self.buf[..HEADER_LEN];
+        h[0..2].copy_from_slice(&id.to_be_bytes());
+        h[2..4].copy_from_slice(&flags.to_be_bytes());
+        h[4..6].copy_from_slice(&qd.to_be_bytes());
+        h[6..8].copy_from_slice(&self.counts[0].to_be_bytes());
+        h[8..10].copy_from_slice(&self.counts[1].to_be_bytes());
+        h[10..12].copy_from_slice(&self.counts[2].to_be_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(name: &[u8], qtype: u16, extra: &[u8], arcount: u16) -> Vec<u8> {
+        let mut p = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0];
+        p.extend_from_slice(&arcount.to_be_bytes());
+        p.extend_from_slice(name);
+        p.extend_from_slice(&qtype.to_be_bytes());
+        p.extend_from_slice(&1u16.to_be_bytes());
+        p.extend_from_slice(extra);
+        p
+    }
+
+    #[test]
+    fn parses_question_and_edns() {
+        let opt = [0, 0, 41, 0x10, 0, 0, 0, 0x80, 0, 0, 0];
+        let p = query(b"\x03WwW\x07example\x00", 1, &opt, 1);
+        let q = parse_query(&p).unwrap();
+        assert_eq!(q.id, 0x1234);
+        assert!(q.rd);
+        assert_eq!(q.qname, b"\x03WwW\x07example\x00");
+        assert_eq!(q.qname_lower.as_bytes(), b"\x03www\x07example\x00");
+        assert_eq!(q.edns, Some(Edns { payload: 4096, version: 0, dnssec_ok: true }));
+    }
+
+    #[test]
+    fn classifies_malformed_packets() {
+        assert_eq!(parse_query(&[0; 5]).unwrap_err(), Malformed::Drop);
+        let mut resp = query(b"\x00", 1, &[], 0);
+        resp[2] |= 0x80;
+        assert_eq!(parse_query(&resp).unwrap_err(), Malformed::Drop);
+        let mut notify = query(b"\x00", 6, &[], 0);
+        notify[2] |= 4 << 3;
+        assert_eq!(parse_query(&notify).unwrap_err(), Malformed::Reply { rcode: NOTIMP, question_end: Some(17) });
+        let mut two = query(b"\x00", 1, &[], 0);
+        two[5] = 2;
+        assert_eq!(parse_query(&two).unwrap_err(), Malformed::Reply { rcode: FORMERR, question_end: None });
+        let pointer = query(b"\xC0\x0C", 1, &[], 0);
+        assert!(matches!(parse_query(&pointer), Err(Malformed::Reply { rcode: FORMERR, .. })));
+        let short_opt = query(b"\x00", 1, &[0, 0, 41], 1);
+        assert!(matches!(parse_query(&short_opt), Err(Malformed::Reply { rcode: FORMERR, question_end: Some(_) })));
+        let opt = [0, 0, 41, 0x10, 0, 0, 0, 0, 0, 0, 0];
+        let two_opts = query(b"\x00", 1, &[opt, opt].concat(), 2);
+        assert!(matches!(parse_query(&two_opts), Err(Malformed::Reply { rcode: FORMERR, .. })));
+    }
+
+    #[test]
+    fn compresses_names_against_the_question() {
+        let mut buf = Vec::new();
+        let q = b"\x03WWW\x07example\x00\x00\x01\x00\x01";
+        let lower: &[u8] = b"\x03www\x07example\x00";
+        let target: &[u8] = b"\x04mail\x07example\x00";
+        let data = RData::Cname(crate::Name::from_wire(target).unwrap());
+        let mut w = Writer::new(&mut buf, Some((q, lower)));
+        w.put_record(Section::Answer, Owner::Question, 5, &data);
+        w.finish(1, 0x8400);
+        // owner = pointer to 12; target = "mail" + pointer to "example" at 16.
+        assert_eq!(&buf[29..31], &[0xC0, 0x0C]);
+        assert_eq!(&buf[41..48], b"\x04mail\xC0\x10");
+        assert_eq!(u16::from_be_bytes([buf[39], buf[40]]), 7);
+    }
+}
