@@ -1,1 +1,14 @@
-//! placeholder
+//! Where meshdns records come from.
+//!
+//! Today: records files in three formats (Tailscale `records.json`, meshdns YAML/JSON, RFC 1035
+//! zone files), watched and reloaded ([`watch`]). Parsing ([`records`], [`zonefile`]) and
+//! snapshot assembly ([`snapshot`]) are pure; only [`watch`] touches the filesystem.
+
+pub mod records;
+pub mod snapshot;
+pub mod watch;
+pub mod zonefile;
+
+pub use records::{FileKind, ParseSettings, Parsed, Problem, ZoneContent, parse};
+pub use snapshot::{SourceInput, assemble};
+pub use watch::{FileSource, FileSources, SourceConfig, SourceCounters, SourceStatus, WatchHandle, spawn_watcher};

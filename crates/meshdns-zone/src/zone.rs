@@ -280,10 +280,33 @@ struct PendingSet {
     source: SourceId,
 }
 
+/// SOA fields a source wants when it gives no SOA record; unset fields take the defaults
+/// documented on [`CatalogBuilder::build`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SoaTemplate {
+    /// SOA record TTL.
+    pub ttl: Option<u32>,
+    /// Primary name server.
+    pub mname: Option<Name>,
+    /// Contact mailbox as a name.
+    pub rname: Option<Name>,
+    /// Serial; by default the snapshot serial, which grows with every reload.
+    pub serial: Option<u32>,
+    /// Refresh interval.
+    pub refresh: Option<u32>,
+    /// Retry interval.
+    pub retry: Option<u32>,
+    /// Expiry.
+    pub expire: Option<u32>,
+    /// Negative-caching TTL bound.
+    pub minimum: Option<u32>,
+}
+
 #[derive(Debug)]
 struct ZoneBuilder {
     origin: Name,
     names: HashMap<Name, Vec<PendingSet>>,
+    soa: Option<(SoaTemplate, SourceId)>,
 }
 
 /// Collects records from every source and builds a [`Catalog`].
@@ -307,7 +330,23 @@ impl CatalogBuilder {
     pub fn declare(&mut self, origin: &Name) {
         self.zones
             .entry(origin.clone())
-            .or_insert_with(|| ZoneBuilder { origin: origin.clone(), names: HashMap::new() });
+            .or_insert_with(|| ZoneBuilder { origin: origin.clone(), names: HashMap::new(), soa: None });
+    }
+
+    /// Sets the SOA template of zone `origin` (declaring it); the first source to set one keeps
+    /// it.
+    pub fn set_soa_template(&mut self, origin: &Name, template: SoaTemplate, source: SourceId) -> Result<(), Rejection> {
+        self.declare(origin);
+        let zone = self.zones.get_mut(origin).expect("declared above");
+        match &zone.soa {
+            Some((_, winner)) if *winner != source => {
+                Err(Rejection::TakenBy { name: origin.clone(), rtype: RType::SOA, winner: *winner })
+            }
+            _ => {
+                zone.soa = Some((template, source));
+                Ok(())
+            }
+        }
     }
 
     /// Whether a zone with this origin has been declared.
@@ -354,9 +393,10 @@ impl CatalogBuilder {
         Ok(())
     }
 
-    /// Builds the snapshot. Apex SOA and NS are synthesised where no source gave them:
-    /// `ns.<origin>` as name server, `hostmaster.<origin>` as contact, the default TTL as SOA TTL
-    /// and minimum.
+    /// Builds the snapshot. Apex SOA and NS are synthesised where no source gave them, from the
+    /// zone's [`SoaTemplate`] and these defaults: `ns.<origin>` as name server (or the first NS
+    /// record), `hostmaster.<origin>` as contact, the snapshot serial, refresh 3600, retry 600,
+    /// expire 604800, and the default TTL as SOA TTL and minimum.
     pub fn build(self) -> Catalog {
         let defaults = self.defaults;
         let zones = self.zones.into_values().map(|z| (z.origin.clone(), finish_zone(z, defaults))).collect();
@@ -393,20 +433,22 @@ fn finish_zone(builder: ZoneBuilder, defaults: BuildDefaults) -> Zone {
         record_count += 1;
     }
     if apex.get(RType::SOA).is_none() {
+        let t = builder.soa.map(|(t, _)| t).unwrap_or_default();
         let mname = match apex.get(RType::NS).and_then(|s| s.data.first()) {
             Some(RData::Ns(n)) => n.clone(),
             _ => ns_name,
         };
         let soa = Soa {
-            mname,
-            rname: origin.prepend(b"hostmaster").unwrap_or_else(|_| origin.clone()),
-            serial: defaults.serial,
-            refresh: 3600,
-            retry: 600,
-            expire: 604_800,
-            minimum: defaults.default_ttl,
+            mname: t.mname.unwrap_or(mname),
+            rname: t.rname.unwrap_or_else(|| origin.prepend(b"hostmaster").unwrap_or_else(|_| origin.clone())),
+            serial: t.serial.unwrap_or(defaults.serial),
+            refresh: t.refresh.unwrap_or(3600),
+            retry: t.retry.unwrap_or(600),
+            expire: t.expire.unwrap_or(604_800),
+            minimum: t.minimum.unwrap_or(defaults.default_ttl),
         };
-        apex.rrsets.push(RRset { rtype: RType::SOA, ttl: defaults.default_ttl, data: vec![RData::Soa(Box::new(soa))] });
+        let ttl = t.ttl.unwrap_or(defaults.default_ttl);
+        apex.rrsets.push(RRset { rtype: RType::SOA, ttl, data: vec![RData::Soa(Box::new(soa))] });
         record_count += 1;
     }
     apex.rrsets.sort_by_key(|s| s.rtype);

@@ -1,0 +1,409 @@
+//! Watching records files and publishing new snapshots.
+//!
+//! A file can change in many ways, and each must show up within a second:
+//! - kubelet's atomic update of a mounted ConfigMap: a new `..<timestamp>` directory, then the
+//!   `..data` symlink renamed over (the file itself is a symlink through `..data`);
+//! - an editor's write to a temporary file renamed over the original;
+//! - an in-place write; deletion and re-creation.
+//!
+//! So we watch each file's *directory* (inotify, non-recursive), not the file: every one of
+//! those shows up there. Any event starts a short debounce (bursts of events become one reload),
+//! then each file's identity (device, inode, size, mtime) is compared with the last one read,
+//! and only files that changed are read, hashed and parsed. A poll at `poll_interval` repeats the
+//! same check, for filesystems without inotify and for a watched directory that was replaced.
+//!
+//! Each file keeps its last good content: a file that cannot be used (missing, unreadable, not
+//! JSON/YAML, wrong version, zone file syntax error) leaves its previous records serving. The
+//! catalog is rebuilt aside on this thread and swapped in whole; queries never see half a reload.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwap;
+use meshdns_zone::{BuildDefaults, Catalog, Name};
+use notify::Watcher as _;
+use tracing::{debug, error, info, warn};
+
+use crate::records::{FileKind, ParseSettings, Parsed, Problem, parse};
+use crate::snapshot::{SourceInput, assemble};
+
+/// One records file to serve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSource {
+    /// Where it is; relative paths are relative to the working directory.
+    pub path: PathBuf,
+    /// How to read it.
+    pub kind: FileKind,
+}
+
+/// Everything the file sources need to know.
+#[derive(Debug, Clone)]
+pub struct SourceConfig {
+    /// Files, in precedence order.
+    pub files: Vec<FileSource>,
+    /// Zones served even when no file gives them records (`--zone`).
+    pub zones: Vec<Name>,
+    /// Parsing settings (default TTL, Tailscale zones).
+    pub settings: ParseSettings,
+    /// How often files are checked without an inotify event.
+    pub poll_interval: Duration,
+    /// Quiet time that ends a burst of events.
+    pub debounce: Duration,
+}
+
+/// Counters of one source, as `/metrics` shows them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SourceCounters {
+    /// Successful loads.
+    pub reloads_ok: u64,
+    /// Failed loads (file unusable).
+    pub reloads_error: u64,
+    /// Entries skipped, over all loads.
+    pub skipped_entries: u64,
+    /// Unix time of the last successful load.
+    pub last_success_unix: Option<f64>,
+    /// The last error, while the file is failing.
+    pub last_error: Option<String>,
+}
+
+/// Health of the file sources, shared with the HTTP endpoint.
+#[derive(Debug, Default)]
+pub struct SourceStatus {
+    inner: Mutex<StatusInner>,
+}
+
+#[derive(Debug, Default)]
+struct StatusInner {
+    sources: Vec<(String, SourceCounters)>,
+    not_ready: Option<String>,
+}
+
+impl SourceStatus {
+    /// `Ok` once every file has loaded at least once; otherwise why not.
+    pub fn readiness(&self) -> Result<(), String> {
+        match &self.lock().not_ready {
+            None => Ok(()),
+            Some(reason) => Err(reason.clone()),
+        }
+    }
+
+    /// Per-source counters, labelled by path.
+    pub fn counters(&self) -> Vec<(String, SourceCounters)> {
+        self.lock().sources.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, StatusInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fingerprint {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: i64,
+    mtime_nsec: i64,
+}
+
+fn fingerprint(path: &Path) -> Option<Fingerprint> {
+    let m = std::fs::metadata(path).ok()?;
+    Some(Fingerprint { dev: m.dev(), ino: m.ino(), size: m.size(), mtime: m.mtime(), mtime_nsec: m.mtime_nsec() })
+}
+
+#[derive(Debug, Default)]
+struct FileState {
+    seen: Option<Fingerprint>,
+    content_hash: Option<u64>,
+    last_good: Option<Parsed>,
+    failing: bool,
+}
+
+/// The file sources: their last good contents and the snapshot they publish.
+pub struct FileSources {
+    config: SourceConfig,
+    labels: Vec<String>,
+    states: Vec<FileState>,
+    serial: u32,
+    published: Arc<ArcSwap<Catalog>>,
+    status: Arc<SourceStatus>,
+    reported: HashSet<String>,
+}
+
+impl FileSources {
+    /// Sets up the sources; nothing is read until [`FileSources::refresh`].
+    pub fn new(config: SourceConfig, published: Arc<ArcSwap<Catalog>>, status: Arc<SourceStatus>) -> FileSources {
+        let labels: Vec<String> = config.files.iter().map(|f| f.path.display().to_string()).collect();
+        let states = config.files.iter().map(|_| FileState::default()).collect();
+        {
+            let mut inner = status.lock();
+            inner.sources = labels.iter().map(|l| (l.clone(), SourceCounters::default())).collect();
+        }
+        FileSources { config, labels, states, serial: 0, published, status, reported: HashSet::new() }
+    }
+
+    /// Checks every file, loads those that changed, and publishes a new snapshot when anything
+    /// did (always on the first call). Returns whether a snapshot was published.
+    pub fn refresh(&mut self) -> bool {
+        let first = self.serial == 0;
+        let mut changed = false;
+        for i in 0..self.config.files.len() {
+            changed |= self.check_file(i);
+        }
+        if changed || first {
+            self.publish();
+        }
+        self.update_readiness();
+        changed || first
+    }
+
+    fn check_file(&mut self, i: usize) -> bool {
+        let source = &self.config.files[i];
+        let label = self.labels[i].clone();
+        let fp = fingerprint(&source.path);
+        let state = &mut self.states[i];
+        if fp.is_some() && fp == state.seen && !state.failing {
+            return false;
+        }
+        let bytes = match std::fs::read(&source.path) {
+            Ok(b) => b,
+            Err(e) => {
+                state.seen = None;
+                let problem = Problem::new(&label, "file", format!("cannot read: {e}"));
+                self.fail(i, problem);
+                return false;
+            }
+        };
+        let hash = {
+            let mut h = DefaultHasher::new();
+            bytes.hash(&mut h);
+            h.finish()
+        };
+        state.seen = fp;
+        if state.content_hash == Some(hash) && state.last_good.is_some() && !state.failing {
+            return false;
+        }
+        let started = Instant::now();
+        match parse(&label, &source.kind, &bytes, &self.config.settings) {
+            Ok(parsed) => {
+                for p in &parsed.problems {
+                    warn!(file = %p.file, entry = %p.entry, reason = %p.reason, "records entry skipped");
+                }
+                let records: usize = parsed.zones.iter().map(|z| z.records.len()).sum();
+                info!(file = %label, records, skipped = parsed.problems.len(), elapsed_ms = started.elapsed().as_millis() as u64, "records file loaded");
+                let skipped = parsed.problems.len() as u64;
+                let state = &mut self.states[i];
+                state.content_hash = Some(hash);
+                state.last_good = Some(parsed);
+                state.failing = false;
+                self.with_counters(i, |c| {
+                    c.reloads_ok += 1;
+                    c.skipped_entries += skipped;
+                    c.last_success_unix = Some(unix_now());
+                    c.last_error = None;
+                });
+                true
+            }
+            Err(problem) => {
+                self.states[i].content_hash = Some(hash);
+                self.fail(i, problem);
+                false
+            }
+        }
+    }
+
+    fn fail(&mut self, i: usize, problem: Problem) {
+        let state = &mut self.states[i];
+        let keeping = if state.last_good.is_some() { "keeping the last good records" } else { "no records from it yet" };
+        if state.failing && self.status.lock().sources[i].1.last_error.as_deref() == Some(&problem.to_string()) {
+            debug!(%problem, "records file still unusable");
+            return;
+        }
+        state.failing = true;
+        error!(file = %problem.file, entry = %problem.entry, reason = %problem.reason, "records file unusable; {keeping}");
+        let text = problem.to_string();
+        self.with_counters(i, |c| {
+            c.reloads_error += 1;
+            c.last_error = Some(text);
+        });
+    }
+
+    fn with_counters(&self, i: usize, f: impl FnOnce(&mut SourceCounters)) {
+        f(&mut self.status.lock().sources[i].1);
+    }
+
+    fn publish(&mut self) {
+        let started = Instant::now();
+        self.serial = self.serial.saturating_add(1).max(unix_now() as u32);
+        let empty = Parsed::default();
+        let inputs: Vec<SourceInput<'_>> = self
+            .labels
+            .iter()
+            .zip(&self.states)
+            .map(|(label, s)| SourceInput { label, parsed: s.last_good.as_ref().unwrap_or(&empty) })
+            .collect();
+        let defaults = BuildDefaults { default_ttl: self.config.settings.default_ttl, serial: self.serial };
+        let (catalog, refused) = assemble(&inputs, &self.config.zones, defaults);
+        let records = catalog.record_count();
+        let zones = catalog.zones().len();
+        let old = self.published.swap(Arc::new(catalog));
+        for p in refused {
+            if self.reported.insert(p.to_string()) {
+                warn!(file = %p.file, entry = %p.entry, reason = %p.reason, "records entry skipped");
+                if let Some(i) = self.labels.iter().position(|l| *l == p.file) {
+                    self.with_counters(i, |c| c.skipped_entries += 1);
+                }
+            }
+        }
+        info!(zones, records, serial = self.serial, elapsed_ms = started.elapsed().as_millis() as u64, "snapshot published");
+        // The previous snapshot is dropped here, on this thread, not on a query thread (unless a
+        // query still holds it, in which case that query frees it when it finishes).
+        drop(old);
+    }
+
+    fn update_readiness(&self) {
+        let missing: Vec<String> = self
+            .labels
+            .iter()
+            .zip(&self.states)
+            .filter(|(_, s)| s.last_good.is_none())
+            .map(|(l, _)| l.clone())
+            .collect();
+        let reason = (!missing.is_empty()).then(|| {
+            let detail: Vec<String> = self
+                .status
+                .lock()
+                .sources
+                .iter()
+                .filter(|(l, _)| missing.contains(l))
+                .map(|(l, c)| c.last_error.clone().unwrap_or_else(|| format!("{l}: not loaded yet")))
+                .collect();
+            format!("records not loaded: {}", detail.join("; "))
+        });
+        self.status.lock().not_ready = reason;
+    }
+
+    fn watch_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs: Vec<PathBuf> = self
+            .config
+            .files
+            .iter()
+            .map(|f| match f.path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            })
+            .collect();
+        dirs.sort();
+        dirs.dedup();
+        dirs
+    }
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+enum Msg {
+    Changed,
+    Stop,
+}
+
+/// A running watcher thread; [`WatchHandle::stop`] ends it.
+pub struct WatchHandle {
+    tx: mpsc::Sender<Msg>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl WatchHandle {
+    /// Stops watching and waits for the thread to end.
+    pub fn stop(mut self) {
+        let _ = self.tx.send(Msg::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for WatchHandle {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Msg::Stop);
+    }
+}
+
+/// Starts the watcher thread. Call [`FileSources::refresh`] once first if the first snapshot
+/// must be in place before this returns.
+pub fn spawn_watcher(mut sources: FileSources) -> std::io::Result<WatchHandle> {
+    let (tx, rx) = mpsc::channel();
+    let events = tx.clone();
+    let thread = std::thread::Builder::new().name("meshdns-files".into()).spawn(move || {
+        let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            if res.is_ok() {
+                let _ = events.send(Msg::Changed);
+            }
+        });
+        let mut watcher = match watcher {
+            Ok(w) => Some(w),
+            Err(e) => {
+                warn!(error = %e, "file notifications unavailable; polling only");
+                None
+            }
+        };
+        let mut watched: HashMap<PathBuf, Option<u64>> = HashMap::new();
+        let poll = sources.config.poll_interval;
+        let debounce = sources.config.debounce;
+        loop {
+            if let Some(w) = watcher.as_mut() {
+                ensure_watches(w, &sources.watch_dirs(), &mut watched);
+            }
+            match rx.recv_timeout(poll) {
+                Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                Ok(Msg::Changed) => {
+                    let burst_end = Instant::now() + debounce * 10;
+                    loop {
+                        match rx.recv_timeout(debounce) {
+                            Ok(Msg::Changed) if Instant::now() < burst_end => continue,
+                            Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                            _ => break,
+                        }
+                    }
+                    sources.refresh();
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    sources.refresh();
+                }
+            }
+        }
+    })?;
+    Ok(WatchHandle { tx, thread: Some(thread) })
+}
+
+/// Watches each directory, re-adding the watch when the directory was replaced (new inode).
+fn ensure_watches(w: &mut notify::RecommendedWatcher, dirs: &[PathBuf], watched: &mut HashMap<PathBuf, Option<u64>>) {
+    for dir in dirs {
+        let ino = std::fs::metadata(dir).ok().map(|m| m.ino());
+        match watched.get(dir) {
+            Some(seen) if *seen == ino && ino.is_some() => continue,
+            Some(_) => {
+                let _ = w.unwatch(dir);
+            }
+            None => {}
+        }
+        match w.watch(dir, notify::RecursiveMode::NonRecursive) {
+            Ok(()) => {
+                debug!(dir = %dir.display(), "watching");
+                watched.insert(dir.clone(), ino);
+            }
+            Err(e) => {
+                if watched.insert(dir.clone(), None).is_none() {
+                    warn!(dir = %dir.display(), error = %e, "cannot watch directory; will poll and retry");
+                }
+            }
+        }
+    }
+}

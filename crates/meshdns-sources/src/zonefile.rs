@@ -1,0 +1,328 @@
+//! RFC 1035 §5 master files, as Knot, NSD and BIND read them.
+//!
+//! Supported: `$ORIGIN`, `$TTL` (RFC 2308 §4), owner inheritance (a line starting with blank
+//! space), `@`, relative names, TTL and class in either order, parentheses across lines, `;`
+//! comments, quoted strings and `\` escapes, TTL units (`1h30m`). Types: those meshdns serves.
+//!
+//! Unusable (the whole file is rejected, the last good version keeps serving): unbalanced
+//! parentheses, an unterminated quote, a bad or unknown directive, no way to know the origin.
+//! Skipped with a problem naming the line: an unknown type or class, data that does not parse,
+//! a record outside the zone, `$INCLUDE`/`$GENERATE` (not supported: files must stand alone).
+
+use meshdns_zone::text::{Token, looks_like_ttl, parse_ttl};
+use meshdns_zone::{Name, RData, RType, Record};
+
+use crate::records::{Parsed, Problem, ZoneContent};
+
+/// One logical entry: its first line, whether it began with blank space, and its fields.
+struct Entry {
+    line: usize,
+    inherit_owner: bool,
+    tokens: Vec<Token>,
+}
+
+fn lex(file: &str, text: &str) -> Result<Vec<Entry>, Problem> {
+    let mut entries = Vec::new();
+    let mut line = 1;
+    let mut depth_opened_at: Option<usize> = None;
+    let mut current: Option<Entry> = None;
+    let mut at_line_start = true;
+    let mut chars = text.chars().peekable();
+    let syntax = |line: usize, reason: String| Problem::new(file, format!("line {line}"), reason);
+    while let Some(c) = chars.next() {
+        if at_line_start && depth_opened_at.is_none() {
+            at_line_start = false;
+            if c != '\n' {
+                current = Some(Entry { line, inherit_owner: c == ' ' || c == '\t', tokens: Vec::new() });
+            }
+        }
+        match c {
+            '\n' => {
+                line += 1;
+                if depth_opened_at.is_none() {
+                    if let Some(e) = current.take().filter(|e| !e.tokens.is_empty()) {
+                        entries.push(e);
+                    }
+                    at_line_start = true;
+                }
+            }
+            ';' => {
+                while chars.peek().is_some_and(|&c| c != '\n') {
+                    chars.next();
+                }
+            }
+            '(' => {
+                if let Some(open) = depth_opened_at {
+                    return Err(syntax(line, format!("nested '(' (one is already open since line {open})")));
+                }
+                depth_opened_at = Some(line);
+            }
+            ')' => {
+                if depth_opened_at.take().is_none() {
+                    return Err(syntax(line, "')' without a matching '('".into()));
+                }
+            }
+            c if c.is_whitespace() => {}
+            '"' => {
+                let start = line;
+                let mut s = String::new();
+                loop {
+                    match chars.next() {
+                        None | Some('\n') => return Err(syntax(start, "unterminated quoted string".into())),
+                        Some('"') => break,
+                        Some('\\') => {
+                            s.push('\\');
+                            if let Some(e) = chars.next() {
+                                s.push(e);
+                            }
+                        }
+                        Some(c) => s.push(c),
+                    }
+                }
+                if let Some(e) = current.as_mut() {
+                    e.tokens.push(Token { text: s, quoted: true });
+                }
+            }
+            c => {
+                let mut s = String::from(c);
+                if c == '\\'
+                    && let Some(e) = chars.next()
+                {
+                    s.push(e);
+                }
+                while let Some(&n) = chars.peek() {
+                    if n.is_whitespace() || matches!(n, ';' | '(' | ')' | '"') {
+                        break;
+                    }
+                    chars.next();
+                    s.push(n);
+                    if n == '\\'
+                        && let Some(e) = chars.next()
+                    {
+                        s.push(e);
+                    }
+                }
+                if let Some(e) = current.as_mut() {
+                    e.tokens.push(Token { text: s, quoted: false });
+                }
+            }
+        }
+    }
+    if let Some(open) = depth_opened_at {
+        return Err(syntax(open, "'(' is never closed".into()));
+    }
+    if let Some(e) = current.filter(|e| !e.tokens.is_empty()) {
+        entries.push(e);
+    }
+    Ok(entries)
+}
+
+/// Parses a zone file. `origin` is the initial `$ORIGIN`; without one the file must set
+/// `$ORIGIN` or start with an SOA record at an absolute name.
+pub fn parse(file: &str, text: &str, origin: Option<&Name>, default_ttl: u32) -> Result<Parsed, Problem> {
+    let entries = lex(file, text)?;
+    let mut problems = Vec::new();
+    let mut current_origin = origin.cloned();
+    let mut apex = origin.cloned();
+    let mut dollar_ttl: Option<u32> = None;
+    let mut last_ttl: Option<u32> = None;
+    let mut last_owner: Option<Name> = None;
+    let mut records: Vec<(usize, Record)> = Vec::new();
+    let mut seen_soa = false;
+    for entry in entries {
+        let at = format!("line {}", entry.line);
+        let skip = |problems: &mut Vec<Problem>, reason: String| problems.push(Problem::new(file, &at, reason));
+        let t = &entry.tokens;
+        let first = &t[0];
+        if !entry.inherit_owner && !first.quoted && first.text.starts_with('$') {
+            let fatal = |reason: String| Problem::new(file, &at, reason);
+            match first.text.to_ascii_uppercase().as_str() {
+                "$ORIGIN" => {
+                    let arg = t.get(1).ok_or_else(|| fatal("$ORIGIN needs a domain name".into()))?;
+                    let name = Name::parse(&arg.text, current_origin.as_ref())
+                        .map_err(|e| fatal(format!("$ORIGIN {:?}: {e}", arg.text)))?;
+                    apex.get_or_insert_with(|| name.clone());
+                    current_origin = Some(name);
+                }
+                "$TTL" => {
+                    let arg = t.get(1).ok_or_else(|| fatal("$TTL needs a value".into()))?;
+                    dollar_ttl = Some(parse_ttl(&arg.text).map_err(fatal)?);
+                }
+                "$INCLUDE" | "$GENERATE" => {
+                    skip(&mut problems, format!("{} is not supported; the directive is skipped", first.text));
+                }
+                other => return Err(fatal(format!("unknown directive {other} (accepted: $ORIGIN, $TTL)"))),
+            }
+            continue;
+        }
+        let mut rest = &t[..];
+        let owner = if entry.inherit_owner {
+            match &last_owner {
+                Some(o) => o.clone(),
+                None => {
+                    skip(&mut problems, "no owner name to inherit (the first record must name its owner)".into());
+                    continue;
+                }
+            }
+        } else {
+            rest = &t[1..];
+            match Name::parse(&first.text, current_origin.as_ref()) {
+                Ok(n) => n,
+                Err(e) => {
+                    skip(&mut problems, format!("owner {:?}: {e}", first.text));
+                    last_owner = None;
+                    continue;
+                }
+            }
+        };
+        last_owner = Some(owner.clone());
+        let mut ttl = None;
+        let mut class_ok = true;
+        while let Some(tok) = rest.first() {
+            if ttl.is_none() && looks_like_ttl(&tok.text) {
+                ttl = parse_ttl(&tok.text).ok();
+            } else if tok.text.eq_ignore_ascii_case("IN") {
+            } else if ["CH", "HS", "CS", "ANY", "NONE"].iter().any(|c| tok.text.eq_ignore_ascii_case(c)) {
+                class_ok = false;
+            } else {
+                break;
+            }
+            rest = &rest[1..];
+        }
+        let Some(type_tok) = rest.first() else {
+            skip(&mut problems, format!("{owner}: missing record type"));
+            continue;
+        };
+        if !class_ok {
+            skip(&mut problems, format!("{owner}: only class IN is served"));
+            continue;
+        }
+        let Some(rtype) = RType::from_mnemonic(&type_tok.text).filter(|t| RType::SERVED.contains(t)) else {
+            skip(&mut problems, format!("{owner}: unknown or unsupported type {:?}", type_tok.text));
+            continue;
+        };
+        let origin_now = current_origin.as_ref().unwrap_or(&owner);
+        let data = match RData::from_tokens(rtype, &rest[1..], origin_now) {
+            Ok(d) => d,
+            Err(e) => {
+                skip(&mut problems, format!("{owner} {rtype}: {e}"));
+                continue;
+            }
+        };
+        if rtype == RType::SOA {
+            if seen_soa {
+                skip(&mut problems, format!("{owner}: a second SOA record; only the first is used"));
+                continue;
+            }
+            seen_soa = true;
+            apex.get_or_insert_with(|| owner.clone());
+        }
+        if ttl.is_some() {
+            last_ttl = ttl;
+        }
+        let ttl = ttl.or(dollar_ttl).or(last_ttl).unwrap_or(default_ttl);
+        records.push((entry.line, Record { name: owner, ttl, data }));
+    }
+    let Some(apex) = apex else {
+        return Err(Problem::new(
+            file,
+            "file",
+            "no origin: add a $ORIGIN line, start with an SOA record at an absolute name, or give the origin with the file",
+        ));
+    };
+    let mut content = ZoneContent { origin: apex.clone(), soa: None, records: Vec::with_capacity(records.len()) };
+    for (line, rec) in records {
+        if !rec.name.is_subdomain_of(&apex) {
+            problems.push(Problem::new(file, format!("line {line}"), format!("{} is outside zone {apex}", rec.name)));
+        } else if rec.data.rtype() == RType::SOA && rec.name != apex {
+            problems.push(Problem::new(file, format!("line {line}"), format!("SOA at {} is not at the zone apex {apex}", rec.name)));
+        } else {
+            content.records.push(rec);
+        }
+    }
+    Ok(Parsed { zones: vec![content], problems })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ZONE: &str = r#"
+$ORIGIN example.org.
+$TTL 1h
+@   IN  SOA ns1 hostmaster (
+            2024010101 ; serial
+            1h 15m 1w 30 )
+    IN  NS  ns1
+ns1     A   192.0.2.53
+www 300 IN A 192.0.2.1
+        IN AAAA 2001:db8::1
+txt     TXT "hello world" "second; not a comment"
+mail    IN 60 MX 10 mx.other.net.
+_sip._tcp SRV 0 5 5060 sip
+alias   CNAME www
+"#;
+
+    #[test]
+    fn parses_a_zone_file_with_every_feature() {
+        let p = parse("example.zone", ZONE, None, 5).unwrap();
+        assert!(p.problems.is_empty(), "{:?}", p.problems);
+        let z = &p.zones[0];
+        assert_eq!(z.origin.to_string(), "example.org.");
+        let shown: Vec<String> = z.records.iter().map(|r| format!("{} {} {} {}", r.name, r.ttl, r.data.rtype(), r.data)).collect();
+        assert_eq!(
+            shown,
+            [
+                "example.org. 3600 SOA ns1.example.org. hostmaster.example.org. 2024010101 3600 900 604800 30",
+                "example.org. 3600 NS ns1.example.org.",
+                "ns1.example.org. 3600 A 192.0.2.53",
+                "www.example.org. 300 A 192.0.2.1",
+                "www.example.org. 3600 AAAA 2001:db8::1",
+                "txt.example.org. 3600 TXT \"hello world\" \"second; not a comment\"",
+                "mail.example.org. 60 MX 10 mx.other.net.",
+                "_sip._tcp.example.org. 3600 SRV 0 5 5060 sip.example.org.",
+                "alias.example.org. 3600 CNAME www.example.org.",
+            ]
+        );
+    }
+
+    #[test]
+    fn origin_comes_from_the_soa_or_the_caller() {
+        let p = parse("f", "example.net. 60 IN SOA ns h 1 2 3 4 5\nwww.example.net. A 192.0.2.1\n", None, 5).unwrap();
+        assert_eq!(p.zones[0].origin.to_string(), "example.net.");
+        let given: Name = "given.org.".parse().unwrap();
+        let p = parse("f", "www A 192.0.2.1\n", Some(&given), 7).unwrap();
+        assert_eq!(p.zones[0].records[0].name.to_string(), "www.given.org.");
+        assert_eq!(p.zones[0].records[0].ttl, 7);
+        let e = parse("f", "www A 192.0.2.1\n", None, 5).unwrap_err();
+        assert_eq!(e.entry, "file");
+        let e = parse("f", "www.x. A 192.0.2.1\n", None, 5).unwrap_err();
+        assert!(e.reason.starts_with("no origin"), "{e}");
+    }
+
+    #[test]
+    fn syntax_errors_make_the_file_unusable() {
+        let e = parse("f", "$ORIGIN a.\n@ SOA ns h ( 1 2 3 4 5\n", None, 5).unwrap_err();
+        assert_eq!(e.to_string(), "f: line 2: '(' is never closed");
+        let e = parse("f", "$ORIGIN a.\nx TXT \"open\n", None, 5).unwrap_err();
+        assert_eq!(e.to_string(), "f: line 2: unterminated quoted string");
+        let e = parse("f", "$BOGUS x\n", None, 5).unwrap_err();
+        assert!(e.reason.starts_with("unknown directive $BOGUS"));
+        let e = parse("f", "$ORIGIN a.\nx A 1.2.3.4 )\n", None, 5).unwrap_err();
+        assert!(e.reason.contains("without a matching"));
+    }
+
+    #[test]
+    fn bad_records_are_skipped_with_their_line() {
+        let text = "$ORIGIN a.\nx A 1.2.3.400\ny BOGUS 1\nz CH A 1.2.3.4\nw.b. A 1.2.3.4\nok A 1.2.3.4\n$INCLUDE other\n";
+        let p = parse("f", text, None, 5).unwrap();
+        let shown: Vec<String> = p.problems.iter().map(ToString::to_string).collect();
+        assert_eq!(shown.len(), 5, "{shown:#?}");
+        assert!(shown[0].starts_with("f: line 2: x.a. A: \"1.2.3.400\" is not an IPv4"));
+        assert!(shown[1].starts_with("f: line 3: y.a.: unknown or unsupported type \"BOGUS\""));
+        assert!(shown[2].starts_with("f: line 4: z.a.: only class IN"));
+        assert!(shown[3].starts_with("f: line 7: $INCLUDE is not supported"));
+        assert!(shown[4].starts_with("f: line 5: w.b. is outside zone a."));
+        assert_eq!(p.zones[0].records.len(), 1);
+    }
+}
