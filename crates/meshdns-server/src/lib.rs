@@ -1,1 +1,298 @@
-//! placeholder
+//! The DNS transports of meshdns: UDP and TCP on the same port, IPv4 and IPv6.
+//!
+//! The server knows nothing about zones: it reads the current [`Catalog`] snapshot (one atomic
+//! load, never a lock) and calls [`meshdns_zone::answer`]. [`Server::bind`] returns once every
+//! socket is bound, with a [`ServerHandle`] that exposes the real addresses (port 0 in tests),
+//! and `shutdown`/`join`.
+//!
+//! UDP: `udp_sockets` sockets per address share the port with `SO_REUSEPORT`, so the kernel
+//! spreads datagrams across them and each is served by its own task. TCP (RFC 7766): 2-byte
+//! length framing, several queries per connection answered in order, an idle timeout, and a
+//! connection cap taken *before* `accept` so a flood waits in the kernel backlog instead of
+//! costing us memory.
+
+pub mod http;
+pub mod metrics;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use meshdns_zone::{AnswerConfig, Catalog, Transport, answer};
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+pub use metrics::{DnsMetrics, Proto};
+
+/// The snapshot every query reads; sources swap whole catalogs into it.
+pub type SharedCatalog = Arc<ArcSwap<Catalog>>;
+
+/// How the DNS listeners behave.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Addresses to serve on, UDP and TCP each (port 0 picks one free port for both).
+    pub listen: Vec<SocketAddr>,
+    /// UDP sockets per address, sharing the port with `SO_REUSEPORT`.
+    pub udp_sockets: usize,
+    /// Receive buffer requested for each UDP socket (the kernel may grant less; logged).
+    pub udp_recv_buffer: usize,
+    /// A TCP connection with no complete query for this long is closed.
+    pub tcp_idle_timeout: Duration,
+    /// At most this many TCP connections at once.
+    pub tcp_max_connections: usize,
+    /// Answer settings (EDNS payload size).
+    pub answer: AnswerConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: vec![SocketAddr::from(([127, 0, 0, 1], 1053))],
+            udp_sockets: 1,
+            udp_recv_buffer: 4 << 20,
+            tcp_idle_timeout: Duration::from_secs(10),
+            tcp_max_connections: 1024,
+            answer: AnswerConfig::default(),
+        }
+    }
+}
+
+/// Namespace for [`Server::bind`].
+pub struct Server;
+
+/// A running server.
+pub struct ServerHandle {
+    udp: Vec<SocketAddr>,
+    tcp: Vec<SocketAddr>,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+}
+
+impl ServerHandle {
+    /// The bound UDP addresses (one per listen address).
+    pub fn udp_addrs(&self) -> &[SocketAddr] {
+        &self.udp
+    }
+
+    /// The bound TCP addresses (one per listen address).
+    pub fn tcp_addrs(&self) -> &[SocketAddr] {
+        &self.tcp
+    }
+
+    /// Stops accepting queries; open TCP connections finish the query in hand and close.
+    pub fn shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Waits until every listener and connection task has ended.
+    pub async fn join(self) {
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+}
+
+struct Shared {
+    catalog: SharedCatalog,
+    metrics: Arc<DnsMetrics>,
+    config: ServerConfig,
+    shutdown: CancellationToken,
+    tcp_permits: Arc<Semaphore>,
+}
+
+impl Server {
+    /// Binds every listener, then starts serving. Returns only when all sockets are bound.
+    pub async fn bind(config: ServerConfig, catalog: SharedCatalog, metrics: Arc<DnsMetrics>) -> io::Result<ServerHandle> {
+        let shutdown = CancellationToken::new();
+        let tasks = TaskTracker::new();
+        let shared = Arc::new(Shared {
+            catalog,
+            metrics,
+            tcp_permits: Arc::new(Semaphore::new(config.tcp_max_connections.max(1))),
+            config: config.clone(),
+            shutdown: shutdown.clone(),
+        });
+        let mut udp_addrs = Vec::new();
+        let mut tcp_addrs = Vec::new();
+        for addr in &config.listen {
+            let (udp, tcp) = bind_pair(*addr, &config)?;
+            let local = udp[0].local_addr()?;
+            info!(%local, udp_sockets = udp.len(), "DNS listening on UDP and TCP");
+            for sock in udp {
+                tasks.spawn(serve_udp(sock, shared.clone()));
+            }
+            tasks.spawn(serve_tcp(tcp, shared.clone(), tasks.clone()));
+            udp_addrs.push(local);
+            tcp_addrs.push(local);
+        }
+        Ok(ServerHandle { udp: udp_addrs, tcp: tcp_addrs, shutdown, tasks })
+    }
+}
+
+/// Binds the UDP sockets and the TCP listener of one address on one port. With port 0 the
+/// first UDP socket picks the port; if TCP cannot have the same one, try another.
+fn bind_pair(addr: SocketAddr, config: &ServerConfig) -> io::Result<(Vec<UdpSocket>, TcpListener)> {
+    let attempts = if addr.port() == 0 { 8 } else { 1 };
+    let mut last_err = None;
+    for _ in 0..attempts {
+        let first = udp_socket(addr, config)?;
+        let port = first.local_addr()?.port();
+        let bound = SocketAddr::new(addr.ip(), port);
+        match tcp_listener(bound) {
+            Ok(tcp) => {
+                let mut udp = vec![first];
+                for _ in 1..config.udp_sockets.max(1) {
+                    udp.push(udp_socket(bound, config)?);
+                }
+                return Ok((udp, tcp));
+            }
+            Err(e) => last_err = Some(e),
+        }
+    }
+    Err(last_err.unwrap_or_else(|| io::Error::other("could not bind")))
+}
+
+fn udp_socket(addr: SocketAddr, config: &ServerConfig) -> io::Result<UdpSocket> {
+    let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6() {
+        // Keep [::] IPv6-only so 0.0.0.0 can be bound beside it on the same port.
+        sock.set_only_v6(true)?;
+    }
+    sock.set_reuse_port(true)?;
+    if let Err(e) = sock.set_recv_buffer_size(config.udp_recv_buffer) {
+        debug!(error = %e, "could not set UDP receive buffer");
+    }
+    sock.set_nonblocking(true)?;
+    sock.bind(&addr.into())
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot bind UDP {addr}: {e}")))?;
+    debug!(%addr, recv_buffer = sock.recv_buffer_size().unwrap_or(0), "UDP socket bound (kernel-granted buffer)");
+    UdpSocket::from_std(sock.into())
+}
+
+fn tcp_listener(addr: SocketAddr) -> io::Result<TcpListener> {
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    if addr.is_ipv6() {
+        sock.set_only_v6(true)?;
+    }
+    sock.set_reuse_address(true)?;
+    sock.set_nonblocking(true)?;
+    sock.bind(&addr.into())
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot bind TCP {addr}: {e}")))?;
+    sock.listen(1024)?;
+    TcpListener::from_std(sock.into())
+}
+
+async fn serve_udp(sock: UdpSocket, shared: Arc<Shared>) {
+    let mut buf = vec![0u8; 65_535];
+    let mut out = Vec::with_capacity(4096);
+    loop {
+        let received = tokio::select! {
+            r = sock.recv_from(&mut buf) => r,
+            () = shared.shutdown.cancelled() => return,
+        };
+        let (len, peer) = match received {
+            Ok(x) => x,
+            Err(e) => {
+                // Errors here are per-datagram (e.g. ICMP port unreachable from an earlier
+                // send); the socket stays usable, so keep going.
+                debug!(error = %e, "UDP receive error");
+                continue;
+            }
+        };
+        if peer.port() == 0 {
+            continue; // no reply can reach port 0; answering would only reflect spoofed traffic
+        }
+        let started = Instant::now();
+        let outcome = {
+            let catalog = shared.catalog.load();
+            answer(&catalog, &buf[..len], Transport::Udp, &shared.config.answer, &mut out)
+        };
+        shared.metrics.record(Proto::Udp, &outcome, started.elapsed());
+        if outcome.reply
+            && let Err(e) = sock.send_to(&out, peer).await
+        {
+            debug!(error = %e, %peer, "UDP send failed");
+        }
+    }
+}
+
+async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>, tasks: TaskTracker) {
+    loop {
+        let permit = tokio::select! {
+            p = shared.tcp_permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return,
+            },
+            () = shared.shutdown.cancelled() => return,
+        };
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            () = shared.shutdown.cancelled() => return,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let shared = shared.clone();
+                tasks.spawn(async move {
+                    shared.metrics.tcp_opened();
+                    if let Err(e) = serve_connection(stream, &shared).await {
+                        debug!(%peer, error = %e, "TCP connection ended with an error");
+                    }
+                    shared.metrics.tcp_closed();
+                    drop(permit);
+                });
+            }
+            Err(e) => {
+                // Usually out of file descriptors: back off instead of spinning.
+                warn!(error = %e, "TCP accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Serves one TCP connection: queries answered in order; responses flushed once no further
+/// query is already buffered, so pipelined queries share a write.
+async fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
+    let _ = SockRef::from(&stream).set_tcp_nodelay(true);
+    let (r, w) = stream.into_split();
+    let mut reader = BufReader::new(r);
+    let mut writer = BufWriter::new(w);
+    let mut msg = Vec::with_capacity(512);
+    let mut out = Vec::with_capacity(4096);
+    let idle = shared.config.tcp_idle_timeout;
+    loop {
+        let len = tokio::select! {
+            r = tokio::time::timeout(idle, reader.read_u16()) => match r {
+                Ok(Ok(len)) => usize::from(len),
+                Ok(Err(_)) | Err(_) => break, // closed by the client, or idle
+            },
+            () = shared.shutdown.cancelled() => break,
+        };
+        msg.resize(len, 0);
+        match tokio::time::timeout(idle, reader.read_exact(&mut msg)).await {
+            Ok(Ok(_)) => {}
+            _ => break,
+        }
+        let started = Instant::now();
+        let outcome = {
+            let catalog = shared.catalog.load();
+            answer(&catalog, &msg, Transport::Stream, &shared.config.answer, &mut out)
+        };
+        shared.metrics.record(Proto::Tcp, &outcome, started.elapsed());
+        if outcome.reply {
+            writer.write_all(&(out.len() as u16).to_be_bytes()).await?;
+            writer.write_all(&out).await?;
+        }
+        if reader.buffer().is_empty() {
+            writer.flush().await?;
+        }
+    }
+    writer.flush().await?;
+    writer.shutdown().await
+}

@@ -1,1 +1,254 @@
-fn main() {}
+//! `meshdns`: discovery DNS for overlay networks on Kubernetes.
+//!
+//! This binary only wires things together: flags and config ([`config`]), the file sources
+//! (`meshdns-sources`), the DNS server (`meshdns-server`) and the zone core (`meshdns-zone`).
+
+mod config;
+mod telemetry;
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use arc_swap::ArcSwap;
+use clap::{Parser, Subcommand};
+use meshdns_server::http::{HttpState, router, serve_http};
+use meshdns_server::{DnsMetrics, Server, ServerConfig, SharedCatalog};
+use meshdns_sources::{FileKind, FileSource, FileSources, ParseSettings, SourceConfig, SourceInput, SourceStatus, assemble, parse, spawn_watcher};
+use meshdns_zone::{AnswerConfig, BuildDefaults, Catalog, Name};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{error, info, warn};
+use tracing_subscriber::EnvFilter;
+
+use crate::config::{ServeArgs, Settings};
+
+/// Discovery DNS for overlay networks on Kubernetes.
+#[derive(Debug, Parser)]
+#[command(name = "meshdns", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve DNS authoritatively from records files, reloading them when they change.
+    Serve(ServeArgs),
+    /// Parse records and zone files as `serve` would and print every problem
+    /// (`FILE: ENTRY: REASON`); exit 1 if a file cannot be used.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct CheckArgs {
+    /// Records files (Tailscale records.json, meshdns YAML/JSON, or zone files by extension).
+    files: Vec<std::path::PathBuf>,
+    /// RFC 1035 zone file, as FILE or ORIGIN=FILE (repeatable).
+    #[arg(long = "zone-file")]
+    zone_files: Vec<String>,
+    /// Zones Tailscale names belong to [default: ts.net.].
+    #[arg(long = "zone")]
+    zones: Vec<String>,
+    /// TTL for records that do not give one [default: 5].
+    #[arg(long, default_value_t = 5)]
+    default_ttl: u32,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => match serve(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("meshdns serve: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Check(args) => match check(&args) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("meshdns check: {e:#}");
+                ExitCode::from(2)
+            }
+        },
+    }
+}
+
+fn init_logging(settings: &Settings) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&settings.log_level));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if settings.log_json {
+        builder.json().init();
+    } else {
+        builder.with_ansi(std::io::stderr().is_terminal()).init();
+    }
+}
+
+fn serve(args: &ServeArgs) -> Result<()> {
+    let settings = config::settings(args)?;
+    init_logging(&settings);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(settings.workers)
+        .thread_name("meshdns-worker")
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(run(settings))
+}
+
+async fn run(settings: Settings) -> Result<()> {
+    let catalog: SharedCatalog = Arc::new(ArcSwap::from_pointee(Catalog::empty()));
+    let status = Arc::new(SourceStatus::default());
+    let mut sources = FileSources::new(
+        SourceConfig {
+            files: settings.files.clone(),
+            zones: settings.zones.clone(),
+            settings: ParseSettings { default_ttl: settings.default_ttl, tailscale_zones: settings.tailscale_zones.clone() },
+            poll_interval: settings.poll_interval,
+            debounce: std::time::Duration::from_millis(20),
+        },
+        catalog.clone(),
+        status.clone(),
+    );
+    // The first snapshot is in place before the first socket is bound.
+    sources.refresh();
+    if let Err(reason) = status.readiness() {
+        warn!(%reason, "starting without every records file; /readyz reports 503 until they load");
+    }
+
+    let metrics = Arc::new(DnsMetrics::default());
+    let mut server_config = ServerConfig {
+        listen: Vec::new(),
+        udp_sockets: settings.udp_sockets,
+        tcp_idle_timeout: settings.tcp_idle_timeout,
+        tcp_max_connections: settings.tcp_max_connections,
+        answer: AnswerConfig { edns_payload: settings.edns_payload },
+        ..ServerConfig::default()
+    };
+    let server = match &settings.listen {
+        Some(listen) => {
+            server_config.listen = listen.clone();
+            Server::bind(server_config, catalog.clone(), metrics.clone()).await?
+        }
+        None => {
+            let v4: SocketAddr = ([0, 0, 0, 0], 1053).into();
+            let v6: SocketAddr = (std::net::Ipv6Addr::UNSPECIFIED, 1053).into();
+            server_config.listen = vec![v4, v6];
+            match Server::bind(server_config.clone(), catalog.clone(), metrics.clone()).await {
+                Ok(s) => s,
+                Err(e) => {
+                    warn!(error = %e, "cannot listen on [::]:1053; serving IPv4 only");
+                    server_config.listen = vec![v4];
+                    Server::bind(server_config, catalog.clone(), metrics.clone()).await?
+                }
+            }
+        }
+    };
+
+    let shutdown = CancellationToken::new();
+    let tasks = TaskTracker::new();
+    let http_addr = match settings.http {
+        Some(addr) => {
+            let state = HttpState {
+                metrics: {
+                    let (metrics, catalog, status) = (metrics.clone(), catalog.clone(), status.clone());
+                    Arc::new(move || telemetry::render(&metrics, &catalog.load(), &status))
+                },
+                readiness: {
+                    let status = status.clone();
+                    Arc::new(move || status.readiness())
+                },
+            };
+            Some(serve_http(addr, router(state), shutdown.clone(), &tasks).await.with_context(|| format!("cannot serve HTTP on {addr}"))?)
+        }
+        None => None,
+    };
+    let watcher = spawn_watcher(sources).context("cannot start the file watcher")?;
+
+    let dns: Vec<String> = server.udp_addrs().iter().map(ToString::to_string).collect();
+    info!(dns = %dns.join(","), http = %http_addr.map_or("off".to_string(), |a| a.to_string()), "meshdns ready");
+
+    wait_for_signal().await;
+    info!("shutting down");
+    server.shutdown();
+    shutdown.cancel();
+    server.join().await;
+    tasks.close();
+    tasks.wait().await;
+    tokio::task::spawn_blocking(move || watcher.stop()).await.ok();
+    info!("stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (mut term, mut int) = match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+        (Ok(t), Ok(i)) => (t, i),
+        _ => {
+            error!("cannot install signal handlers; stop with SIGKILL");
+            std::future::pending::<()>().await;
+            unreachable!()
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => info!(signal = "SIGTERM", "signal received"),
+        _ = int.recv() => info!(signal = "SIGINT", "signal received"),
+    }
+}
+
+/// `meshdns check`: the same parse and assembly as `serve`, printed instead of served.
+fn check(args: &CheckArgs) -> Result<bool> {
+    let zones: Vec<Name> = args
+        .zones
+        .iter()
+        .map(|z| z.parse::<Name>().map_err(|e| anyhow::anyhow!("zone {z:?}: {e}")))
+        .collect::<Result<_>>()?;
+    let settings = ParseSettings {
+        default_ttl: args.default_ttl,
+        tailscale_zones: if zones.is_empty() { ParseSettings::default().tailscale_zones } else { zones.clone() },
+    };
+    let mut sources: Vec<FileSource> = args.files.iter().map(|p| FileSource { path: p.clone(), kind: FileKind::Auto }).collect();
+    for spec in &args.zone_files {
+        sources.push(config::zone_file_source(spec, std::path::Path::new(""))?);
+    }
+    if sources.is_empty() {
+        anyhow::bail!("no files given");
+    }
+    let mut usable = true;
+    let mut loaded = Vec::new();
+    for source in &sources {
+        let label = source.path.display().to_string();
+        let parsed = std::fs::read(&source.path)
+            .map_err(|e| meshdns_sources::Problem::new(&label, "file", format!("cannot read: {e}")))
+            .and_then(|bytes| parse(&label, &source.kind, &bytes, &settings));
+        match parsed {
+            Ok(p) => {
+                for problem in &p.problems {
+                    println!("{problem}");
+                }
+                loaded.push((label, p));
+            }
+            Err(problem) => {
+                println!("{problem}");
+                eprintln!("{label}: unusable");
+                usable = false;
+            }
+        }
+    }
+    let inputs: Vec<SourceInput<'_>> = loaded.iter().map(|(label, parsed)| SourceInput { label, parsed }).collect();
+    let (catalog, refused) = assemble(&inputs, &zones, BuildDefaults { default_ttl: args.default_ttl, serial: 1 });
+    for problem in &refused {
+        println!("{problem}");
+    }
+    for (label, parsed) in &loaded {
+        let records: usize = parsed.zones.iter().map(|z| z.records.len()).sum();
+        let skipped = parsed.problems.len() + refused.iter().filter(|p| &p.file == label).count();
+        eprintln!("{label}: ok: {records} records in {} zone(s), {skipped} skipped", parsed.zones.len());
+    }
+    eprintln!("{} zone(s), {} records served in all", catalog.zones().len(), catalog.record_count());
+    Ok(usable)
+}

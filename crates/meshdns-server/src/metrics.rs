@@ -1,0 +1,177 @@
+//! DNS metrics, counted at the transport boundary.
+//!
+//! Fixed arrays of relaxed atomics indexed by (transport, qtype, rcode) rather than a labelled
+//! metrics registry: the query path does a few array indexings and `fetch_add`s, never a hash
+//! lookup, lock or allocation. Rendering to Prometheus text happens only on scrape.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use meshdns_zone::{Outcome, RType, rcode};
+
+/// How a query reached us.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proto {
+    /// UDP.
+    Udp = 0,
+    /// TCP.
+    Tcp = 1,
+    /// DNS over HTTPS.
+    Doh = 2,
+}
+
+const PROTOS: [&str; 3] = ["udp", "tcp", "doh"];
+const QTYPES: [(RType, &str); 15] = [
+    (RType::A, "A"),
+    (RType::NS, "NS"),
+    (RType::CNAME, "CNAME"),
+    (RType::SOA, "SOA"),
+    (RType::PTR, "PTR"),
+    (RType::MX, "MX"),
+    (RType::TXT, "TXT"),
+    (RType::AAAA, "AAAA"),
+    (RType::SRV, "SRV"),
+    (RType(64), "SVCB"),
+    (RType(65), "HTTPS"),
+    (RType::CAA, "CAA"),
+    (RType::ANY, "ANY"),
+    (RType::AXFR, "AXFR"),
+    (RType::IXFR, "IXFR"),
+];
+const QTYPE_SLOTS: usize = QTYPES.len() + 1; // + "other"
+const RCODES: [(u16, &str); 7] = [
+    (rcode::NOERROR, "NOERROR"),
+    (rcode::FORMERR, "FORMERR"),
+    (rcode::SERVFAIL, "SERVFAIL"),
+    (rcode::NXDOMAIN, "NXDOMAIN"),
+    (rcode::NOTIMP, "NOTIMP"),
+    (rcode::REFUSED, "REFUSED"),
+    (rcode::BADVERS, "BADVERS"),
+];
+const RCODE_SLOTS: usize = RCODES.len() + 1;
+/// Upper bounds (seconds) of the answer-latency histogram buckets.
+const BUCKETS: [f64; 10] = [1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2];
+
+/// Counters for every DNS query answered or dropped.
+pub struct DnsMetrics {
+    queries: [[[AtomicU64; RCODE_SLOTS]; QTYPE_SLOTS]; 3],
+    dropped: [AtomicU64; 3],
+    truncated: AtomicU64,
+    buckets: [AtomicU64; BUCKETS.len()],
+    latency_count: AtomicU64,
+    latency_sum_ns: AtomicU64,
+    tcp_connections: AtomicU64,
+    tcp_open: AtomicU64,
+}
+
+impl Default for DnsMetrics {
+    fn default() -> Self {
+        DnsMetrics {
+            queries: std::array::from_fn(|_| std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0)))),
+            dropped: std::array::from_fn(|_| AtomicU64::new(0)),
+            truncated: AtomicU64::new(0),
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            latency_count: AtomicU64::new(0),
+            latency_sum_ns: AtomicU64::new(0),
+            tcp_connections: AtomicU64::new(0),
+            tcp_open: AtomicU64::new(0),
+        }
+    }
+}
+
+fn qtype_slot(t: RType) -> usize {
+    QTYPES.iter().position(|(q, _)| *q == t).unwrap_or(QTYPES.len())
+}
+
+fn rcode_slot(r: u16) -> usize {
+    RCODES.iter().position(|(c, _)| *c == r).unwrap_or(RCODES.len())
+}
+
+impl DnsMetrics {
+    /// Counts one query's outcome and how long `answer()` took.
+    pub fn record(&self, proto: Proto, outcome: &Outcome, elapsed: Duration) {
+        let p = proto as usize;
+        if !outcome.reply {
+            self.dropped[p].fetch_add(1, Relaxed);
+            return;
+        }
+        let q = outcome.qtype.map_or(QTYPES.len(), qtype_slot);
+        self.queries[p][q][rcode_slot(outcome.rcode)].fetch_add(1, Relaxed);
+        if outcome.truncated {
+            self.truncated.fetch_add(1, Relaxed);
+        }
+        let secs = elapsed.as_secs_f64();
+        if let Some(b) = BUCKETS.iter().position(|&le| secs <= le) {
+            self.buckets[b].fetch_add(1, Relaxed);
+        }
+        self.latency_count.fetch_add(1, Relaxed);
+        self.latency_sum_ns.fetch_add(elapsed.as_nanos() as u64, Relaxed);
+    }
+
+    /// A TCP connection was accepted.
+    pub fn tcp_opened(&self) {
+        self.tcp_connections.fetch_add(1, Relaxed);
+        self.tcp_open.fetch_add(1, Relaxed);
+    }
+
+    /// A TCP connection ended.
+    pub fn tcp_closed(&self) {
+        self.tcp_open.fetch_sub(1, Relaxed);
+    }
+
+    /// Total answered queries with this rcode over every transport and type (for tests and
+    /// logs).
+    pub fn answered(&self, rc: u16) -> u64 {
+        let r = rcode_slot(rc);
+        self.queries.iter().flat_map(|p| p.iter()).map(|q| q[r].load(Relaxed)).sum()
+    }
+
+    /// Appends the Prometheus text exposition of these metrics.
+    pub fn render(&self, out: &mut String) {
+        header(out, "meshdns_dns_queries_total", "DNS queries answered, by transport, question type and response code.", "counter");
+        for (p, proto) in PROTOS.iter().enumerate() {
+            for q in 0..QTYPE_SLOTS {
+                let qname = QTYPES.get(q).map_or("other", |(_, n)| n);
+                for r in 0..RCODE_SLOTS {
+                    let v = self.queries[p][q][r].load(Relaxed);
+                    if v > 0 {
+                        let rname = RCODES.get(r).map_or("other", |(_, n)| n);
+                        let _ = writeln!(out, "meshdns_dns_queries_total{{transport=\"{proto}\",qtype=\"{qname}\",rcode=\"{rname}\"}} {v}");
+                    }
+                }
+            }
+        }
+        header(out, "meshdns_dns_dropped_total", "Packets dropped without a reply (no header, or a response sent to us).", "counter");
+        for (p, proto) in PROTOS.iter().enumerate() {
+            let _ = writeln!(out, "meshdns_dns_dropped_total{{transport=\"{proto}\"}} {}", self.dropped[p].load(Relaxed));
+        }
+        header(out, "meshdns_dns_truncated_total", "UDP answers truncated (TC set) because they exceeded the client's size limit.", "counter");
+        let _ = writeln!(out, "meshdns_dns_truncated_total {}", self.truncated.load(Relaxed));
+        header(out, "meshdns_dns_answer_seconds", "Time spent computing an answer, from parsed packet to response bytes.", "histogram");
+        let mut cumulative = 0;
+        for (i, le) in BUCKETS.iter().enumerate() {
+            cumulative += self.buckets[i].load(Relaxed);
+            let _ = writeln!(out, "meshdns_dns_answer_seconds_bucket{{le=\"{le}\"}} {cumulative}");
+        }
+        let count = self.latency_count.load(Relaxed);
+        let _ = writeln!(out, "meshdns_dns_answer_seconds_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(out, "meshdns_dns_answer_seconds_sum {}", self.latency_sum_ns.load(Relaxed) as f64 / 1e9);
+        let _ = writeln!(out, "meshdns_dns_answer_seconds_count {count}");
+        header(out, "meshdns_dns_tcp_connections_total", "TCP connections accepted.", "counter");
+        let _ = writeln!(out, "meshdns_dns_tcp_connections_total {}", self.tcp_connections.load(Relaxed));
+        header(out, "meshdns_dns_tcp_connections_open", "TCP connections open now.", "gauge");
+        let _ = writeln!(out, "meshdns_dns_tcp_connections_open {}", self.tcp_open.load(Relaxed));
+    }
+}
+
+/// Writes the `# HELP` and `# TYPE` lines of a metric.
+pub fn header(out: &mut String, name: &str, help: &str, kind: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// Escapes a label value for the text exposition format.
+pub fn label_value(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
