@@ -127,6 +127,13 @@ impl DnsMetrics {
         self.queries.iter().flat_map(|p| p.iter()).map(|q| q[r].load(Relaxed)).sum()
     }
 
+    /// The Prometheus text of these metrics alone.
+    pub fn render_string(&self) -> String {
+        let mut out = String::new();
+        self.render(&mut out);
+        out
+    }
+
     /// Appends the Prometheus text exposition of these metrics.
     pub fn render(&self, out: &mut String) {
         header(out, "meshdns_dns_queries_total", "DNS queries answered, by transport, question type and response code.", "counter");

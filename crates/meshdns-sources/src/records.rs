@@ -55,6 +55,13 @@ pub struct ZoneContent {
     pub records: Vec<Record>,
 }
 
+impl ZoneContent {
+    /// The same zone with no records (its SOA settings kept).
+    pub fn emptied(&self) -> ZoneContent {
+        ZoneContent { origin: self.origin.clone(), soa: self.soa.clone(), records: Vec::new() }
+    }
+}
+
 /// A usable file: its zones and the entries that were skipped.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Parsed {

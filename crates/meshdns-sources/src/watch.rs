@@ -30,7 +30,7 @@ use meshdns_zone::{BuildDefaults, Catalog, Name};
 use notify::Watcher as _;
 use tracing::{debug, error, info, warn};
 
-use crate::records::{FileKind, ParseSettings, Parsed, Problem, parse};
+use crate::records::{FileKind, ParseSettings, Parsed, Problem, ZoneContent, parse};
 use crate::snapshot::{SourceInput, assemble};
 
 /// One records file to serve.
@@ -191,7 +191,14 @@ impl FileSources {
         }
         let started = Instant::now();
         match parse(&label, &source.kind, &bytes, &self.config.settings) {
-            Ok(parsed) => {
+            Ok(mut parsed) => {
+                if parsed.zones.is_empty()
+                    && let Some(previous) = &state.last_good
+                {
+                    // An emptied file clears its records but keeps its zones served, so names
+                    // in them get NXDOMAIN rather than REFUSED (as Tailscale's nameserver does).
+                    parsed.zones = previous.zones.iter().map(ZoneContent::emptied).collect();
+                }
                 for p in &parsed.problems {
                     warn!(file = %p.file, entry = %p.entry, reason = %p.reason, "records entry skipped");
                 }
@@ -336,31 +343,32 @@ impl Drop for WatchHandle {
     }
 }
 
-/// Starts the watcher thread. Call [`FileSources::refresh`] once first if the first snapshot
-/// must be in place before this returns.
+/// Starts the watcher thread. Change notifications are set up before this returns, and the
+/// files are checked once more after that, so no change made after `spawn_watcher` returns can
+/// be missed. Call [`FileSources::refresh`] first if the first snapshot must be in place earlier.
 pub fn spawn_watcher(mut sources: FileSources) -> std::io::Result<WatchHandle> {
     let (tx, rx) = mpsc::channel();
     let events = tx.clone();
+    let mut watcher = match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        if res.is_ok() {
+            let _ = events.send(Msg::Changed);
+        }
+    }) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            warn!(error = %e, "file notifications unavailable; polling only");
+            None
+        }
+    };
+    let mut watched: HashMap<PathBuf, Option<u64>> = HashMap::new();
+    if let Some(w) = watcher.as_mut() {
+        ensure_watches(w, &sources.watch_dirs(), &mut watched);
+    }
+    sources.refresh();
     let thread = std::thread::Builder::new().name("meshdns-files".into()).spawn(move || {
-        let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            if res.is_ok() {
-                let _ = events.send(Msg::Changed);
-            }
-        });
-        let mut watcher = match watcher {
-            Ok(w) => Some(w),
-            Err(e) => {
-                warn!(error = %e, "file notifications unavailable; polling only");
-                None
-            }
-        };
-        let mut watched: HashMap<PathBuf, Option<u64>> = HashMap::new();
         let poll = sources.config.poll_interval;
         let debounce = sources.config.debounce;
         loop {
-            if let Some(w) = watcher.as_mut() {
-                ensure_watches(w, &sources.watch_dirs(), &mut watched);
-            }
             match rx.recv_timeout(poll) {
                 Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return,
                 Ok(Msg::Changed) => {
@@ -375,6 +383,9 @@ pub fn spawn_watcher(mut sources: FileSources) -> std::io::Result<WatchHandle> {
                     sources.refresh();
                 }
                 Err(RecvTimeoutError::Timeout) => {
+                    if let Some(w) = watcher.as_mut() {
+                        ensure_watches(w, &sources.watch_dirs(), &mut watched);
+                    }
                     sources.refresh();
                 }
             }
