@@ -39,13 +39,22 @@ pub fn router(state: HttpState) -> Router {
 }
 
 async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], (s.metrics)())
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        (s.metrics)(),
+    )
 }
 
 async fn readyz(State(s): State<HttpState>) -> impl IntoResponse {
     match (s.readiness)() {
         Ok(()) => (StatusCode::OK, "ready\n".to_string()),
-        Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {reason}\n")),
+        Err(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {reason}\n"),
+        ),
     }
 }
 
@@ -59,7 +68,9 @@ pub async fn serve_http(
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     tracker.spawn(async move {
-        let served = axum::serve(listener, router).with_graceful_shutdown(shutdown.cancelled_owned()).await;
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown.cancelled_owned())
+            .await;
         if let Err(e) = served {
             warn!(error = %e, "HTTP server ended");
         }

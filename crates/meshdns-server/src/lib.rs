@@ -108,7 +108,11 @@ struct Shared {
 
 impl Server {
     /// Binds every listener, then starts serving. Returns only when all sockets are bound.
-    pub async fn bind(config: ServerConfig, catalog: SharedCatalog, metrics: Arc<DnsMetrics>) -> io::Result<ServerHandle> {
+    pub async fn bind(
+        config: ServerConfig,
+        catalog: SharedCatalog,
+        metrics: Arc<DnsMetrics>,
+    ) -> io::Result<ServerHandle> {
         let shutdown = CancellationToken::new();
         let tasks = TaskTracker::new();
         let shared = Arc::new(Shared {
@@ -131,7 +135,12 @@ impl Server {
             udp_addrs.push(local);
             tcp_addrs.push(local);
         }
-        Ok(ServerHandle { udp: udp_addrs, tcp: tcp_addrs, shutdown, tasks })
+        Ok(ServerHandle {
+            udp: udp_addrs,
+            tcp: tcp_addrs,
+            shutdown,
+            tasks,
+        })
     }
 }
 
@@ -211,9 +220,17 @@ async fn serve_udp(sock: UdpSocket, shared: Arc<Shared>) {
         let started = Instant::now();
         let outcome = {
             let catalog = shared.catalog.load();
-            answer(&catalog, &buf[..len], Transport::Udp, &shared.config.answer, &mut out)
+            answer(
+                &catalog,
+                &buf[..len],
+                Transport::Udp,
+                &shared.config.answer,
+                &mut out,
+            )
         };
-        shared.metrics.record(Proto::Udp, &outcome, started.elapsed());
+        shared
+            .metrics
+            .record(Proto::Udp, &outcome, started.elapsed());
         if outcome.reply
             && let Err(e) = sock.send_to(&out, peer).await
         {
@@ -282,9 +299,17 @@ async fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> 
         let started = Instant::now();
         let outcome = {
             let catalog = shared.catalog.load();
-            answer(&catalog, &msg, Transport::Stream, &shared.config.answer, &mut out)
+            answer(
+                &catalog,
+                &msg,
+                Transport::Stream,
+                &shared.config.answer,
+                &mut out,
+            )
         };
-        shared.metrics.record(Proto::Tcp, &outcome, started.elapsed());
+        shared
+            .metrics
+            .record(Proto::Tcp, &outcome, started.elapsed());
         if outcome.reply {
             writer.write_all(&(out.len() as u16).to_be_bytes()).await?;
             writer.write_all(&out).await?;

@@ -51,7 +51,9 @@ const RCODES: [(u16, &str); 7] = [
 ];
 const RCODE_SLOTS: usize = RCODES.len() + 1;
 /// Upper bounds (seconds) of the answer-latency histogram buckets.
-const BUCKETS: [f64; 10] = [1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2];
+const BUCKETS: [f64; 10] = [
+    1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2,
+];
 
 /// Counters for every DNS query answered or dropped.
 pub struct DnsMetrics {
@@ -68,7 +70,9 @@ pub struct DnsMetrics {
 impl Default for DnsMetrics {
     fn default() -> Self {
         DnsMetrics {
-            queries: std::array::from_fn(|_| std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0)))),
+            queries: std::array::from_fn(|_| {
+                std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0)))
+            }),
             dropped: std::array::from_fn(|_| AtomicU64::new(0)),
             truncated: AtomicU64::new(0),
             buckets: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -81,11 +85,17 @@ impl Default for DnsMetrics {
 }
 
 fn qtype_slot(t: RType) -> usize {
-    QTYPES.iter().position(|(q, _)| *q == t).unwrap_or(QTYPES.len())
+    QTYPES
+        .iter()
+        .position(|(q, _)| *q == t)
+        .unwrap_or(QTYPES.len())
 }
 
 fn rcode_slot(r: u16) -> usize {
-    RCODES.iter().position(|(c, _)| *c == r).unwrap_or(RCODES.len())
+    RCODES
+        .iter()
+        .position(|(c, _)| *c == r)
+        .unwrap_or(RCODES.len())
 }
 
 impl DnsMetrics {
@@ -106,7 +116,8 @@ impl DnsMetrics {
             self.buckets[b].fetch_add(1, Relaxed);
         }
         self.latency_count.fetch_add(1, Relaxed);
-        self.latency_sum_ns.fetch_add(elapsed.as_nanos() as u64, Relaxed);
+        self.latency_sum_ns
+            .fetch_add(elapsed.as_nanos() as u64, Relaxed);
     }
 
     /// A TCP connection was accepted.
@@ -124,7 +135,11 @@ impl DnsMetrics {
     /// logs).
     pub fn answered(&self, rc: u16) -> u64 {
         let r = rcode_slot(rc);
-        self.queries.iter().flat_map(|p| p.iter()).map(|q| q[r].load(Relaxed)).sum()
+        self.queries
+            .iter()
+            .flat_map(|p| p.iter())
+            .map(|q| q[r].load(Relaxed))
+            .sum()
     }
 
     /// The Prometheus text of these metrics alone.
@@ -136,7 +151,12 @@ impl DnsMetrics {
 
     /// Appends the Prometheus text exposition of these metrics.
     pub fn render(&self, out: &mut String) {
-        header(out, "meshdns_dns_queries_total", "DNS queries answered, by transport, question type and response code.", "counter");
+        header(
+            out,
+            "meshdns_dns_queries_total",
+            "DNS queries answered, by transport, question type and response code.",
+            "counter",
+        );
         for (p, proto) in PROTOS.iter().enumerate() {
             for q in 0..QTYPE_SLOTS {
                 let qname = QTYPES.get(q).map_or("other", |(_, n)| n);
@@ -144,31 +164,85 @@ impl DnsMetrics {
                     let v = self.queries[p][q][r].load(Relaxed);
                     if v > 0 {
                         let rname = RCODES.get(r).map_or("other", |(_, n)| n);
-                        let _ = writeln!(out, "meshdns_dns_queries_total{{transport=\"{proto}\",qtype=\"{qname}\",rcode=\"{rname}\"}} {v}");
+                        let _ = writeln!(
+                            out,
+                            "meshdns_dns_queries_total{{transport=\"{proto}\",qtype=\"{qname}\",rcode=\"{rname}\"}} {v}"
+                        );
                     }
                 }
             }
         }
-        header(out, "meshdns_dns_dropped_total", "Packets dropped without a reply (no header, or a response sent to us).", "counter");
+        header(
+            out,
+            "meshdns_dns_dropped_total",
+            "Packets dropped without a reply (no header, or a response sent to us).",
+            "counter",
+        );
         for (p, proto) in PROTOS.iter().enumerate() {
-            let _ = writeln!(out, "meshdns_dns_dropped_total{{transport=\"{proto}\"}} {}", self.dropped[p].load(Relaxed));
+            let _ = writeln!(
+                out,
+                "meshdns_dns_dropped_total{{transport=\"{proto}\"}} {}",
+                self.dropped[p].load(Relaxed)
+            );
         }
-        header(out, "meshdns_dns_truncated_total", "UDP answers truncated (TC set) because they exceeded the client's size limit.", "counter");
-        let _ = writeln!(out, "meshdns_dns_truncated_total {}", self.truncated.load(Relaxed));
-        header(out, "meshdns_dns_answer_seconds", "Time spent computing an answer, from parsed packet to response bytes.", "histogram");
+        header(
+            out,
+            "meshdns_dns_truncated_total",
+            "UDP answers truncated (TC set) because they exceeded the client's size limit.",
+            "counter",
+        );
+        let _ = writeln!(
+            out,
+            "meshdns_dns_truncated_total {}",
+            self.truncated.load(Relaxed)
+        );
+        header(
+            out,
+            "meshdns_dns_answer_seconds",
+            "Time spent computing an answer, from parsed packet to response bytes.",
+            "histogram",
+        );
         let mut cumulative = 0;
         for (i, le) in BUCKETS.iter().enumerate() {
             cumulative += self.buckets[i].load(Relaxed);
-            let _ = writeln!(out, "meshdns_dns_answer_seconds_bucket{{le=\"{le}\"}} {cumulative}");
+            let _ = writeln!(
+                out,
+                "meshdns_dns_answer_seconds_bucket{{le=\"{le}\"}} {cumulative}"
+            );
         }
         let count = self.latency_count.load(Relaxed);
-        let _ = writeln!(out, "meshdns_dns_answer_seconds_bucket{{le=\"+Inf\"}} {count}");
-        let _ = writeln!(out, "meshdns_dns_answer_seconds_sum {}", self.latency_sum_ns.load(Relaxed) as f64 / 1e9);
+        let _ = writeln!(
+            out,
+            "meshdns_dns_answer_seconds_bucket{{le=\"+Inf\"}} {count}"
+        );
+        let _ = writeln!(
+            out,
+            "meshdns_dns_answer_seconds_sum {}",
+            self.latency_sum_ns.load(Relaxed) as f64 / 1e9
+        );
         let _ = writeln!(out, "meshdns_dns_answer_seconds_count {count}");
-        header(out, "meshdns_dns_tcp_connections_total", "TCP connections accepted.", "counter");
-        let _ = writeln!(out, "meshdns_dns_tcp_connections_total {}", self.tcp_connections.load(Relaxed));
-        header(out, "meshdns_dns_tcp_connections_open", "TCP connections open now.", "gauge");
-        let _ = writeln!(out, "meshdns_dns_tcp_connections_open {}", self.tcp_open.load(Relaxed));
+        header(
+            out,
+            "meshdns_dns_tcp_connections_total",
+            "TCP connections accepted.",
+            "counter",
+        );
+        let _ = writeln!(
+            out,
+            "meshdns_dns_tcp_connections_total {}",
+            self.tcp_connections.load(Relaxed)
+        );
+        header(
+            out,
+            "meshdns_dns_tcp_connections_open",
+            "TCP connections open now.",
+            "gauge",
+        );
+        let _ = writeln!(
+            out,
+            "meshdns_dns_tcp_connections_open {}",
+            self.tcp_open.load(Relaxed)
+        );
     }
 }
 
@@ -180,5 +254,7 @@ pub fn header(out: &mut String, name: &str, help: &str, kind: &str) {
 
 /// Escapes a label value for the text exposition format.
 pub fn label_value(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }

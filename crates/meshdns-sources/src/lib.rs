@@ -11,4 +11,6 @@ pub mod zonefile;
 
 pub use records::{FileKind, ParseSettings, Parsed, Problem, ZoneContent, parse};
 pub use snapshot::{SourceInput, assemble};
-pub use watch::{FileSource, FileSources, SourceConfig, SourceCounters, SourceStatus, WatchHandle, spawn_watcher};
+pub use watch::{
+    FileSource, FileSources, SourceConfig, SourceCounters, SourceStatus, WatchHandle, spawn_watcher,
+};

@@ -34,7 +34,11 @@ pub struct Problem {
 impl Problem {
     /// A problem with an entry of `file`.
     pub fn new(file: &str, entry: impl Into<String>, reason: impl Into<String>) -> Problem {
-        Problem { file: file.to_string(), entry: entry.into(), reason: reason.into() }
+        Problem {
+            file: file.to_string(),
+            entry: entry.into(),
+            reason: reason.into(),
+        }
     }
 }
 
@@ -58,7 +62,11 @@ pub struct ZoneContent {
 impl ZoneContent {
     /// The same zone with no records (its SOA settings kept).
     pub fn emptied(&self) -> ZoneContent {
-        ZoneContent { origin: self.origin.clone(), soa: self.soa.clone(), records: Vec::new() }
+        ZoneContent {
+            origin: self.origin.clone(),
+            soa: self.soa.clone(),
+            records: Vec::new(),
+        }
     }
 }
 
@@ -95,21 +103,38 @@ pub struct ParseSettings {
 
 impl Default for ParseSettings {
     fn default() -> Self {
-        ParseSettings { default_ttl: 5, tailscale_zones: vec![Name::parse("ts.net.", None).expect("valid name")] }
+        ParseSettings {
+            default_ttl: 5,
+            tailscale_zones: vec![Name::parse("ts.net.", None).expect("valid name")],
+        }
     }
 }
 
 /// Parses a records or zone file. `file` is the name used in problems.
-pub fn parse(file: &str, kind: &FileKind, bytes: &[u8], settings: &ParseSettings) -> Result<Parsed, Problem> {
-    let text = std::str::from_utf8(bytes)
-        .map_err(|e| Problem::new(file, "file", format!("not UTF-8 text (byte {})", e.valid_up_to())))?;
+pub fn parse(
+    file: &str,
+    kind: &FileKind,
+    bytes: &[u8],
+    settings: &ParseSettings,
+) -> Result<Parsed, Problem> {
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        Problem::new(
+            file,
+            "file",
+            format!("not UTF-8 text (byte {})", e.valid_up_to()),
+        )
+    })?;
     if text.trim().is_empty() {
         // An empty file clears this source's records (as Tailscale's nameserver does).
         return Ok(Parsed::default());
     }
     match kind {
-        FileKind::ZoneFile { origin } => zonefile::parse(file, text, origin.as_ref(), settings.default_ttl),
-        FileKind::Auto if looks_like_zone_file(file, text) => zonefile::parse(file, text, None, settings.default_ttl),
+        FileKind::ZoneFile { origin } => {
+            zonefile::parse(file, text, origin.as_ref(), settings.default_ttl)
+        }
+        FileKind::Auto if looks_like_zone_file(file, text) => {
+            zonefile::parse(file, text, None, settings.default_ttl)
+        }
         FileKind::Auto => parse_structured(file, text, settings),
     }
 }
@@ -122,37 +147,59 @@ fn looks_like_zone_file(file: &str, text: &str) -> bool {
     if lower.ends_with(".json") || lower.ends_with(".yaml") || lower.ends_with(".yml") {
         return false;
     }
-    let first = text.lines().map(str::trim_start).find(|l| !l.is_empty()).unwrap_or("");
+    let first = text
+        .lines()
+        .map(str::trim_start)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
     first.starts_with('$') || first.starts_with(';')
 }
 
 fn parse_structured(file: &str, text: &str, settings: &ParseSettings) -> Result<Parsed, Problem> {
     let trimmed = text.trim_start();
     let value: Value = if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        serde_json::from_str(text).map_err(|e| Problem::new(file, "file", format!("not valid JSON: {e}")))?
+        serde_json::from_str(text)
+            .map_err(|e| Problem::new(file, "file", format!("not valid JSON: {e}")))?
     } else {
-        serde_yaml::from_str(text).map_err(|e| Problem::new(file, "file", format!("not valid YAML or JSON: {e}")))?
+        serde_yaml::from_str(text)
+            .map_err(|e| Problem::new(file, "file", format!("not valid YAML or JSON: {e}")))?
     };
     let Value::Object(top) = value else {
-        return Err(Problem::new(file, "file", "expected a mapping with a `version` key (Tailscale records.json) or a `zones` key (meshdns records)"));
+        return Err(Problem::new(
+            file,
+            "file",
+            "expected a mapping with a `version` key (Tailscale records.json) or a `zones` key (meshdns records)",
+        ));
     };
     if top.contains_key("version") {
         tailscale(file, &top, settings)
     } else if top.contains_key("zones") {
         meshdns(file, &top, settings)
     } else {
-        Err(Problem::new(file, "file", "expected a `version` key (Tailscale records.json) or a `zones` key (meshdns records)"))
+        Err(Problem::new(
+            file,
+            "file",
+            "expected a `version` key (Tailscale records.json) or a `zones` key (meshdns records)",
+        ))
     }
 }
 
 /// The Tailscale version this format was written against.
 pub const TAILSCALE_VERSION: &str = "v1alpha1";
 
-fn tailscale(file: &str, top: &Map<String, Value>, settings: &ParseSettings) -> Result<Parsed, Problem> {
+fn tailscale(
+    file: &str,
+    top: &Map<String, Value>,
+    settings: &ParseSettings,
+) -> Result<Parsed, Problem> {
     match top.get("version") {
         Some(Value::String(v)) if v == TAILSCALE_VERSION => {}
         Some(other) => {
-            return Err(Problem::new(file, "version", format!("unsupported version {other}; supported: {TAILSCALE_VERSION}")));
+            return Err(Problem::new(
+                file,
+                "version",
+                format!("unsupported version {other}; supported: {TAILSCALE_VERSION}"),
+            ));
         }
         None => unreachable!("checked by the caller"),
     }
@@ -160,7 +207,11 @@ fn tailscale(file: &str, top: &Map<String, Value>, settings: &ParseSettings) -> 
     let mut zones: Vec<ZoneContent> = settings
         .tailscale_zones
         .iter()
-        .map(|origin| ZoneContent { origin: origin.clone(), soa: None, records: Vec::new() })
+        .map(|origin| ZoneContent {
+            origin: origin.clone(),
+            soa: None,
+            records: Vec::new(),
+        })
         .collect();
     for (key, value) in top {
         match key.as_str() {
@@ -222,7 +273,11 @@ fn tailscale(file: &str, top: &Map<String, Value>, settings: &ParseSettings) -> 
 /// Tailscale's FQDN rule: one leading dot is dropped, the trailing dot is optional.
 fn tailscale_name(raw: &str) -> Result<Name, String> {
     let text = raw.strip_prefix('.').unwrap_or(raw);
-    let absolute = if text.ends_with('.') { text.to_string() } else { format!("{text}.") };
+    let absolute = if text.ends_with('.') {
+        text.to_string()
+    } else {
+        format!("{text}.")
+    };
     Name::parse(&absolute, None).map_err(|e| format!("{raw:?} is not a valid DNS name: {e}"))
 }
 
@@ -248,14 +303,30 @@ fn ttl_value(v: &Value) -> Result<u32, String> {
 
 const ZONE_KEYS: &[&str] = &["origin", "ttl", "soa", "ns", "records", "iroh"];
 const RECORD_KEYS: &[&str] = &["name", "type", "value", "values", "ttl"];
-const SOA_KEYS: &[&str] = &["ttl", "mname", "rname", "serial", "refresh", "retry", "expire", "minimum"];
+const SOA_KEYS: &[&str] = &[
+    "ttl", "mname", "rname", "serial", "refresh", "retry", "expire", "minimum",
+];
 
 fn unknown_keys(map: &Map<String, Value>, allowed: &[&str]) -> Option<String> {
-    let unknown: Vec<&str> = map.keys().map(String::as_str).filter(|k| !allowed.contains(k)).collect();
-    (!unknown.is_empty()).then(|| format!("unknown key(s) {}; accepted: {}", unknown.join(", "), allowed.join(", ")))
+    let unknown: Vec<&str> = map
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !allowed.contains(k))
+        .collect();
+    (!unknown.is_empty()).then(|| {
+        format!(
+            "unknown key(s) {}; accepted: {}",
+            unknown.join(", "),
+            allowed.join(", ")
+        )
+    })
 }
 
-fn meshdns(file: &str, top: &Map<String, Value>, settings: &ParseSettings) -> Result<Parsed, Problem> {
+fn meshdns(
+    file: &str,
+    top: &Map<String, Value>,
+    settings: &ParseSettings,
+) -> Result<Parsed, Problem> {
     if let Some(reason) = unknown_keys(top, &["zones"]) {
         return Err(Problem::new(file, "file", reason));
     }
@@ -286,13 +357,22 @@ fn meshdns_zone(
     if let Some(reason) = unknown_keys(zone, ZONE_KEYS) {
         return Err(reason);
     }
-    let origin_text = zone.get("origin").and_then(Value::as_str).ok_or("missing `origin` (the zone's domain name)")?;
-    let origin: Name = origin_text.parse().map_err(|e| format!("origin {origin_text:?}: {e}"))?;
+    let origin_text = zone
+        .get("origin")
+        .and_then(Value::as_str)
+        .ok_or("missing `origin` (the zone's domain name)")?;
+    let origin: Name = origin_text
+        .parse()
+        .map_err(|e| format!("origin {origin_text:?}: {e}"))?;
     let zone_ttl = match zone.get("ttl") {
         Some(v) => ttl_value(v)?,
         None => settings.default_ttl,
     };
-    let mut content = ZoneContent { origin: origin.clone(), soa: None, records: Vec::new() };
+    let mut content = ZoneContent {
+        origin: origin.clone(),
+        soa: None,
+        records: Vec::new(),
+    };
     if let Some(soa) = zone.get("soa") {
         match soa_template(soa, &origin) {
             Ok(t) => content.soa = Some(t),
@@ -307,8 +387,16 @@ fn meshdns_zone(
         for (i, v) in list.iter().enumerate() {
             let text = scalar_text(v).unwrap_or_default();
             match Name::parse(&text, Some(&origin)) {
-                Ok(n) => content.records.push(Record { name: origin.clone(), ttl: zone_ttl, data: RData::Ns(n) }),
-                Err(e) => problems.push(Problem::new(file, format!("{entry}.ns[{i}]"), format!("{text:?}: {e}"))),
+                Ok(n) => content.records.push(Record {
+                    name: origin.clone(),
+                    ttl: zone_ttl,
+                    data: RData::Ns(n),
+                }),
+                Err(e) => problems.push(Problem::new(
+                    file,
+                    format!("{entry}.ns[{i}]"),
+                    format!("{text:?}: {e}"),
+                )),
             }
         }
     }
@@ -321,7 +409,11 @@ fn meshdns_zone(
             match meshdns_record(rec, &origin, zone_ttl) {
                 Ok(list) => content.records.extend(list),
                 Err((label, reason)) => {
-                    let entry = if label.is_empty() { rentry } else { format!("{rentry} ({label})") };
+                    let entry = if label.is_empty() {
+                        rentry
+                    } else {
+                        format!("{rentry} ({label})")
+                    };
                     problems.push(Problem::new(file, entry, reason));
                 }
             }
@@ -342,25 +434,41 @@ fn meshdns_zone(
 /// One record entry: `name`, `type`, `value` or `values`, optional `ttl`.
 /// TXT values are literal text (split into 255-byte strings); other types use presentation
 /// format (`10 mail.example.org.` for MX).
-fn meshdns_record(rec: &Value, origin: &Name, zone_ttl: u32) -> Result<Vec<Record>, (String, String)> {
+fn meshdns_record(
+    rec: &Value,
+    origin: &Name,
+    zone_ttl: u32,
+) -> Result<Vec<Record>, (String, String)> {
     let Value::Object(rec) = rec else {
-        return Err((String::new(), "expected a mapping with `name`, `type` and `values`".into()));
+        return Err((
+            String::new(),
+            "expected a mapping with `name`, `type` and `values`".into(),
+        ));
     };
-    let name_text = rec.get("name").and_then(scalar_text).unwrap_or_else(|| "@".to_string());
+    let name_text = rec
+        .get("name")
+        .and_then(scalar_text)
+        .unwrap_or_else(|| "@".to_string());
     let type_text = rec.get("type").and_then(Value::as_str).unwrap_or("");
     let label = format!("{name_text} {type_text}").trim().to_string();
     let fail = |reason: String| (label.clone(), reason);
     if let Some(reason) = unknown_keys(rec, RECORD_KEYS) {
         return Err(fail(reason));
     }
-    let name = Name::parse(&name_text, Some(origin)).map_err(|e| fail(format!("name {name_text:?}: {e}")))?;
+    let name = Name::parse(&name_text, Some(origin))
+        .map_err(|e| fail(format!("name {name_text:?}: {e}")))?;
     if !name.is_subdomain_of(origin) {
         return Err(fail(format!("{name} is outside zone {origin}")));
     }
     let served: Vec<String> = RType::SERVED.iter().map(ToString::to_string).collect();
     let rtype = RType::from_mnemonic(type_text)
         .filter(|t| RType::SERVED.contains(t))
-        .ok_or_else(|| fail(format!("unknown or unsupported type {type_text:?}; accepted: {}", served.join(", "))))?;
+        .ok_or_else(|| {
+            fail(format!(
+                "unknown or unsupported type {type_text:?}; accepted: {}",
+                served.join(", ")
+            ))
+        })?;
     let ttl = match rec.get("ttl") {
         Some(v) => ttl_value(v).map_err(&fail)?,
         None => zone_ttl,
@@ -383,7 +491,11 @@ fn meshdns_record(rec: &Value, origin: &Name, zone_ttl: u32) -> Result<Vec<Recor
         } else {
             RData::parse(rtype, &text, origin).map_err(|e| fail(e.0))?
         };
-        out.push(Record { name: name.clone(), ttl, data });
+        out.push(Record {
+            name: name.clone(),
+            ttl,
+            data,
+        });
     }
     Ok(out)
 }
@@ -404,7 +516,9 @@ fn soa_template(v: &Value, origin: &Name) -> Result<SoaTemplate, String> {
             .transpose()
     };
     let num = |k: &str| -> Result<Option<u32>, String> {
-        m.get(k).map(|v| ttl_value(v).map_err(|e| format!("{k}: {e}"))).transpose()
+        m.get(k)
+            .map(|v| ttl_value(v).map_err(|e| format!("{k}: {e}")))
+            .transpose()
     };
     Ok(SoaTemplate {
         ttl: num("ttl")?,
@@ -440,26 +554,61 @@ mod tests {
         assert_eq!(recs[1].data, RData::Aaaa("fd7a::1".parse().unwrap()));
         let shown: Vec<String> = p.problems.iter().map(ToString::to_string).collect();
         assert_eq!(shown.len(), 5, "{shown:#?}");
-        assert!(shown.contains(&r#"records.json: ip4.Foo.ts.net[1]: "not-an-ip" is not an IPv4 address"#.to_string()));
-        assert!(shown.iter().any(|s| s.starts_with("records.json: ip4.a..ts.net: ") && s.contains("empty label")));
-        assert!(shown.iter().any(|s| s.starts_with("records.json: ip4.x.example.com: ") && s.contains("outside every served zone (ts.net.)")));
-        assert!(shown.iter().any(|s| s.starts_with("records.json: ip6.v6.ts.net.[1]: ") && s.contains("IPv4 address where IPv6")));
-        assert!(shown.iter().any(|s| s.starts_with("records.json: forwards: unknown key")));
+        assert!(shown.contains(
+            &r#"records.json: ip4.Foo.ts.net[1]: "not-an-ip" is not an IPv4 address"#.to_string()
+        ));
+        assert!(
+            shown.iter().any(
+                |s| s.starts_with("records.json: ip4.a..ts.net: ") && s.contains("empty label")
+            )
+        );
+        assert!(
+            shown
+                .iter()
+                .any(|s| s.starts_with("records.json: ip4.x.example.com: ")
+                    && s.contains("outside every served zone (ts.net.)"))
+        );
+        assert!(
+            shown
+                .iter()
+                .any(|s| s.starts_with("records.json: ip6.v6.ts.net.[1]: ")
+                    && s.contains("IPv4 address where IPv6"))
+        );
+        assert!(
+            shown
+                .iter()
+                .any(|s| s.starts_with("records.json: forwards: unknown key"))
+        );
     }
 
     #[test]
     fn wrong_version_or_bad_json_makes_the_file_unusable() {
-        let p = parse("r.json", &FileKind::Auto, br#"{"version":"v2"}"#, &settings()).unwrap_err();
-        assert_eq!(p.to_string(), r#"r.json: version: unsupported version "v2"; supported: v1alpha1"#);
+        let p = parse(
+            "r.json",
+            &FileKind::Auto,
+            br#"{"version":"v2"}"#,
+            &settings(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            p.to_string(),
+            r#"r.json: version: unsupported version "v2"; supported: v1alpha1"#
+        );
         let p = parse("r.json", &FileKind::Auto, b"{not json", &settings()).unwrap_err();
-        assert!(p.to_string().starts_with("r.json: file: not valid JSON"), "{p}");
+        assert!(
+            p.to_string().starts_with("r.json: file: not valid JSON"),
+            "{p}"
+        );
         let p = parse("r.yaml", &FileKind::Auto, b"hello: world", &settings()).unwrap_err();
         assert!(p.reason.contains("`version`"), "{p}");
     }
 
     #[test]
     fn empty_file_is_usable_and_empty() {
-        assert_eq!(parse("r.json", &FileKind::Auto, b"  \n", &settings()).unwrap(), Parsed::default());
+        assert_eq!(
+            parse("r.json", &FileKind::Auto, b"  \n", &settings()).unwrap(),
+            Parsed::default()
+        );
     }
 
     #[test]
@@ -487,7 +636,10 @@ zones:
         let z = &p.zones[0];
         assert_eq!(z.origin.to_string(), "example.org.");
         assert_eq!(z.soa.as_ref().unwrap().serial, Some(42));
-        assert_eq!(z.soa.as_ref().unwrap().rname.as_ref().unwrap().to_string(), "admin.example.org.");
+        assert_eq!(
+            z.soa.as_ref().unwrap().rname.as_ref().unwrap().to_string(),
+            "admin.example.org."
+        );
         assert_eq!(z.records.len(), 8);
         assert_eq!(z.records[0].ttl, 60);
         assert_eq!(z.records[4].ttl, 30);
@@ -495,7 +647,12 @@ zones:
         assert_eq!(z.records[6].data, RData::txt_from_text(b"123"));
         let shown: Vec<String> = p.problems.iter().map(ToString::to_string).collect();
         assert_eq!(shown.len(), 6, "{shown:#?}");
-        assert!(shown[0].starts_with("z.yaml: zones[0].records[4] (bad A): \"300.0.0.1\" is not an IPv4"), "{}", shown[0]);
+        assert!(
+            shown[0]
+                .starts_with("z.yaml: zones[0].records[4] (bad A): \"300.0.0.1\" is not an IPv4"),
+            "{}",
+            shown[0]
+        );
         assert!(shown[1].contains("records[5] (bad2 BOGUS): unknown or unsupported type"));
         assert!(shown[2].contains("records[6] (a b A): name \"a b\""));
         assert!(shown[3].contains("outside zone example.org."));

@@ -21,7 +21,11 @@ pub struct SourceInput<'a> {
 
 /// Builds the catalog: `declared` zones always exist (with a synthesised SOA/NS when empty),
 /// then every source's zones and records in order. Returns the records that were refused.
-pub fn assemble(inputs: &[SourceInput<'_>], declared: &[Name], defaults: BuildDefaults) -> (Catalog, Vec<Problem>) {
+pub fn assemble(
+    inputs: &[SourceInput<'_>],
+    declared: &[Name],
+    defaults: BuildDefaults,
+) -> (Catalog, Vec<Problem>) {
     let mut builder = CatalogBuilder::new(defaults);
     for origin in declared {
         builder.declare(origin);
@@ -68,12 +72,37 @@ mod tests {
     #[test]
     fn first_source_wins_and_the_loser_is_reported_once() {
         let s = ParseSettings::default();
-        let a = parse("a.json", &FileKind::Auto, br#"{"version":"v1alpha1","ip4":{"x.ts.net":["100.64.0.1"]}}"#, &s).unwrap();
+        let a = parse(
+            "a.json",
+            &FileKind::Auto,
+            br#"{"version":"v1alpha1","ip4":{"x.ts.net":["100.64.0.1"]}}"#,
+            &s,
+        )
+        .unwrap();
         let b = parse("b.json", &FileKind::Auto, br#"{"version":"v1alpha1","ip4":{"x.ts.net":["100.64.0.2","100.64.0.3"],"y.ts.net":["100.64.0.4"]}}"#, &s).unwrap();
-        let inputs = [SourceInput { label: "a.json", parsed: &a }, SourceInput { label: "b.json", parsed: &b }];
-        let (cat, problems) = assemble(&inputs, &[], BuildDefaults { default_ttl: 5, serial: 1 });
+        let inputs = [
+            SourceInput {
+                label: "a.json",
+                parsed: &a,
+            },
+            SourceInput {
+                label: "b.json",
+                parsed: &b,
+            },
+        ];
+        let (cat, problems) = assemble(
+            &inputs,
+            &[],
+            BuildDefaults {
+                default_ttl: 5,
+                serial: 1,
+            },
+        );
         assert_eq!(problems.len(), 1);
-        assert_eq!(problems[0].to_string(), "b.json: x.ts.net. A: already provided by a.json, which takes precedence (sources listed first win)");
+        assert_eq!(
+            problems[0].to_string(),
+            "b.json: x.ts.net. A: already provided by a.json, which takes precedence (sources listed first win)"
+        );
         let zone = cat.find_zone(b"\x01x\x02ts\x03net\x00").unwrap();
         assert_eq!(zone.record_count(), 4); // x, y, SOA, NS
     }

@@ -114,7 +114,13 @@ struct Fingerprint {
 
 fn fingerprint(path: &Path) -> Option<Fingerprint> {
     let m = std::fs::metadata(path).ok()?;
-    Some(Fingerprint { dev: m.dev(), ino: m.ino(), size: m.size(), mtime: m.mtime(), mtime_nsec: m.mtime_nsec() })
+    Some(Fingerprint {
+        dev: m.dev(),
+        ino: m.ino(),
+        size: m.size(),
+        mtime: m.mtime(),
+        mtime_nsec: m.mtime_nsec(),
+    })
 }
 
 #[derive(Debug, Default)]
@@ -138,14 +144,33 @@ pub struct FileSources {
 
 impl FileSources {
     /// Sets up the sources; nothing is read until [`FileSources::refresh`].
-    pub fn new(config: SourceConfig, published: Arc<ArcSwap<Catalog>>, status: Arc<SourceStatus>) -> FileSources {
-        let labels: Vec<String> = config.files.iter().map(|f| f.path.display().to_string()).collect();
+    pub fn new(
+        config: SourceConfig,
+        published: Arc<ArcSwap<Catalog>>,
+        status: Arc<SourceStatus>,
+    ) -> FileSources {
+        let labels: Vec<String> = config
+            .files
+            .iter()
+            .map(|f| f.path.display().to_string())
+            .collect();
         let states = config.files.iter().map(|_| FileState::default()).collect();
         {
             let mut inner = status.lock();
-            inner.sources = labels.iter().map(|l| (l.clone(), SourceCounters::default())).collect();
+            inner.sources = labels
+                .iter()
+                .map(|l| (l.clone(), SourceCounters::default()))
+                .collect();
         }
-        FileSources { config, labels, states, serial: 0, published, status, reported: HashSet::new() }
+        FileSources {
+            config,
+            labels,
+            states,
+            serial: 0,
+            published,
+            status,
+            reported: HashSet::new(),
+        }
     }
 
     /// Checks every file, loads those that changed, and publishes a new snapshot when anything
@@ -227,8 +252,14 @@ impl FileSources {
 
     fn fail(&mut self, i: usize, problem: Problem) {
         let state = &mut self.states[i];
-        let keeping = if state.last_good.is_some() { "keeping the last good records" } else { "no records from it yet" };
-        if state.failing && self.status.lock().sources[i].1.last_error.as_deref() == Some(&problem.to_string()) {
+        let keeping = if state.last_good.is_some() {
+            "keeping the last good records"
+        } else {
+            "no records from it yet"
+        };
+        if state.failing
+            && self.status.lock().sources[i].1.last_error.as_deref() == Some(&problem.to_string())
+        {
             debug!(%problem, "records file still unusable");
             return;
         }
@@ -253,9 +284,15 @@ impl FileSources {
             .labels
             .iter()
             .zip(&self.states)
-            .map(|(label, s)| SourceInput { label, parsed: s.last_good.as_ref().unwrap_or(&empty) })
+            .map(|(label, s)| SourceInput {
+                label,
+                parsed: s.last_good.as_ref().unwrap_or(&empty),
+            })
             .collect();
-        let defaults = BuildDefaults { default_ttl: self.config.settings.default_ttl, serial: self.serial };
+        let defaults = BuildDefaults {
+            default_ttl: self.config.settings.default_ttl,
+            serial: self.serial,
+        };
         let (catalog, refused) = assemble(&inputs, &self.config.zones, defaults);
         let records = catalog.record_count();
         let zones = catalog.zones().len();
@@ -268,7 +305,13 @@ impl FileSources {
                 }
             }
         }
-        info!(zones, records, serial = self.serial, elapsed_ms = started.elapsed().as_millis() as u64, "snapshot published");
+        info!(
+            zones,
+            records,
+            serial = self.serial,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "snapshot published"
+        );
         // The previous snapshot is dropped here, on this thread, not on a query thread (unless a
         // query still holds it, in which case that query frees it when it finishes).
         drop(old);
@@ -289,7 +332,11 @@ impl FileSources {
                 .sources
                 .iter()
                 .filter(|(l, _)| missing.contains(l))
-                .map(|(l, c)| c.last_error.clone().unwrap_or_else(|| format!("{l}: not loaded yet")))
+                .map(|(l, c)| {
+                    c.last_error
+                        .clone()
+                        .unwrap_or_else(|| format!("{l}: not loaded yet"))
+                })
                 .collect();
             format!("records not loaded: {}", detail.join("; "))
         });
@@ -313,7 +360,10 @@ impl FileSources {
 }
 
 fn unix_now() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 enum Msg {
@@ -349,53 +399,63 @@ impl Drop for WatchHandle {
 pub fn spawn_watcher(mut sources: FileSources) -> std::io::Result<WatchHandle> {
     let (tx, rx) = mpsc::channel();
     let events = tx.clone();
-    let mut watcher = match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        if res.is_ok() {
-            let _ = events.send(Msg::Changed);
-        }
-    }) {
-        Ok(w) => Some(w),
-        Err(e) => {
-            warn!(error = %e, "file notifications unavailable; polling only");
-            None
-        }
-    };
+    let mut watcher =
+        match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            if res.is_ok() {
+                let _ = events.send(Msg::Changed);
+            }
+        }) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                warn!(error = %e, "file notifications unavailable; polling only");
+                None
+            }
+        };
     let mut watched: HashMap<PathBuf, Option<u64>> = HashMap::new();
     if let Some(w) = watcher.as_mut() {
         ensure_watches(w, &sources.watch_dirs(), &mut watched);
     }
     sources.refresh();
-    let thread = std::thread::Builder::new().name("meshdns-files".into()).spawn(move || {
-        let poll = sources.config.poll_interval;
-        let debounce = sources.config.debounce;
-        loop {
-            match rx.recv_timeout(poll) {
-                Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return,
-                Ok(Msg::Changed) => {
-                    let burst_end = Instant::now() + debounce * 10;
-                    loop {
-                        match rx.recv_timeout(debounce) {
-                            Ok(Msg::Changed) if Instant::now() < burst_end => continue,
-                            Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return,
-                            _ => break,
+    let thread = std::thread::Builder::new()
+        .name("meshdns-files".into())
+        .spawn(move || {
+            let poll = sources.config.poll_interval;
+            let debounce = sources.config.debounce;
+            loop {
+                match rx.recv_timeout(poll) {
+                    Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                    Ok(Msg::Changed) => {
+                        let burst_end = Instant::now() + debounce * 10;
+                        loop {
+                            match rx.recv_timeout(debounce) {
+                                Ok(Msg::Changed) if Instant::now() < burst_end => continue,
+                                Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                                _ => break,
+                            }
                         }
+                        sources.refresh();
                     }
-                    sources.refresh();
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    if let Some(w) = watcher.as_mut() {
-                        ensure_watches(w, &sources.watch_dirs(), &mut watched);
+                    Err(RecvTimeoutError::Timeout) => {
+                        if let Some(w) = watcher.as_mut() {
+                            ensure_watches(w, &sources.watch_dirs(), &mut watched);
+                        }
+                        sources.refresh();
                     }
-                    sources.refresh();
                 }
             }
-        }
-    })?;
-    Ok(WatchHandle { tx, thread: Some(thread) })
+        })?;
+    Ok(WatchHandle {
+        tx,
+        thread: Some(thread),
+    })
 }
 
 /// Watches each directory, re-adding the watch when the directory was replaced (new inode).
-fn ensure_watches(w: &mut notify::RecommendedWatcher, dirs: &[PathBuf], watched: &mut HashMap<PathBuf, Option<u64>>) {
+fn ensure_watches(
+    w: &mut notify::RecommendedWatcher,
+    dirs: &[PathBuf],
+    watched: &mut HashMap<PathBuf, Option<u64>>,
+) {
     for dir in dirs {
         let ino = std::fs::metadata(dir).ok().map(|m| m.ino());
         match watched.get(dir) {

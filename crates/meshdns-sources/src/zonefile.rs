@@ -33,7 +33,11 @@ fn lex(file: &str, text: &str) -> Result<Vec<Entry>, Problem> {
         if at_line_start && depth_opened_at.is_none() {
             at_line_start = false;
             if c != '\n' {
-                current = Some(Entry { line, inherit_owner: c == ' ' || c == '\t', tokens: Vec::new() });
+                current = Some(Entry {
+                    line,
+                    inherit_owner: c == ' ' || c == '\t',
+                    tokens: Vec::new(),
+                });
             }
         }
         match c {
@@ -53,7 +57,10 @@ fn lex(file: &str, text: &str) -> Result<Vec<Entry>, Problem> {
             }
             '(' => {
                 if let Some(open) = depth_opened_at {
-                    return Err(syntax(line, format!("nested '(' (one is already open since line {open})")));
+                    return Err(syntax(
+                        line,
+                        format!("nested '(' (one is already open since line {open})"),
+                    ));
                 }
                 depth_opened_at = Some(line);
             }
@@ -68,7 +75,9 @@ fn lex(file: &str, text: &str) -> Result<Vec<Entry>, Problem> {
                 let mut s = String::new();
                 loop {
                     match chars.next() {
-                        None | Some('\n') => return Err(syntax(start, "unterminated quoted string".into())),
+                        None | Some('\n') => {
+                            return Err(syntax(start, "unterminated quoted string".into()));
+                        }
                         Some('"') => break,
                         Some('\\') => {
                             s.push('\\');
@@ -80,7 +89,10 @@ fn lex(file: &str, text: &str) -> Result<Vec<Entry>, Problem> {
                     }
                 }
                 if let Some(e) = current.as_mut() {
-                    e.tokens.push(Token { text: s, quoted: true });
+                    e.tokens.push(Token {
+                        text: s,
+                        quoted: true,
+                    });
                 }
             }
             c => {
@@ -103,7 +115,10 @@ fn lex(file: &str, text: &str) -> Result<Vec<Entry>, Problem> {
                     }
                 }
                 if let Some(e) = current.as_mut() {
-                    e.tokens.push(Token { text: s, quoted: false });
+                    e.tokens.push(Token {
+                        text: s,
+                        quoted: false,
+                    });
                 }
             }
         }
@@ -119,7 +134,12 @@ fn lex(file: &str, text: &str) -> Result<Vec<Entry>, Problem> {
 
 /// Parses a zone file. `origin` is the initial `$ORIGIN`; without one the file must set
 /// `$ORIGIN` or start with an SOA record at an absolute name.
-pub fn parse(file: &str, text: &str, origin: Option<&Name>, default_ttl: u32) -> Result<Parsed, Problem> {
+pub fn parse(
+    file: &str,
+    text: &str,
+    origin: Option<&Name>,
+    default_ttl: u32,
+) -> Result<Parsed, Problem> {
     let entries = lex(file, text)?;
     let mut problems = Vec::new();
     let mut current_origin = origin.cloned();
@@ -131,14 +151,18 @@ pub fn parse(file: &str, text: &str, origin: Option<&Name>, default_ttl: u32) ->
     let mut seen_soa = false;
     for entry in entries {
         let at = format!("line {}", entry.line);
-        let skip = |problems: &mut Vec<Problem>, reason: String| problems.push(Problem::new(file, &at, reason));
+        let skip = |problems: &mut Vec<Problem>, reason: String| {
+            problems.push(Problem::new(file, &at, reason))
+        };
         let t = &entry.tokens;
         let first = &t[0];
         if !entry.inherit_owner && !first.quoted && first.text.starts_with('$') {
             let fatal = |reason: String| Problem::new(file, &at, reason);
             match first.text.to_ascii_uppercase().as_str() {
                 "$ORIGIN" => {
-                    let arg = t.get(1).ok_or_else(|| fatal("$ORIGIN needs a domain name".into()))?;
+                    let arg = t
+                        .get(1)
+                        .ok_or_else(|| fatal("$ORIGIN needs a domain name".into()))?;
                     let name = Name::parse(&arg.text, current_origin.as_ref())
                         .map_err(|e| fatal(format!("$ORIGIN {:?}: {e}", arg.text)))?;
                     apex.get_or_insert_with(|| name.clone());
@@ -149,9 +173,16 @@ pub fn parse(file: &str, text: &str, origin: Option<&Name>, default_ttl: u32) ->
                     dollar_ttl = Some(parse_ttl(&arg.text).map_err(fatal)?);
                 }
                 "$INCLUDE" | "$GENERATE" => {
-                    skip(&mut problems, format!("{} is not supported; the directive is skipped", first.text));
+                    skip(
+                        &mut problems,
+                        format!("{} is not supported; the directive is skipped", first.text),
+                    );
                 }
-                other => return Err(fatal(format!("unknown directive {other} (accepted: $ORIGIN, $TTL)"))),
+                other => {
+                    return Err(fatal(format!(
+                        "unknown directive {other} (accepted: $ORIGIN, $TTL)"
+                    )));
+                }
             }
             continue;
         }
@@ -160,7 +191,10 @@ pub fn parse(file: &str, text: &str, origin: Option<&Name>, default_ttl: u32) ->
             match &last_owner {
                 Some(o) => o.clone(),
                 None => {
-                    skip(&mut problems, "no owner name to inherit (the first record must name its owner)".into());
+                    skip(
+                        &mut problems,
+                        "no owner name to inherit (the first record must name its owner)".into(),
+                    );
                     continue;
                 }
             }
@@ -182,7 +216,10 @@ pub fn parse(file: &str, text: &str, origin: Option<&Name>, default_ttl: u32) ->
             if ttl.is_none() && looks_like_ttl(&tok.text) {
                 ttl = parse_ttl(&tok.text).ok();
             } else if tok.text.eq_ignore_ascii_case("IN") {
-            } else if ["CH", "HS", "CS", "ANY", "NONE"].iter().any(|c| tok.text.eq_ignore_ascii_case(c)) {
+            } else if ["CH", "HS", "CS", "ANY", "NONE"]
+                .iter()
+                .any(|c| tok.text.eq_ignore_ascii_case(c))
+            {
                 class_ok = false;
             } else {
                 break;
@@ -197,8 +234,13 @@ pub fn parse(file: &str, text: &str, origin: Option<&Name>, default_ttl: u32) ->
             skip(&mut problems, format!("{owner}: only class IN is served"));
             continue;
         }
-        let Some(rtype) = RType::from_mnemonic(&type_tok.text).filter(|t| RType::SERVED.contains(t)) else {
-            skip(&mut problems, format!("{owner}: unknown or unsupported type {:?}", type_tok.text));
+        let Some(rtype) =
+            RType::from_mnemonic(&type_tok.text).filter(|t| RType::SERVED.contains(t))
+        else {
+            skip(
+                &mut problems,
+                format!("{owner}: unknown or unsupported type {:?}", type_tok.text),
+            );
             continue;
         };
         let origin_now = current_origin.as_ref().unwrap_or(&owner);
@@ -211,7 +253,10 @@ pub fn parse(file: &str, text: &str, origin: Option<&Name>, default_ttl: u32) ->
         };
         if rtype == RType::SOA {
             if seen_soa {
-                skip(&mut problems, format!("{owner}: a second SOA record; only the first is used"));
+                skip(
+                    &mut problems,
+                    format!("{owner}: a second SOA record; only the first is used"),
+                );
                 continue;
             }
             seen_soa = true;
@@ -221,7 +266,14 @@ pub fn parse(file: &str, text: &str, origin: Option<&Name>, default_ttl: u32) ->
             last_ttl = ttl;
         }
         let ttl = ttl.or(dollar_ttl).or(last_ttl).unwrap_or(default_ttl);
-        records.push((entry.line, Record { name: owner, ttl, data }));
+        records.push((
+            entry.line,
+            Record {
+                name: owner,
+                ttl,
+                data,
+            },
+        ));
     }
     let Some(apex) = apex else {
         return Err(Problem::new(
@@ -230,17 +282,32 @@ pub fn parse(file: &str, text: &str, origin: Option<&Name>, default_ttl: u32) ->
             "no origin: add a $ORIGIN line, start with an SOA record at an absolute name, or give the origin with the file",
         ));
     };
-    let mut content = ZoneContent { origin: apex.clone(), soa: None, records: Vec::with_capacity(records.len()) };
+    let mut content = ZoneContent {
+        origin: apex.clone(),
+        soa: None,
+        records: Vec::with_capacity(records.len()),
+    };
     for (line, rec) in records {
         if !rec.name.is_subdomain_of(&apex) {
-            problems.push(Problem::new(file, format!("line {line}"), format!("{} is outside zone {apex}", rec.name)));
+            problems.push(Problem::new(
+                file,
+                format!("line {line}"),
+                format!("{} is outside zone {apex}", rec.name),
+            ));
         } else if rec.data.rtype() == RType::SOA && rec.name != apex {
-            problems.push(Problem::new(file, format!("line {line}"), format!("SOA at {} is not at the zone apex {apex}", rec.name)));
+            problems.push(Problem::new(
+                file,
+                format!("line {line}"),
+                format!("SOA at {} is not at the zone apex {apex}", rec.name),
+            ));
         } else {
             content.records.push(rec);
         }
     }
-    Ok(Parsed { zones: vec![content], problems })
+    Ok(Parsed {
+        zones: vec![content],
+        problems,
+    })
 }
 
 #[cfg(test)]
@@ -269,7 +336,11 @@ alias   CNAME www
         assert!(p.problems.is_empty(), "{:?}", p.problems);
         let z = &p.zones[0];
         assert_eq!(z.origin.to_string(), "example.org.");
-        let shown: Vec<String> = z.records.iter().map(|r| format!("{} {} {} {}", r.name, r.ttl, r.data.rtype(), r.data)).collect();
+        let shown: Vec<String> = z
+            .records
+            .iter()
+            .map(|r| format!("{} {} {} {}", r.name, r.ttl, r.data.rtype(), r.data))
+            .collect();
         assert_eq!(
             shown,
             [
@@ -288,7 +359,13 @@ alias   CNAME www
 
     #[test]
     fn origin_comes_from_the_soa_or_the_caller() {
-        let p = parse("f", "example.net. 60 IN SOA ns h 1 2 3 4 5\nwww.example.net. A 192.0.2.1\n", None, 5).unwrap();
+        let p = parse(
+            "f",
+            "example.net. 60 IN SOA ns h 1 2 3 4 5\nwww.example.net. A 192.0.2.1\n",
+            None,
+            5,
+        )
+        .unwrap();
         assert_eq!(p.zones[0].origin.to_string(), "example.net.");
         let given: Name = "given.org.".parse().unwrap();
         let p = parse("f", "www A 192.0.2.1\n", Some(&given), 7).unwrap();

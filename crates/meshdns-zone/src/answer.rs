@@ -84,26 +84,49 @@ const CLASS_ANY: u16 = 255;
 
 /// Answers one query packet, writing the response into `out` (cleared first; its capacity is
 /// reused, so a caller that keeps `out` allocates nothing per query).
-pub fn answer(catalog: &Catalog, packet: &[u8], transport: Transport, config: &AnswerConfig, out: &mut Vec<u8>) -> Outcome {
+pub fn answer(
+    catalog: &Catalog,
+    packet: &[u8],
+    transport: Transport,
+    config: &AnswerConfig,
+    out: &mut Vec<u8>,
+) -> Outcome {
     let query = match parse_query(packet) {
         Ok(q) => q,
         Err(Malformed::Drop) => {
             out.clear();
-            return Outcome { reply: false, rcode: rcode::FORMERR, qtype: None, truncated: false };
+            return Outcome {
+                reply: false,
+                rcode: rcode::FORMERR,
+                qtype: None,
+                truncated: false,
+            };
         }
-        Err(Malformed::Reply { rcode, question_end }) => return malformed_reply(packet, rcode, question_end, out),
+        Err(Malformed::Reply {
+            rcode,
+            question_end,
+        }) => return malformed_reply(packet, rcode, question_end, out),
     };
     let qname_lower = query.qname_lower.as_bytes();
     let question = &packet[HEADER_LEN..HEADER_LEN + query.qname.len() + 4];
     let mut w = Writer::new(out, Some((question, qname_lower)));
-    let mut flags = FLAG_QR | if query.rd { FLAG_RD } else { 0 } | if query.cd { FLAG_CD } else { 0 };
+    let mut flags =
+        FLAG_QR | if query.rd { FLAG_RD } else { 0 } | if query.cd { FLAG_CD } else { 0 };
     let edns = query.edns;
     let reply = |mut w: Writer<'_, '_>, flags: u16, rc: u16, truncated: bool| {
         if let Some(e) = edns {
             w.put_opt(config.edns_payload, (rc >> 4) as u8, e.dnssec_ok);
         }
-        w.finish(query.id, flags | (rc & 0xF) | if truncated { FLAG_TC } else { 0 });
-        Outcome { reply: true, rcode: rc, qtype: Some(query.qtype), truncated }
+        w.finish(
+            query.id,
+            flags | (rc & 0xF) | if truncated { FLAG_TC } else { 0 },
+        );
+        Outcome {
+            reply: true,
+            rcode: rc,
+            qtype: Some(query.qtype),
+            truncated,
+        }
     };
 
     if edns.is_some_and(|e| e.version > 0) {
@@ -141,20 +164,36 @@ pub fn answer(catalog: &Catalog, packet: &[u8], transport: Transport, config: &A
 
 /// FORMERR or NOTIMP for a packet that is not a usable query; the question is echoed when it
 /// could be read (so resolvers can match the reply), EDNS is not, since it was not parsed.
-fn malformed_reply(packet: &[u8], rc: u8, question_end: Option<usize>, out: &mut Vec<u8>) -> Outcome {
+fn malformed_reply(
+    packet: &[u8],
+    rc: u8,
+    question_end: Option<usize>,
+    out: &mut Vec<u8>,
+) -> Outcome {
     let id = u16::from_be_bytes([packet[0], packet[1]]);
     let query_flags = u16::from_be_bytes([packet[2], packet[3]]);
     let flags = FLAG_QR | (query_flags & (0x7800 | FLAG_RD | FLAG_CD)) | u16::from(rc);
     let question = question_end.map(|end| &packet[HEADER_LEN..end]);
-    let qtype = question_end.map(|end| RType(u16::from_be_bytes([packet[end - 4], packet[end - 3]])));
+    let qtype =
+        question_end.map(|end| RType(u16::from_be_bytes([packet[end - 4], packet[end - 3]])));
     // The lower-cased name is only used for compression, and nothing follows the question here.
     let w = Writer::new(out, question.map(|q| (q, &[][..])));
     w.finish(id, flags);
-    Outcome { reply: true, rcode: u16::from(rc), qtype, truncated: false }
+    Outcome {
+        reply: true,
+        rcode: u16::from(rc),
+        qtype,
+        truncated: false,
+    }
 }
 
 /// Fills the answer, authority and additional sections; returns (RCODE, AA).
-fn resolve<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone, qname: &'n [u8], qtype: RType) -> (u16, bool) {
+fn resolve<'n>(
+    w: &mut Writer<'_, 'n>,
+    zone: &'n Zone,
+    qname: &'n [u8],
+    qtype: RType,
+) -> (u16, bool) {
     let mut name: &'n [u8] = qname;
     let mut owner = Owner::Question;
     for hop in 0..MAX_CNAME_HOPS {
@@ -176,7 +215,9 @@ fn resolve<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone, qname: &'n [u8], qtype: R
             && let Some(cname) = node.get(RType::CNAME)
         {
             put_set(w, Section::Answer, owner, cname);
-            let RData::Cname(target) = &cname.data[0] else { unreachable!("CNAME set holds CNAME data") };
+            let RData::Cname(target) = &cname.data[0] else {
+                unreachable!("CNAME set holds CNAME data")
+            };
             if !target.is_subdomain_of(zone.origin()) {
                 return (rcode::NOERROR, true);
             }
@@ -186,7 +227,11 @@ fn resolve<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone, qname: &'n [u8], qtype: R
         }
         if qtype == RType::ANY {
             // RFC 8482 §4.1: one RRset is enough; SOA/NS at the apex are not listed first.
-            let pick = node.rrsets().iter().find(|s| s.rtype != RType::SOA && s.rtype != RType::NS).or(node.rrsets().first());
+            let pick = node
+                .rrsets()
+                .iter()
+                .find(|s| s.rtype != RType::SOA && s.rtype != RType::NS)
+                .or(node.rrsets().first());
             return match pick {
                 Some(set) => {
                     put_set(w, Section::Answer, owner, set);
@@ -220,7 +265,12 @@ fn put_set<'n>(w: &mut Writer<'_, 'n>, section: Section, owner: Owner<'n>, set: 
 
 fn put_soa<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone) {
     let set = zone.soa_rrset();
-    w.put_record(Section::Authority, Owner::Name(zone.origin().wire()), zone.negative_ttl(), &set.data[0]);
+    w.put_record(
+        Section::Authority,
+        Owner::Name(zone.origin().wire()),
+        zone.negative_ttl(),
+        &set.data[0],
+    );
 }
 
 /// Addresses of in-zone name servers named in a referral (RFC 1034 §4.3.2 step 3b).

@@ -16,4 +16,7 @@ pub mod zone;
 pub use answer::{AnswerConfig, Outcome, Transport, answer, rcode};
 pub use name::{Name, NameError};
 pub use rdata::{RData, RDataError, RType, Soa};
-pub use zone::{BuildDefaults, Catalog, CatalogBuilder, Lookup, Node, RRset, Record, Rejection, SoaTemplate, SourceId, Zone};
+pub use zone::{
+    BuildDefaults, Catalog, CatalogBuilder, Lookup, Node, RRset, Record, Rejection, SoaTemplate,
+    SourceId, Zone,
+};

@@ -33,7 +33,9 @@ pub enum NameError {
     #[error("name longer than 255 bytes")]
     TooLong,
     /// A character that is not allowed in a label without escaping.
-    #[error("character {0:?} is not allowed in a name (letters, digits, '-', '_', '*', '/' or \\-escapes)")]
+    #[error(
+        "character {0:?} is not allowed in a name (letters, digits, '-', '_', '*', '/' or \\-escapes)"
+    )]
     BadChar(char),
     /// A malformed `\` escape.
     #[error("bad escape sequence")]
@@ -321,7 +323,10 @@ mod tests {
     fn parses_absolute_relative_and_apex_names_lowercased() {
         let origin: Name = "Example.ORG".parse().unwrap();
         assert_eq!(origin.wire(), b"\x07example\x03org\x00");
-        assert_eq!(Name::parse("WWW", Some(&origin)).unwrap().to_string(), "www.example.org.");
+        assert_eq!(
+            Name::parse("WWW", Some(&origin)).unwrap().to_string(),
+            "www.example.org."
+        );
         assert_eq!(Name::parse("@", Some(&origin)).unwrap(), origin);
         assert_eq!(Name::parse("a.b.", None).unwrap().to_string(), "a.b.");
         assert_eq!(Name::parse("a", None), Err(NameError::NoOrigin));

@@ -70,7 +70,10 @@ impl RType {
 
     /// Parses a mnemonic (`AAAA`, any case) or the RFC 3597 form `TYPE28`.
     pub fn from_mnemonic(text: &str) -> Option<RType> {
-        if text.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("TYPE")) {
+        if text
+            .get(..4)
+            .is_some_and(|p| p.eq_ignore_ascii_case("TYPE"))
+        {
             return text[4..].parse().ok().map(RType);
         }
         Self::NAMES
@@ -81,7 +84,10 @@ impl RType {
 
     /// The mnemonic, when the type has one meshdns knows.
     pub fn mnemonic(self) -> Option<&'static str> {
-        Self::NAMES.iter().find(|(t, _)| *t == self).map(|(_, n)| *n)
+        Self::NAMES
+            .iter()
+            .find(|(t, _)| *t == self)
+            .map(|(_, n)| *n)
     }
 
     /// The record types meshdns serves from configuration.
@@ -226,7 +232,10 @@ impl RData {
             if t.len() == n {
                 Ok(())
             } else {
-                err(format!("{rtype} takes {n} field(s) ({fields}), got {}", t.len()))
+                err(format!(
+                    "{rtype} takes {n} field(s) ({fields}), got {}",
+                    t.len()
+                ))
             }
         };
         let bare = |i: usize| -> Result<&str, RDataError> {
@@ -242,17 +251,22 @@ impl RData {
         };
         let num16 = |i: usize, what: &str| -> Result<u16, RDataError> {
             let text = bare(i)?;
-            text.parse().map_err(|_| RDataError(format!("{what} {text:?} is not a number 0-65535")))
+            text.parse()
+                .map_err(|_| RDataError(format!("{what} {text:?} is not a number 0-65535")))
         };
         let num32 = |i: usize, what: &str| -> Result<u32, RDataError> {
             let text = bare(i)?;
-            parse_ttl(text).map_err(|_| RDataError(format!("{what} {text:?} is not a 32-bit number")))
+            parse_ttl(text)
+                .map_err(|_| RDataError(format!("{what} {text:?} is not a 32-bit number")))
         };
         Ok(match rtype {
             RType::A => {
                 want(1, "IPv4 address")?;
                 let text = bare(0)?;
-                RData::A(text.parse().map_err(|_| RDataError(format!("{text:?} is not an IPv4 address")))?)
+                RData::A(
+                    text.parse()
+                        .map_err(|_| RDataError(format!("{text:?} is not an IPv4 address")))?,
+                )
             }
             RType::AAAA => {
                 want(1, "IPv6 address")?;
@@ -273,7 +287,10 @@ impl RData {
             }
             RType::MX => {
                 want(2, "preference exchange")?;
-                RData::Mx { preference: num16(0, "preference")?, exchange: name(1)? }
+                RData::Mx {
+                    preference: num16(0, "preference")?,
+                    exchange: name(1)?,
+                }
             }
             RType::TXT => {
                 if t.is_empty() {
@@ -298,15 +315,22 @@ impl RData {
             RType::CAA => {
                 want(3, "flags tag value")?;
                 let flags_text = bare(0)?;
-                let flags = flags_text
-                    .parse()
-                    .map_err(|_| RDataError(format!("flags {flags_text:?} is not a number 0-255")))?;
+                let flags = flags_text.parse().map_err(|_| {
+                    RDataError(format!("flags {flags_text:?} is not a number 0-255"))
+                })?;
                 let tag = bare(1)?;
-                if tag.is_empty() || tag.len() > 15 || !tag.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                if tag.is_empty()
+                    || tag.len() > 15
+                    || !tag.bytes().all(|b| b.is_ascii_alphanumeric())
+                {
                     return err(format!("CAA tag {tag:?} must be 1-15 letters or digits"));
                 }
                 let value = character_string(&t[2]).map_err(RDataError)?;
-                RData::Caa { flags, tag: tag.to_ascii_lowercase().into(), value: value.into() }
+                RData::Caa {
+                    flags,
+                    tag: tag.to_ascii_lowercase().into(),
+                    value: value.into(),
+                }
             }
             RType::SOA => {
                 want(7, "mname rname serial refresh retry expire minimum")?;
@@ -322,7 +346,10 @@ impl RData {
             }
             other => {
                 let served: Vec<String> = RType::SERVED.iter().map(|t| t.to_string()).collect();
-                return err(format!("type {other} is not supported (supported: {})", served.join(", ")));
+                return err(format!(
+                    "type {other} is not supported (supported: {})",
+                    served.join(", ")
+                ));
             }
         })
     }
@@ -331,11 +358,17 @@ impl RData {
 /// Parses an IPv6 address, refusing IPv4 text and IPv4-mapped addresses with a clear reason.
 pub fn parse_ipv6(text: &str) -> Result<Ipv6Addr, RDataError> {
     if text.parse::<Ipv4Addr>().is_ok() {
-        return err(format!("{text:?} is an IPv4 address where IPv6 is expected"));
+        return err(format!(
+            "{text:?} is an IPv4 address where IPv6 is expected"
+        ));
     }
-    let addr: Ipv6Addr = text.parse().map_err(|_| RDataError(format!("{text:?} is not an IPv6 address")))?;
+    let addr: Ipv6Addr = text
+        .parse()
+        .map_err(|_| RDataError(format!("{text:?} is not an IPv6 address")))?;
     if addr.to_ipv4_mapped().is_some() {
-        return err(format!("{text:?} is an IPv4-mapped address where IPv6 is expected"));
+        return err(format!(
+            "{text:?} is an IPv4-mapped address where IPv6 is expected"
+        ));
     }
     Ok(addr)
 }
@@ -362,7 +395,10 @@ impl fmt::Display for RData {
             RData::A(a) => write!(f, "{a}"),
             RData::Aaaa(a) => write!(f, "{a}"),
             RData::Cname(n) | RData::Ns(n) | RData::Ptr(n) => write!(f, "{n}"),
-            RData::Mx { preference, exchange } => write!(f, "{preference} {exchange}"),
+            RData::Mx {
+                preference,
+                exchange,
+            } => write!(f, "{preference} {exchange}"),
             RData::Txt(strings) => {
                 let mut out = String::new();
                 for (i, s) in strings.iter().enumerate() {
@@ -373,7 +409,12 @@ impl fmt::Display for RData {
                 }
                 f.write_str(&out)
             }
-            RData::Srv { priority, weight, port, target } => write!(f, "{priority} {weight} {port} {target}"),
+            RData::Srv {
+                priority,
+                weight,
+                port,
+                target,
+            } => write!(f, "{priority} {weight} {port} {target}"),
             RData::Caa { flags, tag, value } => {
                 let mut out = String::new();
                 write_char_string(&mut out, value);
@@ -405,13 +446,26 @@ mod tests {
             (RType::NS, "ns1.other.net.", "ns1.other.net."),
             (RType::PTR, "host", "host.example.org."),
             (RType::MX, "10 mail", "10 mail.example.org."),
-            (RType::TXT, r#""hello world" "two""#, r#""hello world" "two""#),
+            (
+                RType::TXT,
+                r#""hello world" "two""#,
+                r#""hello world" "two""#,
+            ),
             (RType::SRV, "0 5 443 svc", "0 5 443 svc.example.org."),
-            (RType::CAA, r#"0 issue "letsencrypt.org""#, r#"0 issue "letsencrypt.org""#),
-            (RType::SOA, "ns hostmaster 1 1h 10m 1d 5", "ns.example.org. hostmaster.example.org. 1 3600 600 86400 5"),
+            (
+                RType::CAA,
+                r#"0 issue "letsencrypt.org""#,
+                r#"0 issue "letsencrypt.org""#,
+            ),
+            (
+                RType::SOA,
+                "ns hostmaster 1 1h 10m 1d 5",
+                "ns.example.org. hostmaster.example.org. 1 3600 600 86400 5",
+            ),
         ];
         for (t, input, shown) in cases {
-            let rd = RData::parse(t, input, &origin()).unwrap_or_else(|e| panic!("{t} {input}: {e}"));
+            let rd =
+                RData::parse(t, input, &origin()).unwrap_or_else(|e| panic!("{t} {input}: {e}"));
             assert_eq!(rd.rtype(), t);
             assert_eq!(rd.to_string(), shown);
         }
@@ -420,12 +474,42 @@ mod tests {
     #[test]
     fn rejects_bad_values_with_a_reason() {
         let o = origin();
-        assert!(RData::parse(RType::A, "300.1.1.1", &o).unwrap_err().0.contains("not an IPv4"));
-        assert!(RData::parse(RType::AAAA, "192.0.2.1", &o).unwrap_err().0.contains("IPv4 address where IPv6"));
-        assert!(RData::parse(RType::AAAA, "::ffff:192.0.2.1", &o).unwrap_err().0.contains("IPv4-mapped"));
-        assert!(RData::parse(RType::MX, "x mail", &o).unwrap_err().0.contains("preference"));
-        assert!(RData::parse(RType::SRV, "1 2 3", &o).unwrap_err().0.contains("4 field"));
-        assert!(RData::parse(RType(99), "x", &o).unwrap_err().0.contains("not supported"));
+        assert!(
+            RData::parse(RType::A, "300.1.1.1", &o)
+                .unwrap_err()
+                .0
+                .contains("not an IPv4")
+        );
+        assert!(
+            RData::parse(RType::AAAA, "192.0.2.1", &o)
+                .unwrap_err()
+                .0
+                .contains("IPv4 address where IPv6")
+        );
+        assert!(
+            RData::parse(RType::AAAA, "::ffff:192.0.2.1", &o)
+                .unwrap_err()
+                .0
+                .contains("IPv4-mapped")
+        );
+        assert!(
+            RData::parse(RType::MX, "x mail", &o)
+                .unwrap_err()
+                .0
+                .contains("preference")
+        );
+        assert!(
+            RData::parse(RType::SRV, "1 2 3", &o)
+                .unwrap_err()
+                .0
+                .contains("4 field")
+        );
+        assert!(
+            RData::parse(RType(99), "x", &o)
+                .unwrap_err()
+                .0
+                .contains("not supported")
+        );
     }
 
     #[test]
@@ -438,7 +522,12 @@ mod tests {
 
     #[test]
     fn long_txt_is_split_into_255_byte_strings() {
-        let RData::Txt(parts) = RData::txt_from_text(&[b'a'; 300]) else { unreachable!() };
-        assert_eq!(parts.iter().map(|p| p.len()).collect::<Vec<_>>(), vec![255, 45]);
+        let RData::Txt(parts) = RData::txt_from_text(&[b'a'; 300]) else {
+            unreachable!()
+        };
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            vec![255, 45]
+        );
     }
 }

@@ -18,7 +18,10 @@ pub struct Token {
 impl Token {
     /// An unquoted token.
     pub fn bare(text: impl Into<String>) -> Token {
-        Token { text: text.into(), quoted: false }
+        Token {
+            text: text.into(),
+            quoted: false,
+        }
     }
 }
 
@@ -52,7 +55,10 @@ pub fn tokenize(line: &str) -> Result<Vec<Token>, String> {
                 }
             }
             if !closed {
-                return Err(format!("unterminated quoted string starting at column {}", start + 1));
+                return Err(format!(
+                    "unterminated quoted string starting at column {}",
+                    start + 1
+                ));
             }
             tokens.push(Token { text, quoted: true });
             continue;
@@ -70,7 +76,10 @@ pub fn tokenize(line: &str) -> Result<Vec<Token>, String> {
                 text.push(e);
             }
         }
-        tokens.push(Token { text, quoted: false });
+        tokens.push(Token {
+            text,
+            quoted: false,
+        });
     }
     Ok(tokens)
 }
@@ -92,7 +101,10 @@ pub fn character_string(token: &Token) -> Result<Vec<u8>, String> {
         }
     }
     if out.len() > 255 {
-        return Err(format!("character-string of {} bytes is longer than 255", out.len()));
+        return Err(format!(
+            "character-string of {} bytes is longer than 255",
+            out.len()
+        ));
     }
     Ok(out)
 }
@@ -145,7 +157,13 @@ mod tests {
     fn tokenizes_quotes_and_escapes() {
         let t = tokenize(r#"10 "hello world" a\ b "q\"x""#).unwrap();
         assert_eq!(t.len(), 4);
-        assert_eq!(t[1], Token { text: "hello world".into(), quoted: true });
+        assert_eq!(
+            t[1],
+            Token {
+                text: "hello world".into(),
+                quoted: true
+            }
+        );
         assert_eq!(t[2].text, r"a\ b");
         assert_eq!(character_string(&t[3]).unwrap(), b"q\"x");
         assert!(tokenize("\"open").is_err());

@@ -145,12 +145,21 @@ pub fn parse_query(p: &[u8]) -> Result<Query<'_>, Malformed> {
         None
     };
     if opcode != 0 {
-        return Err(Malformed::Reply { rcode: NOTIMP, question_end });
+        return Err(Malformed::Reply {
+            rcode: NOTIMP,
+            question_end,
+        });
     }
     let Some(qend) = question_end else {
-        return Err(Malformed::Reply { rcode: FORMERR, question_end: None });
+        return Err(Malformed::Reply {
+            rcode: FORMERR,
+            question_end: None,
+        });
     };
-    let formerr = Malformed::Reply { rcode: FORMERR, question_end: Some(qend) };
+    let formerr = Malformed::Reply {
+        rcode: FORMERR,
+        question_end: Some(qend),
+    };
     let name_end = qend - 4;
     let qtype = RType(u16_at(p, name_end).ok_or(Malformed::Drop)?);
     let qclass = u16_at(p, name_end + 2).ok_or(Malformed::Drop)?;
@@ -159,12 +168,30 @@ pub fn parse_query(p: &[u8]) -> Result<Query<'_>, Malformed> {
     let mut edns = None;
     let total = ancount as usize + nscount as usize + arcount as usize;
     for i in 0..total {
-        let (end, root) = skip_name(p, pos).ok_or(Malformed::Reply { rcode: FORMERR, question_end: Some(qend) })?;
-        let rtype = u16_at(p, end).ok_or(Malformed::Reply { rcode: FORMERR, question_end: Some(qend) })?;
-        let class = u16_at(p, end + 2).ok_or(Malformed::Reply { rcode: FORMERR, question_end: Some(qend) })?;
-        let ttl_hi = u16_at(p, end + 4).ok_or(Malformed::Reply { rcode: FORMERR, question_end: Some(qend) })?;
-        let ttl_lo = u16_at(p, end + 6).ok_or(Malformed::Reply { rcode: FORMERR, question_end: Some(qend) })?;
-        let rdlen = u16_at(p, end + 8).ok_or(Malformed::Reply { rcode: FORMERR, question_end: Some(qend) })? as usize;
+        let (end, root) = skip_name(p, pos).ok_or(Malformed::Reply {
+            rcode: FORMERR,
+            question_end: Some(qend),
+        })?;
+        let rtype = u16_at(p, end).ok_or(Malformed::Reply {
+            rcode: FORMERR,
+            question_end: Some(qend),
+        })?;
+        let class = u16_at(p, end + 2).ok_or(Malformed::Reply {
+            rcode: FORMERR,
+            question_end: Some(qend),
+        })?;
+        let ttl_hi = u16_at(p, end + 4).ok_or(Malformed::Reply {
+            rcode: FORMERR,
+            question_end: Some(qend),
+        })?;
+        let ttl_lo = u16_at(p, end + 6).ok_or(Malformed::Reply {
+            rcode: FORMERR,
+            question_end: Some(qend),
+        })?;
+        let rdlen = u16_at(p, end + 8).ok_or(Malformed::Reply {
+            rcode: FORMERR,
+            question_end: Some(qend),
+        })? as usize;
         let next = end + 10 + rdlen;
         if next > p.len() {
             return Err(formerr);
@@ -183,7 +210,10 @@ pub fn parse_query(p: &[u8]) -> Result<Query<'_>, Malformed> {
         pos = next;
     }
     let qname = &p[HEADER_LEN..name_end];
-    let mut qname_lower = LowerName { buf: [0; MAX_NAME_LEN], len: qname.len() as u8 };
+    let mut qname_lower = LowerName {
+        buf: [0; MAX_NAME_LEN],
+        len: qname.len() as u8,
+    };
     for (dst, src) in qname_lower.buf.iter_mut().zip(qname) {
         *dst = src.to_ascii_lowercase();
     }
@@ -241,7 +271,14 @@ impl<'b, 'n> Writer<'b, 'n> {
     pub fn new(buf: &'b mut Vec<u8>, question: Option<(&[u8], &'n [u8])>) -> Self {
         buf.clear();
         buf.extend_from_slice(&[0; HEADER_LEN]);
-        let mut w = Writer { buf, table: [(0, &[][..]); MAX_COMPRESSION_ENTRIES], entries: 0, counts: [0; 3], question_end: HEADER_LEN, question_entries: 0 };
+        let mut w = Writer {
+            buf,
+            table: [(0, &[][..]); MAX_COMPRESSION_ENTRIES],
+            entries: 0,
+            counts: [0; 3],
+            question_end: HEADER_LEN,
+            question_entries: 0,
+        };
         if let Some((wire_question, lower_name)) = question {
             w.buf.extend_from_slice(wire_question);
             w.remember(HEADER_LEN, lower_name, lower_name.len());
@@ -276,7 +313,10 @@ impl<'b, 'n> Writer<'b, 'n> {
     }
 
     fn find(&self, suffix: &[u8]) -> Option<u16> {
-        self.table[..self.entries].iter().find(|(_, s)| *s == suffix).map(|(o, _)| *o)
+        self.table[..self.entries]
+            .iter()
+            .find(|(_, s)| *s == suffix)
+            .map(|(o, _)| *o)
     }
 
     /// Writes a lower-cased wire name, compressed against earlier names.
@@ -324,7 +364,10 @@ impl<'b, 'n> Writer<'b, 'n> {
             RData::A(a) => b.extend_from_slice(&a.octets()),
             RData::Aaaa(a) => b.extend_from_slice(&a.octets()),
             RData::Cname(n) | RData::Ns(n) | RData::Ptr(n) => self.put_name(n.wire()),
-            RData::Mx { preference, exchange } => {
+            RData::Mx {
+                preference,
+                exchange,
+            } => {
                 b.extend_from_slice(&preference.to_be_bytes());
                 self.put_name(exchange.wire());
             }
@@ -334,7 +377,12 @@ impl<'b, 'n> Writer<'b, 'n> {
                     b.extend_from_slice(s);
                 }
             }
-            RData::Srv { priority, weight, port, target } => {
+            RData::Srv {
+                priority,
+                weight,
+                port,
+                target,
+            } => {
                 b.extend_from_slice(&priority.to_be_bytes());
                 b.extend_from_slice(&weight.to_be_bytes());
                 b.extend_from_slice(&port.to_be_bytes());
@@ -364,7 +412,8 @@ impl<'b, 'n> Writer<'b, 'n> {
         self.buf.extend_from_slice(&payload.to_be_bytes());
         self.buf.push(extended_rcode);
         self.buf.push(0); // version
-        self.buf.extend_from_slice(&(if dnssec_ok { 0x8000u16 } else { 0 }).to_be_bytes());
+        self.buf
+            .extend_from_slice(&(if dnssec_ok { 0x8000u16 } else { 0 }).to_be_bytes());
         self.buf.extend_from_slice(&[0, 0]);
         self.counts[Section::Additional as usize] += 1;
     }
@@ -413,7 +462,14 @@ mod tests {
         assert!(q.rd);
         assert_eq!(q.qname, b"\x03WwW\x07example\x00");
         assert_eq!(q.qname_lower.as_bytes(), b"\x03www\x07example\x00");
-        assert_eq!(q.edns, Some(Edns { payload: 4096, version: 0, dnssec_ok: true }));
+        assert_eq!(
+            q.edns,
+            Some(Edns {
+                payload: 4096,
+                version: 0,
+                dnssec_ok: true
+            })
+        );
     }
 
     #[test]
@@ -424,17 +480,41 @@ mod tests {
         assert_eq!(parse_query(&resp).unwrap_err(), Malformed::Drop);
         let mut notify = query(b"\x00", 6, &[], 0);
         notify[2] |= 4 << 3;
-        assert_eq!(parse_query(&notify).unwrap_err(), Malformed::Reply { rcode: NOTIMP, question_end: Some(17) });
+        assert_eq!(
+            parse_query(&notify).unwrap_err(),
+            Malformed::Reply {
+                rcode: NOTIMP,
+                question_end: Some(17)
+            }
+        );
         let mut two = query(b"\x00", 1, &[], 0);
         two[5] = 2;
-        assert_eq!(parse_query(&two).unwrap_err(), Malformed::Reply { rcode: FORMERR, question_end: None });
+        assert_eq!(
+            parse_query(&two).unwrap_err(),
+            Malformed::Reply {
+                rcode: FORMERR,
+                question_end: None
+            }
+        );
         let pointer = query(b"\xC0\x0C", 1, &[], 0);
-        assert!(matches!(parse_query(&pointer), Err(Malformed::Reply { rcode: FORMERR, .. })));
+        assert!(matches!(
+            parse_query(&pointer),
+            Err(Malformed::Reply { rcode: FORMERR, .. })
+        ));
         let short_opt = query(b"\x00", 1, &[0, 0, 41], 1);
-        assert!(matches!(parse_query(&short_opt), Err(Malformed::Reply { rcode: FORMERR, question_end: Some(_) })));
+        assert!(matches!(
+            parse_query(&short_opt),
+            Err(Malformed::Reply {
+                rcode: FORMERR,
+                question_end: Some(_)
+            })
+        ));
         let opt = [0, 0, 41, 0x10, 0, 0, 0, 0, 0, 0, 0];
         let two_opts = query(b"\x00", 1, &[opt, opt].concat(), 2);
-        assert!(matches!(parse_query(&two_opts), Err(Malformed::Reply { rcode: FORMERR, .. })));
+        assert!(matches!(
+            parse_query(&two_opts),
+            Err(Malformed::Reply { rcode: FORMERR, .. })
+        ));
     }
 
     #[test]

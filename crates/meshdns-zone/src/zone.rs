@@ -105,7 +105,9 @@ impl Zone {
 
     /// The apex SOA RRset.
     pub fn soa_rrset(&self) -> &RRset {
-        self.nodes[&self.origin].get(RType::SOA).expect("every zone has an apex SOA")
+        self.nodes[&self.origin]
+            .get(RType::SOA)
+            .expect("every zone has an apex SOA")
     }
 
     /// TTL of the SOA in negative answers: min(SOA TTL, SOA minimum) (RFC 2308 §3).
@@ -139,7 +141,11 @@ impl Zone {
             return found;
         }
         if let Some(node) = self.nodes.get(name) {
-            return if node.is_empty() { Lookup::EmptyNonTerminal } else { Lookup::Found(node) };
+            return if node.is_empty() {
+                Lookup::EmptyNonTerminal
+            } else {
+                Lookup::Found(node)
+            };
         }
         if self.has_wildcards
             && let Some(node) = self.find_wildcard(name)
@@ -152,7 +158,9 @@ impl Zone {
     /// The highest zone cut strictly below the apex that `name` is at or under.
     fn find_cut(&self, name: &[u8]) -> Option<Lookup<'_>> {
         let apex_len = self.origin.wire().len();
-        let offsets: Vec<usize> = label_offsets(name).filter(|&o| name.len() - o > apex_len).collect();
+        let offsets: Vec<usize> = label_offsets(name)
+            .filter(|&o| name.len() - o > apex_len)
+            .collect();
         for &o in offsets.iter().rev() {
             if let Some((cut, node)) = self.nodes.get_key_value(&name[o..])
                 && let Some(ns) = node.get(RType::NS)
@@ -165,7 +173,10 @@ impl Zone {
 
     /// The wildcard node at `*.<closest encloser>` (RFC 4592 §3.3.1), if any.
     fn find_wildcard(&self, name: &[u8]) -> Option<&Node> {
-        let encloser = label_offsets(name).skip(1).map(|o| &name[o..]).find(|n| self.nodes.contains_key(*n))?;
+        let encloser = label_offsets(name)
+            .skip(1)
+            .map(|o| &name[o..])
+            .find(|n| self.nodes.contains_key(*n))?;
         let mut wild = [0u8; 256];
         wild[0] = 1;
         wild[1] = b'*';
@@ -263,7 +274,9 @@ pub enum Rejection {
         name: Name,
     },
     /// Another source already supplies this (name, type).
-    #[error("{name} {rtype} is already provided by another source (#{winner}), which takes precedence")]
+    #[error(
+        "{name} {rtype} is already provided by another source (#{winner}), which takes precedence"
+    )]
     TakenBy {
         /// The owner name.
         name: Name,
@@ -322,7 +335,10 @@ pub struct CatalogBuilder {
 impl CatalogBuilder {
     /// An empty builder.
     pub fn new(defaults: BuildDefaults) -> CatalogBuilder {
-        CatalogBuilder { defaults, zones: BTreeMap::new() }
+        CatalogBuilder {
+            defaults,
+            zones: BTreeMap::new(),
+        }
     }
 
     /// Makes sure a zone with this origin exists (with a synthesised SOA and NS if nobody gives
@@ -330,18 +346,29 @@ impl CatalogBuilder {
     pub fn declare(&mut self, origin: &Name) {
         self.zones
             .entry(origin.clone())
-            .or_insert_with(|| ZoneBuilder { origin: origin.clone(), names: HashMap::new(), soa: None });
+            .or_insert_with(|| ZoneBuilder {
+                origin: origin.clone(),
+                names: HashMap::new(),
+                soa: None,
+            });
     }
 
     /// Sets the SOA template of zone `origin` (declaring it); the first source to set one keeps
     /// it.
-    pub fn set_soa_template(&mut self, origin: &Name, template: SoaTemplate, source: SourceId) -> Result<(), Rejection> {
+    pub fn set_soa_template(
+        &mut self,
+        origin: &Name,
+        template: SoaTemplate,
+        source: SourceId,
+    ) -> Result<(), Rejection> {
         self.declare(origin);
         let zone = self.zones.get_mut(origin).expect("declared above");
         match &zone.soa {
-            Some((_, winner)) if *winner != source => {
-                Err(Rejection::TakenBy { name: origin.clone(), rtype: RType::SOA, winner: *winner })
-            }
+            Some((_, winner)) if *winner != source => Err(Rejection::TakenBy {
+                name: origin.clone(),
+                rtype: RType::SOA,
+                winner: *winner,
+            }),
             _ => {
                 zone.soa = Some((template, source));
                 Ok(())
@@ -361,9 +388,17 @@ impl CatalogBuilder {
     }
 
     /// Adds one record to the zone `origin` (declaring the zone if needed).
-    pub fn add(&mut self, origin: &Name, record: Record, source: SourceId) -> Result<(), Rejection> {
+    pub fn add(
+        &mut self,
+        origin: &Name,
+        record: Record,
+        source: SourceId,
+    ) -> Result<(), Rejection> {
         if !record.name.is_subdomain_of(origin) {
-            return Err(Rejection::OutsideZone { name: record.name, origin: origin.clone() });
+            return Err(Rejection::OutsideZone {
+                name: record.name,
+                origin: origin.clone(),
+            });
         }
         self.declare(origin);
         let zone = self.zones.get_mut(origin).expect("declared above");
@@ -374,7 +409,11 @@ impl CatalogBuilder {
         let sets = zone.names.entry(record.name.clone()).or_default();
         if let Some(pending) = sets.iter_mut().find(|p| p.set.rtype == rtype) {
             if pending.source != source {
-                return Err(Rejection::TakenBy { name: record.name, rtype, winner: pending.source });
+                return Err(Rejection::TakenBy {
+                    name: record.name,
+                    rtype,
+                    winner: pending.source,
+                });
             }
             if rtype == RType::CNAME && pending.set.data[0] != record.data {
                 return Err(Rejection::CnameConflict { name: record.name });
@@ -389,7 +428,14 @@ impl CatalogBuilder {
         if (rtype == RType::CNAME && !sets.is_empty()) || has_cname {
             return Err(Rejection::CnameConflict { name: record.name });
         }
-        sets.push(PendingSet { set: RRset { rtype, ttl: record.ttl, data: vec![record.data] }, source });
+        sets.push(PendingSet {
+            set: RRset {
+                rtype,
+                ttl: record.ttl,
+                data: vec![record.data],
+            },
+            source,
+        });
         Ok(())
     }
 
@@ -399,7 +445,11 @@ impl CatalogBuilder {
     /// expire 604800, and the default TTL as SOA TTL and minimum.
     pub fn build(self) -> Catalog {
         let defaults = self.defaults;
-        let zones = self.zones.into_values().map(|z| (z.origin.clone(), finish_zone(z, defaults))).collect();
+        let zones = self
+            .zones
+            .into_values()
+            .map(|z| (z.origin.clone(), finish_zone(z, defaults)))
+            .collect();
         Catalog { zones }
     }
 }
@@ -429,7 +479,11 @@ fn finish_zone(builder: ZoneBuilder, defaults: BuildDefaults) -> Zone {
     let apex = nodes.entry(origin.clone()).or_default();
     let ns_name = origin.prepend(b"ns").unwrap_or_else(|_| origin.clone());
     if apex.get(RType::NS).is_none() {
-        apex.rrsets.push(RRset { rtype: RType::NS, ttl: defaults.default_ttl, data: vec![RData::Ns(ns_name.clone())] });
+        apex.rrsets.push(RRset {
+            rtype: RType::NS,
+            ttl: defaults.default_ttl,
+            data: vec![RData::Ns(ns_name.clone())],
+        });
         record_count += 1;
     }
     if apex.get(RType::SOA).is_none() {
@@ -440,7 +494,11 @@ fn finish_zone(builder: ZoneBuilder, defaults: BuildDefaults) -> Zone {
         };
         let soa = Soa {
             mname: t.mname.unwrap_or(mname),
-            rname: t.rname.unwrap_or_else(|| origin.prepend(b"hostmaster").unwrap_or_else(|_| origin.clone())),
+            rname: t.rname.unwrap_or_else(|| {
+                origin
+                    .prepend(b"hostmaster")
+                    .unwrap_or_else(|_| origin.clone())
+            }),
             serial: t.serial.unwrap_or(defaults.serial),
             refresh: t.refresh.unwrap_or(3600),
             retry: t.retry.unwrap_or(600),
@@ -448,17 +506,33 @@ fn finish_zone(builder: ZoneBuilder, defaults: BuildDefaults) -> Zone {
             minimum: t.minimum.unwrap_or(defaults.default_ttl),
         };
         let ttl = t.ttl.unwrap_or(defaults.default_ttl);
-        apex.rrsets.push(RRset { rtype: RType::SOA, ttl, data: vec![RData::Soa(Box::new(soa))] });
+        apex.rrsets.push(RRset {
+            rtype: RType::SOA,
+            ttl,
+            data: vec![RData::Soa(Box::new(soa))],
+        });
         record_count += 1;
     }
     apex.rrsets.sort_by_key(|s| s.rtype);
     let soa_set = apex.get(RType::SOA).expect("ensured above");
     let soa_ttl = soa_set.ttl;
-    let RData::Soa(soa) = &soa_set.data[0] else { unreachable!("SOA RRset holds SOA data") };
+    let RData::Soa(soa) = &soa_set.data[0] else {
+        unreachable!("SOA RRset holds SOA data")
+    };
     let soa = (**soa).clone();
-    let has_cuts = nodes.iter().any(|(n, node)| *n != origin && node.get(RType::NS).is_some());
+    let has_cuts = nodes
+        .iter()
+        .any(|(n, node)| *n != origin && node.get(RType::NS).is_some());
     let has_wildcards = nodes.keys().any(|n| n.first_label() == Some(b"*"));
-    Zone { origin, nodes, soa, soa_ttl, has_cuts, has_wildcards, record_count }
+    Zone {
+        origin,
+        nodes,
+        soa,
+        soa_ttl,
+        has_cuts,
+        has_wildcards,
+        record_count,
+    }
 }
 
 #[cfg(test)]
@@ -470,23 +544,40 @@ mod tests {
     }
 
     fn rec(name: &str, t: RType, data: &str) -> Record {
-        Record { name: n(name), ttl: 60, data: RData::parse(t, data, &n("example.org.")).unwrap() }
+        Record {
+            name: n(name),
+            ttl: 60,
+            data: RData::parse(t, data, &n("example.org.")).unwrap(),
+        }
     }
 
     fn defaults() -> BuildDefaults {
-        BuildDefaults { default_ttl: 5, serial: 7 }
+        BuildDefaults {
+            default_ttl: 5,
+            serial: 7,
+        }
     }
 
     #[test]
     fn builds_empty_non_terminals_and_synthesises_apex() {
         let origin = n("example.org.");
         let mut b = CatalogBuilder::new(defaults());
-        b.add(&origin, rec("_iroh.abc.example.org.", RType::TXT, "x=y"), 0).unwrap();
+        b.add(&origin, rec("_iroh.abc.example.org.", RType::TXT, "x=y"), 0)
+            .unwrap();
         let cat = b.build();
         let zone = cat.find_zone(n("foo.bar.example.org.").wire()).unwrap();
-        assert!(matches!(zone.lookup(n("abc.example.org.").wire()), Lookup::EmptyNonTerminal));
-        assert!(matches!(zone.lookup(n("_iroh.abc.example.org.").wire()), Lookup::Found(_)));
-        assert!(matches!(zone.lookup(n("zzz.example.org.").wire()), Lookup::NxDomain));
+        assert!(matches!(
+            zone.lookup(n("abc.example.org.").wire()),
+            Lookup::EmptyNonTerminal
+        ));
+        assert!(matches!(
+            zone.lookup(n("_iroh.abc.example.org.").wire()),
+            Lookup::Found(_)
+        ));
+        assert!(matches!(
+            zone.lookup(n("zzz.example.org.").wire()),
+            Lookup::NxDomain
+        ));
         assert_eq!(zone.soa().serial, 7);
         assert_eq!(zone.soa().mname, n("ns.example.org."));
         assert_eq!(zone.negative_ttl(), 5);
@@ -500,15 +591,24 @@ mod tests {
         b.declare(&n("example.org."));
         b.declare(&n("sub.example.org."));
         let cat = b.build();
-        assert_eq!(cat.find_zone(n("a.sub.example.org.").wire()).unwrap().origin(), &n("sub.example.org."));
-        assert_eq!(cat.find_zone(n("a.example.org.").wire()).unwrap().origin(), &n("example.org."));
+        assert_eq!(
+            cat.find_zone(n("a.sub.example.org.").wire())
+                .unwrap()
+                .origin(),
+            &n("sub.example.org.")
+        );
+        assert_eq!(
+            cat.find_zone(n("a.example.org.").wire()).unwrap().origin(),
+            &n("example.org.")
+        );
     }
 
     #[test]
     fn rejects_cname_conflicts_and_second_sources() {
         let origin = n("example.org.");
         let mut b = CatalogBuilder::new(defaults());
-        b.add(&origin, rec("a.example.org.", RType::A, "192.0.2.1"), 0).unwrap();
+        b.add(&origin, rec("a.example.org.", RType::A, "192.0.2.1"), 0)
+            .unwrap();
         assert!(matches!(
             b.add(&origin, rec("a.example.org.", RType::CNAME, "b"), 0),
             Err(Rejection::CnameConflict { .. })
@@ -517,7 +617,10 @@ mod tests {
             b.add(&origin, rec("a.example.org.", RType::A, "192.0.2.2"), 1),
             Err(Rejection::TakenBy { winner: 0, .. })
         ));
-        assert!(matches!(b.add(&origin, rec("example.org.", RType::CNAME, "b"), 0), Err(Rejection::CnameAtApex { .. })));
+        assert!(matches!(
+            b.add(&origin, rec("example.org.", RType::CNAME, "b"), 0),
+            Err(Rejection::CnameAtApex { .. })
+        ));
         assert!(matches!(
             b.add(&origin, rec("a.example.com.", RType::A, "192.0.2.1"), 0),
             Err(Rejection::OutsideZone { .. })
@@ -527,7 +630,13 @@ mod tests {
         r.ttl = 30;
         b.add(&origin, r, 0).unwrap();
         let cat = b.build();
-        let Lookup::Found(node) = cat.zone(&origin).unwrap().lookup(n("a.example.org.").wire()) else { panic!() };
+        let Lookup::Found(node) = cat
+            .zone(&origin)
+            .unwrap()
+            .lookup(n("a.example.org.").wire())
+        else {
+            panic!()
+        };
         assert_eq!(node.get(RType::A).unwrap().ttl, 30);
         assert_eq!(node.get(RType::A).unwrap().data.len(), 1);
     }
@@ -536,21 +645,43 @@ mod tests {
     fn finds_wildcards_and_delegations() {
         let origin = n("example.org.");
         let mut b = CatalogBuilder::new(defaults());
-        b.add(&origin, rec("*.w.example.org.", RType::A, "192.0.2.9"), 0).unwrap();
-        b.add(&origin, rec("child.example.org.", RType::NS, "ns.child"), 0).unwrap();
+        b.add(&origin, rec("*.w.example.org.", RType::A, "192.0.2.9"), 0)
+            .unwrap();
+        b.add(&origin, rec("child.example.org.", RType::NS, "ns.child"), 0)
+            .unwrap();
         let cat = b.build();
         let zone = cat.zone(&origin).unwrap();
-        assert!(matches!(zone.lookup(n("x.w.example.org.").wire()), Lookup::Wildcard(_)));
-        assert!(matches!(zone.lookup(n("w.example.org.").wire()), Lookup::EmptyNonTerminal));
-        assert!(matches!(zone.lookup(n("a.b.child.example.org.").wire()), Lookup::Delegation { .. }));
-        assert!(matches!(zone.lookup(n("child.example.org.").wire()), Lookup::Delegation { .. }));
+        assert!(matches!(
+            zone.lookup(n("x.w.example.org.").wire()),
+            Lookup::Wildcard(_)
+        ));
+        assert!(matches!(
+            zone.lookup(n("w.example.org.").wire()),
+            Lookup::EmptyNonTerminal
+        ));
+        assert!(matches!(
+            zone.lookup(n("a.b.child.example.org.").wire()),
+            Lookup::Delegation { .. }
+        ));
+        assert!(matches!(
+            zone.lookup(n("child.example.org.").wire()),
+            Lookup::Delegation { .. }
+        ));
     }
 
     #[test]
     fn canonical_order_sorts_from_the_right() {
-        let mut names = vec![n("b.example."), n("example."), n("a.b.example."), n("z.a.example.")];
+        let mut names = [
+            n("b.example."),
+            n("example."),
+            n("a.b.example."),
+            n("z.a.example."),
+        ];
         names.sort_by(canonical_cmp);
         let shown: Vec<String> = names.iter().map(ToString::to_string).collect();
-        assert_eq!(shown, ["example.", "z.a.example.", "b.example.", "a.b.example."]);
+        assert_eq!(
+            shown,
+            ["example.", "z.a.example.", "b.example.", "a.b.example."]
+        );
     }
 }

@@ -144,7 +144,10 @@ pub struct Settings {
 
 fn duration(what: &str, text: &str) -> Result<Duration> {
     if let Some(ms) = text.strip_suffix("ms") {
-        return Ok(Duration::from_millis(ms.parse().with_context(|| format!("{what}: {text:?} is not a duration"))?));
+        return Ok(Duration::from_millis(
+            ms.parse()
+                .with_context(|| format!("{what}: {text:?} is not a duration"))?,
+        ));
     }
     let secs = parse_ttl(text).map_err(|e| anyhow::anyhow!("{what}: {e}"))?;
     Ok(Duration::from_secs(u64::from(secs)))
@@ -154,17 +157,26 @@ fn duration(what: &str, text: &str) -> Result<Duration> {
 pub fn zone_file_source(spec: &str, base: &Path) -> Result<FileSource> {
     let (origin, path) = match spec.split_once('=') {
         Some((origin, path)) => {
-            let origin: Name = origin.parse().map_err(|e| anyhow::anyhow!("zone file {spec:?}: origin {origin:?}: {e}"))?;
+            let origin: Name = origin
+                .parse()
+                .map_err(|e| anyhow::anyhow!("zone file {spec:?}: origin {origin:?}: {e}"))?;
             (Some(origin), path)
         }
         None => (None, spec),
     };
-    Ok(FileSource { path: base.join(path), kind: FileKind::ZoneFile { origin } })
+    Ok(FileSource {
+        path: base.join(path),
+        kind: FileKind::ZoneFile { origin },
+    })
 }
 
 fn origins(list: &[String]) -> Result<Vec<Name>> {
     list.iter()
-        .map(|z| z.parse::<Name>().map_err(|e| anyhow::anyhow!("zone {z:?}: {e} (expected a domain name such as ts.net.)")))
+        .map(|z| {
+            z.parse::<Name>().map_err(|e| {
+                anyhow::anyhow!("zone {z:?}: {e} (expected a domain name such as ts.net.)")
+            })
+        })
         .collect()
 }
 
@@ -172,9 +184,10 @@ fn origins(list: &[String]) -> Result<Vec<Name>> {
 pub fn settings(args: &ServeArgs) -> Result<Settings> {
     let (file, base) = match &args.config {
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config file {}", path.display()))?;
-            let file: ConfigFile =
-                serde_yaml::from_str(&text).with_context(|| format!("config file {}", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read config file {}", path.display()))?;
+            let file: ConfigFile = serde_yaml::from_str(&text)
+                .with_context(|| format!("config file {}", path.display()))?;
             let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
             (file.serve, base)
         }
@@ -183,9 +196,15 @@ pub fn settings(args: &ServeArgs) -> Result<Settings> {
     let here = PathBuf::new();
     let mut files = Vec::new();
     if !args.records.is_empty() {
-        files.extend(args.records.iter().map(|p| FileSource { path: p.clone(), kind: FileKind::Auto }));
+        files.extend(args.records.iter().map(|p| FileSource {
+            path: p.clone(),
+            kind: FileKind::Auto,
+        }));
     } else {
-        files.extend(file.records.iter().flatten().map(|p| FileSource { path: base.join(p), kind: FileKind::Auto }));
+        files.extend(file.records.iter().flatten().map(|p| FileSource {
+            path: base.join(p),
+            kind: FileKind::Auto,
+        }));
     }
     if !args.zone_files.is_empty() {
         for spec in &args.zone_files {
@@ -196,21 +215,35 @@ pub fn settings(args: &ServeArgs) -> Result<Settings> {
             files.push(zone_file_source(spec, &base)?);
         }
     }
-    let zone_list = if args.zones.is_empty() { file.zones.clone().unwrap_or_default() } else { args.zones.clone() };
+    let zone_list = if args.zones.is_empty() {
+        file.zones.clone().unwrap_or_default()
+    } else {
+        args.zones.clone()
+    };
     let zones = origins(&zone_list)?;
-    let tailscale_zones = if zones.is_empty() { vec!["ts.net.".parse().expect("valid")] } else { zones.clone() };
+    let tailscale_zones = if zones.is_empty() {
+        vec!["ts.net.".parse().expect("valid")]
+    } else {
+        zones.clone()
+    };
     let default_ttl = match (&args.default_ttl, &file.default_ttl) {
         (Some(t), _) => parse_ttl(t).map_err(|e| anyhow::anyhow!("--default-ttl: {e}"))?,
         (None, Some(serde_yaml::Value::Number(n))) => n
             .as_u64()
             .and_then(|n| u32::try_from(n).ok())
             .context("defaultTtl: expected seconds 0-4294967295")?,
-        (None, Some(serde_yaml::Value::String(s))) => parse_ttl(s).map_err(|e| anyhow::anyhow!("defaultTtl: {e}"))?,
+        (None, Some(serde_yaml::Value::String(s))) => {
+            parse_ttl(s).map_err(|e| anyhow::anyhow!("defaultTtl: {e}"))?
+        }
         (None, Some(other)) => bail!("defaultTtl: {other:?} is not a TTL"),
         (None, None) => 5,
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let log_format = args.log_format.clone().or(file.log_format).unwrap_or_else(|| "text".into());
+    let log_format = args
+        .log_format
+        .clone()
+        .or(file.log_format)
+        .unwrap_or_else(|| "text".into());
     if log_format != "text" && log_format != "json" {
         bail!("log format {log_format:?}: expected text or json");
     }
@@ -219,19 +252,47 @@ pub fn settings(args: &ServeArgs) -> Result<Settings> {
         bail!("EDNS payload {edns_payload} is below the minimum of 512");
     }
     Ok(Settings {
-        listen: if args.listen.is_empty() { file.listen } else { Some(args.listen.clone()) },
+        listen: if args.listen.is_empty() {
+            file.listen
+        } else {
+            Some(args.listen.clone())
+        },
         http: args.http.or(file.http),
         files,
         zones,
         tailscale_zones,
         default_ttl,
-        udp_sockets: args.udp_sockets.or(file.udp_sockets).unwrap_or(cores).max(1),
+        udp_sockets: args
+            .udp_sockets
+            .or(file.udp_sockets)
+            .unwrap_or(cores)
+            .max(1),
         workers: args.workers.or(file.workers).unwrap_or(cores).max(1),
         edns_payload,
-        tcp_idle_timeout: duration("tcp idle timeout", args.tcp_idle_timeout.as_deref().or(file.tcp_idle_timeout.as_deref()).unwrap_or("10s"))?,
-        tcp_max_connections: args.tcp_max_connections.or(file.tcp_max_connections).unwrap_or(1024).max(1),
-        poll_interval: duration("poll interval", args.poll_interval.as_deref().or(file.poll_interval.as_deref()).unwrap_or("1s"))?,
-        log_level: args.log_level.clone().or(file.log_level).unwrap_or_else(|| "info".into()),
+        tcp_idle_timeout: duration(
+            "tcp idle timeout",
+            args.tcp_idle_timeout
+                .as_deref()
+                .or(file.tcp_idle_timeout.as_deref())
+                .unwrap_or("10s"),
+        )?,
+        tcp_max_connections: args
+            .tcp_max_connections
+            .or(file.tcp_max_connections)
+            .unwrap_or(1024)
+            .max(1),
+        poll_interval: duration(
+            "poll interval",
+            args.poll_interval
+                .as_deref()
+                .or(file.poll_interval.as_deref())
+                .unwrap_or("1s"),
+        )?,
+        log_level: args
+            .log_level
+            .clone()
+            .or(file.log_level)
+            .unwrap_or_else(|| "info".into()),
         log_json: log_format == "json",
     })
 }
@@ -249,12 +310,21 @@ mod tests {
             "serve:\n  listen: ['127.0.0.1:5353']\n  records: [a.json]\n  zoneFiles: ['example.org=ex.zone']\n  defaultTtl: 1m\n  workers: 3\n",
         )
         .unwrap();
-        let args = ServeArgs { config: Some(cfg), workers: Some(1), ..Default::default() };
+        let args = ServeArgs {
+            config: Some(cfg),
+            workers: Some(1),
+            ..Default::default()
+        };
         let s = settings(&args).unwrap();
         assert_eq!(s.listen, Some(vec!["127.0.0.1:5353".parse().unwrap()]));
         assert_eq!(s.files[0].path, dir.path().join("a.json"));
         assert_eq!(s.files[1].path, dir.path().join("ex.zone"));
-        assert_eq!(s.files[1].kind, FileKind::ZoneFile { origin: Some("example.org.".parse().unwrap()) });
+        assert_eq!(
+            s.files[1].kind,
+            FileKind::ZoneFile {
+                origin: Some("example.org.".parse().unwrap())
+            }
+        );
         assert_eq!(s.default_ttl, 60);
         assert_eq!(s.workers, 1);
         assert_eq!(s.tailscale_zones[0].to_string(), "ts.net.");
@@ -265,7 +335,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cfg = dir.path().join("c.yaml");
         std::fs::write(&cfg, "serve:\n  listn: ['127.0.0.1:5353']\n").unwrap();
-        let err = settings(&ServeArgs { config: Some(cfg), ..Default::default() }).unwrap_err();
-        assert!(format!("{err:#}").contains("unknown field `listn`"), "{err:#}");
+        let err = settings(&ServeArgs {
+            config: Some(cfg),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(
+            format!("{err:#}").contains("unknown field `listn`"),
+            "{err:#}"
+        );
     }
 }

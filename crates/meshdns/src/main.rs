@@ -16,7 +16,10 @@ use arc_swap::ArcSwap;
 use clap::{Parser, Subcommand};
 use meshdns_server::http::{HttpState, router, serve_http};
 use meshdns_server::{DnsMetrics, Server, ServerConfig, SharedCatalog};
-use meshdns_sources::{FileKind, FileSource, FileSources, ParseSettings, SourceConfig, SourceInput, SourceStatus, assemble, parse, spawn_watcher};
+use meshdns_sources::{
+    FileKind, FileSource, FileSources, ParseSettings, SourceConfig, SourceInput, SourceStatus,
+    assemble, parse, spawn_watcher,
+};
 use meshdns_zone::{AnswerConfig, BuildDefaults, Catalog, Name};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -34,6 +37,7 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once at start-up; boxing buys nothing
 enum Command {
     /// Serve DNS authoritatively from records files, reloading them when they change.
     Serve(ServeArgs),
@@ -79,8 +83,11 @@ fn main() -> ExitCode {
 }
 
 fn init_logging(settings: &Settings) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&settings.log_level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&settings.log_level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if settings.log_json {
         builder.json().init();
     } else {
@@ -107,7 +114,10 @@ async fn run(settings: Settings) -> Result<()> {
         SourceConfig {
             files: settings.files.clone(),
             zones: settings.zones.clone(),
-            settings: ParseSettings { default_ttl: settings.default_ttl, tailscale_zones: settings.tailscale_zones.clone() },
+            settings: ParseSettings {
+                default_ttl: settings.default_ttl,
+                tailscale_zones: settings.tailscale_zones.clone(),
+            },
             poll_interval: settings.poll_interval,
             debounce: std::time::Duration::from_millis(20),
         },
@@ -126,7 +136,9 @@ async fn run(settings: Settings) -> Result<()> {
         udp_sockets: settings.udp_sockets,
         tcp_idle_timeout: settings.tcp_idle_timeout,
         tcp_max_connections: settings.tcp_max_connections,
-        answer: AnswerConfig { edns_payload: settings.edns_payload },
+        answer: AnswerConfig {
+            edns_payload: settings.edns_payload,
+        },
         ..ServerConfig::default()
     };
     let server = match &settings.listen {
@@ -155,7 +167,8 @@ async fn run(settings: Settings) -> Result<()> {
         Some(addr) => {
             let state = HttpState {
                 metrics: {
-                    let (metrics, catalog, status) = (metrics.clone(), catalog.clone(), status.clone());
+                    let (metrics, catalog, status) =
+                        (metrics.clone(), catalog.clone(), status.clone());
                     Arc::new(move || telemetry::render(&metrics, &catalog.load(), &status))
                 },
                 readiness: {
@@ -163,7 +176,11 @@ async fn run(settings: Settings) -> Result<()> {
                     Arc::new(move || status.readiness())
                 },
             };
-            Some(serve_http(addr, router(state), shutdown.clone(), &tasks).await.with_context(|| format!("cannot serve HTTP on {addr}"))?)
+            Some(
+                serve_http(addr, router(state), shutdown.clone(), &tasks)
+                    .await
+                    .with_context(|| format!("cannot serve HTTP on {addr}"))?,
+            )
         }
         None => None,
     };
@@ -179,14 +196,19 @@ async fn run(settings: Settings) -> Result<()> {
     server.join().await;
     tasks.close();
     tasks.wait().await;
-    tokio::task::spawn_blocking(move || watcher.stop()).await.ok();
+    tokio::task::spawn_blocking(move || watcher.stop())
+        .await
+        .ok();
     info!("stopped");
     Ok(())
 }
 
 async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (mut term, mut int) = match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+    let (mut term, mut int) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
         (Ok(t), Ok(i)) => (t, i),
         _ => {
             error!("cannot install signal handlers; stop with SIGKILL");
@@ -205,13 +227,27 @@ fn check(args: &CheckArgs) -> Result<bool> {
     let zones: Vec<Name> = args
         .zones
         .iter()
-        .map(|z| z.parse::<Name>().map_err(|e| anyhow::anyhow!("zone {z:?}: {e}")))
+        .map(|z| {
+            z.parse::<Name>()
+                .map_err(|e| anyhow::anyhow!("zone {z:?}: {e}"))
+        })
         .collect::<Result<_>>()?;
     let settings = ParseSettings {
         default_ttl: args.default_ttl,
-        tailscale_zones: if zones.is_empty() { ParseSettings::default().tailscale_zones } else { zones.clone() },
+        tailscale_zones: if zones.is_empty() {
+            ParseSettings::default().tailscale_zones
+        } else {
+            zones.clone()
+        },
     };
-    let mut sources: Vec<FileSource> = args.files.iter().map(|p| FileSource { path: p.clone(), kind: FileKind::Auto }).collect();
+    let mut sources: Vec<FileSource> = args
+        .files
+        .iter()
+        .map(|p| FileSource {
+            path: p.clone(),
+            kind: FileKind::Auto,
+        })
+        .collect();
     for spec in &args.zone_files {
         sources.push(config::zone_file_source(spec, std::path::Path::new(""))?);
     }
@@ -239,16 +275,33 @@ fn check(args: &CheckArgs) -> Result<bool> {
             }
         }
     }
-    let inputs: Vec<SourceInput<'_>> = loaded.iter().map(|(label, parsed)| SourceInput { label, parsed }).collect();
-    let (catalog, refused) = assemble(&inputs, &zones, BuildDefaults { default_ttl: args.default_ttl, serial: 1 });
+    let inputs: Vec<SourceInput<'_>> = loaded
+        .iter()
+        .map(|(label, parsed)| SourceInput { label, parsed })
+        .collect();
+    let (catalog, refused) = assemble(
+        &inputs,
+        &zones,
+        BuildDefaults {
+            default_ttl: args.default_ttl,
+            serial: 1,
+        },
+    );
     for problem in &refused {
         println!("{problem}");
     }
     for (label, parsed) in &loaded {
         let records: usize = parsed.zones.iter().map(|z| z.records.len()).sum();
         let skipped = parsed.problems.len() + refused.iter().filter(|p| &p.file == label).count();
-        eprintln!("{label}: ok: {records} records in {} zone(s), {skipped} skipped", parsed.zones.len());
+        eprintln!(
+            "{label}: ok: {records} records in {} zone(s), {skipped} skipped",
+            parsed.zones.len()
+        );
     }
-    eprintln!("{} zone(s), {} records served in all", catalog.zones().len(), catalog.record_count());
+    eprintln!(
+        "{} zone(s), {} records served in all",
+        catalog.zones().len(),
+        catalog.record_count()
+    );
     Ok(usable)
 }

@@ -11,30 +11,82 @@ use meshdns_zone::Catalog;
 pub fn render(dns: &DnsMetrics, catalog: &Catalog, status: &SourceStatus) -> String {
     let mut out = String::with_capacity(8192);
     dns.render(&mut out);
-    header(&mut out, "meshdns_zone_records", "Records served per zone, SOA and NS included.", "gauge");
+    header(
+        &mut out,
+        "meshdns_zone_records",
+        "Records served per zone, SOA and NS included.",
+        "gauge",
+    );
     for zone in catalog.zones() {
-        let _ = writeln!(out, "meshdns_zone_records{{zone=\"{}\"}} {}", label_value(&zone.origin().to_string()), zone.record_count());
+        let _ = writeln!(
+            out,
+            "meshdns_zone_records{{zone=\"{}\"}} {}",
+            label_value(&zone.origin().to_string()),
+            zone.record_count()
+        );
     }
     let counters = status.counters();
-    header(&mut out, "meshdns_source_reloads_total", "Loads of each source, by result (ok, or error when the file could not be used).", "counter");
+    header(
+        &mut out,
+        "meshdns_source_reloads_total",
+        "Loads of each source, by result (ok, or error when the file could not be used).",
+        "counter",
+    );
     for (source, c) in &counters {
         let s = label_value(source);
-        let _ = writeln!(out, "meshdns_source_reloads_total{{source=\"{s}\",result=\"ok\"}} {}", c.reloads_ok);
-        let _ = writeln!(out, "meshdns_source_reloads_total{{source=\"{s}\",result=\"error\"}} {}", c.reloads_error);
+        let _ = writeln!(
+            out,
+            "meshdns_source_reloads_total{{source=\"{s}\",result=\"ok\"}} {}",
+            c.reloads_ok
+        );
+        let _ = writeln!(
+            out,
+            "meshdns_source_reloads_total{{source=\"{s}\",result=\"error\"}} {}",
+            c.reloads_error
+        );
     }
-    header(&mut out, "meshdns_source_skipped_entries_total", "Entries skipped because they were invalid or conflicted with another source.", "counter");
+    header(
+        &mut out,
+        "meshdns_source_skipped_entries_total",
+        "Entries skipped because they were invalid or conflicted with another source.",
+        "counter",
+    );
     for (source, c) in &counters {
-        let _ = writeln!(out, "meshdns_source_skipped_entries_total{{source=\"{}\"}} {}", label_value(source), c.skipped_entries);
+        let _ = writeln!(
+            out,
+            "meshdns_source_skipped_entries_total{{source=\"{}\"}} {}",
+            label_value(source),
+            c.skipped_entries
+        );
     }
-    header(&mut out, "meshdns_source_last_success_timestamp_seconds", "Unix time of the last successful load of each source.", "gauge");
+    header(
+        &mut out,
+        "meshdns_source_last_success_timestamp_seconds",
+        "Unix time of the last successful load of each source.",
+        "gauge",
+    );
     for (source, c) in &counters {
         if let Some(t) = c.last_success_unix {
-            let _ = writeln!(out, "meshdns_source_last_success_timestamp_seconds{{source=\"{}\"}} {t:.3}", label_value(source));
+            let _ = writeln!(
+                out,
+                "meshdns_source_last_success_timestamp_seconds{{source=\"{}\"}} {t:.3}",
+                label_value(source)
+            );
         }
     }
-    header(&mut out, "meshdns_source_up", "1 while the source's current file is usable, 0 while it fails (last good records keep serving).", "gauge");
+    header(
+        &mut out,
+        "meshdns_source_up",
+        "1 while the source's current file is usable, 0 while it fails (last good records keep serving).",
+        "gauge",
+    );
     for (source, c) in &counters {
-        let _ = writeln!(out, "meshdns_source_up{{source=\"{}\"}} {}", label_value(source), u8::from(c.last_error.is_none()));
+        let _ = writeln!(
+            out,
+            "meshdns_source_up{{source=\"{}\"}} {}",
+            label_value(source),
+            u8::from(c.last_error.is_none())
+        );
     }
     out
 }

@@ -8,7 +8,9 @@ use meshdns_sources::FileKind;
 use crate::support::*;
 
 fn big_txt(n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("big-{i:02}-{}", "x".repeat(52))).collect()
+    (0..n)
+        .map(|i| format!("big-{i:02}-{}", "x".repeat(52)))
+        .collect()
 }
 
 /// The battery zone in meshdns YAML.
@@ -50,8 +52,14 @@ zones:
 
 /// The same zone as an RFC 1035 zone file.
 pub fn zonefile_fixture() -> Setup {
-    let big: Vec<String> = big_txt(30).iter().map(|s| format!("big TXT \"{s}\"")).collect();
-    let medium: Vec<String> = big_txt(10).iter().map(|s| format!("medium TXT \"{s}\"")).collect();
+    let big: Vec<String> = big_txt(30)
+        .iter()
+        .map(|s| format!("big TXT \"{s}\""))
+        .collect();
+    let medium: Vec<String> = big_txt(10)
+        .iter()
+        .map(|s| format!("medium TXT \"{s}\""))
+        .collect();
     let text = format!(
         r#"$ORIGIN example.org.
 $TTL 300
@@ -80,10 +88,15 @@ ns.child A 192.0.2.77
         big = big.join("\n"),
         medium = medium.join("\n")
     );
-    Setup::files(vec![("example.org.zone".into(), text, FileKind::ZoneFile { origin: None })])
+    Setup::files(vec![(
+        "example.org.zone".into(),
+        text,
+        FileKind::ZoneFile { origin: None },
+    )])
 }
 
-const SOA: &str = "example.org. 60 SOA ns1.example.org. hostmaster.example.org. 2024 3600 600 86400 60";
+const SOA: &str =
+    "example.org. 60 SOA ns1.example.org. hostmaster.example.org. 2024 3600 600 86400 60";
 
 pub async fn positive_answer_is_authoritative(setup: Setup) {
     let s = TestServer::start(setup).await;
@@ -92,7 +105,13 @@ pub async fn positive_answer_is_authoritative(setup: Setup) {
     assert!(r.metadata.authoritative, "AA set");
     assert!(!r.metadata.recursion_available, "RA clear");
     assert!(!r.metadata.truncation);
-    assert_eq!(answers(&r), ["www.example.org. 300 A 192.0.2.1", "www.example.org. 300 A 192.0.2.2"]);
+    assert_eq!(
+        answers(&r),
+        [
+            "www.example.org. 300 A 192.0.2.1",
+            "www.example.org. 300 A 192.0.2.2"
+        ]
+    );
     assert!(r.authorities.is_empty());
     s.stop().await;
 }
@@ -120,7 +139,12 @@ pub async fn nxdomain_has_the_zone_soa(setup: Setup) {
 
 pub async fn nodata_for_a_missing_type(setup: Setup) {
     let s = TestServer::start(setup).await;
-    for t in [RecordType::MX, RecordType::TXT, RecordType::SRV, RecordType::Unknown(999)] {
+    for t in [
+        RecordType::MX,
+        RecordType::TXT,
+        RecordType::SRV,
+        RecordType::Unknown(999),
+    ] {
         let r = udp(s.udp, &query("www.example.org.", t)).await;
         assert_eq!(r.metadata.response_code, ResponseCode::NoError, "{t}");
         assert!(r.metadata.authoritative);
@@ -132,16 +156,31 @@ pub async fn nodata_for_a_missing_type(setup: Setup) {
 
 pub async fn empty_non_terminals_are_nodata(setup: Setup) {
     let s = TestServer::start(setup).await;
-    for name in ["abc.nodes.example.org.", "nodes.example.org.", "wild.example.org."] {
+    for name in [
+        "abc.nodes.example.org.",
+        "nodes.example.org.",
+        "wild.example.org.",
+    ] {
         for t in [RecordType::A, RecordType::TXT] {
             let r = udp(s.udp, &query(name, t)).await;
-            assert_eq!(r.metadata.response_code, ResponseCode::NoError, "{name} {t}");
+            assert_eq!(
+                r.metadata.response_code,
+                ResponseCode::NoError,
+                "{name} {t}"
+            );
             assert!(r.answers.is_empty());
             assert_eq!(authority(&r), [SOA]);
         }
     }
-    let r = udp(s.udp, &query("_iroh.abc.nodes.example.org.", RecordType::TXT)).await;
-    assert_eq!(answers(&r), ["_iroh.abc.nodes.example.org. 300 TXT relay=https://relay.example./"]);
+    let r = udp(
+        s.udp,
+        &query("_iroh.abc.nodes.example.org.", RecordType::TXT),
+    )
+    .await;
+    assert_eq!(
+        answers(&r),
+        ["_iroh.abc.nodes.example.org. 300 TXT relay=https://relay.example./"]
+    );
     s.stop().await;
 }
 
@@ -172,27 +211,60 @@ pub async fn cname_chains_are_followed_in_zone(setup: Setup) {
     // The target does not exist: NXDOMAIN for the last name (RFC 6604), chain kept.
     let r = udp(s.udp, &query("dangling.example.org.", RecordType::A)).await;
     assert_eq!(r.metadata.response_code, ResponseCode::NXDomain);
-    assert_eq!(answers(&r), ["dangling.example.org. 300 CNAME missing.example.org."]);
+    assert_eq!(
+        answers(&r),
+        ["dangling.example.org. 300 CNAME missing.example.org."]
+    );
     assert_eq!(authority(&r), [SOA]);
     // Out of zone target: the CNAME alone, for the resolver to chase.
     let r = udp(s.udp, &query("outside.example.org.", RecordType::A)).await;
     assert_eq!(r.metadata.response_code, ResponseCode::NoError);
-    assert_eq!(answers(&r), ["outside.example.org. 300 CNAME www.example.com."]);
+    assert_eq!(
+        answers(&r),
+        ["outside.example.org. 300 CNAME www.example.com."]
+    );
     // Asking for the CNAME itself does not chase.
     let r = udp(s.udp, &query("alias.example.org.", RecordType::CNAME)).await;
-    assert_eq!(answers(&r), ["alias.example.org. 300 CNAME www.example.org."]);
+    assert_eq!(
+        answers(&r),
+        ["alias.example.org. 300 CNAME www.example.org."]
+    );
     s.stop().await;
 }
 
 pub async fn every_served_type_is_answered(setup: Setup) {
     let s = TestServer::start(setup).await;
     let cases = [
-        ("mx.example.org.", RecordType::MX, "mx.example.org. 300 MX 10 mail.example.org."),
-        ("srv.example.org.", RecordType::SRV, "srv.example.org. 300 SRV 1 2 443 www.example.org."),
-        ("caa.example.org.", RecordType::CAA, "caa.example.org. 300 CAA 0 issue \"ca.example\""),
-        ("ptr.example.org.", RecordType::PTR, "ptr.example.org. 300 PTR www.example.org."),
-        ("example.org.", RecordType::NS, "example.org. 300 NS ns1.example.org."),
-        ("example.org.", RecordType::SOA, "example.org. 3600 SOA ns1.example.org. hostmaster.example.org. 2024 3600 600 86400 60"),
+        (
+            "mx.example.org.",
+            RecordType::MX,
+            "mx.example.org. 300 MX 10 mail.example.org.",
+        ),
+        (
+            "srv.example.org.",
+            RecordType::SRV,
+            "srv.example.org. 300 SRV 1 2 443 www.example.org.",
+        ),
+        (
+            "caa.example.org.",
+            RecordType::CAA,
+            "caa.example.org. 300 CAA 0 issue \"ca.example\"",
+        ),
+        (
+            "ptr.example.org.",
+            RecordType::PTR,
+            "ptr.example.org. 300 PTR www.example.org.",
+        ),
+        (
+            "example.org.",
+            RecordType::NS,
+            "example.org. 300 NS ns1.example.org.",
+        ),
+        (
+            "example.org.",
+            RecordType::SOA,
+            "example.org. 3600 SOA ns1.example.org. hostmaster.example.org. 2024 3600 600 86400 60",
+        ),
     ];
     for (name, t, want) in cases {
         let r = udp(s.udp, &query(name, t)).await;
@@ -206,7 +278,11 @@ pub async fn wildcards_synthesise_only_missing_names(setup: Setup) {
     let s = TestServer::start(setup).await;
     let r = udp(s.udp, &query("Anything.wild.example.org.", RecordType::A)).await;
     assert_eq!(answers(&r), ["Anything.wild.example.org. 300 A 192.0.2.99"]);
-    let r = udp(s.udp, &query("anything.wild.example.org.", RecordType::AAAA)).await;
+    let r = udp(
+        s.udp,
+        &query("anything.wild.example.org.", RecordType::AAAA),
+    )
+    .await;
     assert_eq!(r.metadata.response_code, ResponseCode::NoError);
     assert!(r.answers.is_empty());
     // An existing name is not covered by the wildcard.
@@ -222,7 +298,10 @@ pub async fn delegations_refer_with_glue(setup: Setup) {
     assert_eq!(r.metadata.response_code, ResponseCode::NoError);
     assert!(!r.metadata.authoritative, "a referral is not authoritative");
     assert!(r.answers.is_empty());
-    assert_eq!(authority(&r), ["child.example.org. 300 NS ns.child.example.org."]);
+    assert_eq!(
+        authority(&r),
+        ["child.example.org. 300 NS ns.child.example.org."]
+    );
     assert_eq!(additional(&r), ["ns.child.example.org. 300 A 192.0.2.77"]);
     s.stop().await;
 }
@@ -238,7 +317,11 @@ pub async fn edns_is_echoed_and_badvers_refused(setup: Setup) {
     let mut q = query_edns("www.example.org.", RecordType::A, 1232);
     q.edns.as_mut().unwrap().set_version(1);
     let r = udp(s.udp, &q).await;
-    assert_eq!(u16::from(r.metadata.response_code), 16, "BADVERS (hickory names code 16 BADSIG)");
+    assert_eq!(
+        u16::from(r.metadata.response_code),
+        16,
+        "BADVERS (hickory names code 16 BADSIG)"
+    );
     assert!(r.answers.is_empty());
     assert_eq!(r.edns.as_ref().unwrap().version(), 0);
     s.stop().await;
@@ -251,18 +334,29 @@ pub async fn large_answers_truncate_over_udp_and_fit_over_tcp(setup: Setup) {
     assert!(r.metadata.truncation, "TC without EDNS");
     assert!(r.answers.is_empty());
     assert_eq!(r.queries.len(), 1);
-    let r = udp(s.udp, &query_edns("medium.example.org.", RecordType::TXT, 1232)).await;
+    let r = udp(
+        s.udp,
+        &query_edns("medium.example.org.", RecordType::TXT, 1232),
+    )
+    .await;
     assert!(!r.metadata.truncation);
     assert_eq!(r.answers.len(), 10);
     // 30 strings: over 1232 even with EDNS, and over the client's 4096 only on our side.
-    let r = udp(s.udp, &query_edns("big.example.org.", RecordType::TXT, 4096)).await;
+    let r = udp(
+        s.udp,
+        &query_edns("big.example.org.", RecordType::TXT, 4096),
+    )
+    .await;
     assert!(r.metadata.truncation, "our payload limit of 1232 applies");
     assert!(r.edns.is_some(), "OPT kept in a truncated answer");
     let r = tcp(s.tcp, &query("big.example.org.", RecordType::TXT)).await;
     assert!(!r.metadata.truncation);
     assert_eq!(r.answers.len(), 30);
     let truncated = s.metrics.render_string();
-    assert!(truncated.contains("meshdns_dns_truncated_total 2"), "{truncated}");
+    assert!(
+        truncated.contains("meshdns_dns_truncated_total 2"),
+        "{truncated}"
+    );
     s.stop().await;
 }
 
@@ -271,7 +365,13 @@ pub async fn any_gets_one_rrset(setup: Setup) {
     let r = udp(s.udp, &query("www.example.org.", RecordType::ANY)).await;
     assert_eq!(r.metadata.response_code, ResponseCode::NoError);
     assert!(r.metadata.authoritative);
-    assert_eq!(answers(&r), ["www.example.org. 300 A 192.0.2.1", "www.example.org. 300 A 192.0.2.2"]);
+    assert_eq!(
+        answers(&r),
+        [
+            "www.example.org. 300 A 192.0.2.1",
+            "www.example.org. 300 A 192.0.2.2"
+        ]
+    );
     let r = udp(s.udp, &query("nodes.example.org.", RecordType::ANY)).await;
     assert!(r.answers.is_empty());
     assert_eq!(authority(&r), [SOA]);

@@ -1,5 +1,7 @@
 //! One integration-test binary: the real server on loopback, real records files, real clients.
 
+#![allow(missing_docs)] // test helpers are not public API
+
 mod behaviour;
 mod protocol;
 mod reload;

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;
+use hickory_resolver::Resolver;
 use hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfig};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
-use hickory_resolver::Resolver;
 use meshdns_server::ServerConfig;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -35,34 +35,88 @@ async fn malformed_queries_get_formerr_and_responses_are_dropped() {
     // Too short for a header: dropped.
     assert_eq!(udp_raw_wait(s.udp, &[1, 2, 3], short).await, None);
     // A response (QR=1) sent to us: dropped, never reflected.
-    assert_eq!(udp_raw_wait(s.udp, &raw_query(0x8000, 1, WWW_A, 0, &[]), short).await, None);
+    assert_eq!(
+        udp_raw_wait(s.udp, &raw_query(0x8000, 1, WWW_A, 0, &[]), short).await,
+        None
+    );
     // Two questions: FORMERR, no question echoed.
-    let r = udp_raw_wait(s.udp, &raw_query(0, 2, &[WWW_A, WWW_A].concat(), 0, &[]), WAIT).await.unwrap();
+    let r = udp_raw_wait(
+        s.udp,
+        &raw_query(0, 2, &[WWW_A, WWW_A].concat(), 0, &[]),
+        WAIT,
+    )
+    .await
+    .unwrap();
     let m = Message::from_vec(&r).unwrap();
     assert_eq!(m.metadata.response_code, ResponseCode::FormErr);
     assert_eq!(m.metadata.id, 0xABCD);
     // A question cut short: FORMERR.
-    let r = udp_raw_wait(s.udp, &raw_query(0, 1, &WWW_A[..10], 0, &[]), WAIT).await.unwrap();
-    assert_eq!(Message::from_vec(&r).unwrap().metadata.response_code, ResponseCode::FormErr);
+    let r = udp_raw_wait(s.udp, &raw_query(0, 1, &WWW_A[..10], 0, &[]), WAIT)
+        .await
+        .unwrap();
+    assert_eq!(
+        Message::from_vec(&r).unwrap().metadata.response_code,
+        ResponseCode::FormErr
+    );
     // A label longer than 63 (reserved label type): FORMERR.
-    let r = udp_raw_wait(s.udp, &raw_query(0, 1, b"\x50abc\x00\x00\x01\x00\x01", 0, &[]), WAIT).await.unwrap();
+    let r = udp_raw_wait(
+        s.udp,
+        &raw_query(0, 1, b"\x50abc\x00\x00\x01\x00\x01", 0, &[]),
+        WAIT,
+    )
+    .await
+    .unwrap();
     assert_eq!(r[3] & 0x0F, 1);
     // An OPT record whose length runs past the end: FORMERR with the question echoed.
-    let r = udp_raw_wait(s.udp, &raw_query(0, 1, WWW_A, 1, &[0, 0, 41, 4, 0, 0, 0, 0, 0, 0, 9]), WAIT).await.unwrap();
+    let r = udp_raw_wait(
+        s.udp,
+        &raw_query(0, 1, WWW_A, 1, &[0, 0, 41, 4, 0, 0, 0, 0, 0, 0, 9]),
+        WAIT,
+    )
+    .await
+    .unwrap();
     let m = Message::from_vec(&r).unwrap();
     assert_eq!(m.metadata.response_code, ResponseCode::FormErr);
     assert_eq!(m.queries.len(), 1);
     // Two OPT records: FORMERR (RFC 6891 §6.1.1).
     let opt = [0u8, 0, 41, 4, 0, 0, 0, 0, 0, 0, 0];
-    let r = udp_raw_wait(s.udp, &raw_query(0, 1, WWW_A, 2, &[opt, opt].concat()), WAIT).await.unwrap();
-    assert_eq!(Message::from_vec(&r).unwrap().metadata.response_code, ResponseCode::FormErr);
+    let r = udp_raw_wait(
+        s.udp,
+        &raw_query(0, 1, WWW_A, 2, &[opt, opt].concat()),
+        WAIT,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        Message::from_vec(&r).unwrap().metadata.response_code,
+        ResponseCode::FormErr
+    );
     // QTYPE OPT: FORMERR.
-    let r = udp_raw_wait(s.udp, &raw_query(0, 1, b"\x03www\x07example\x03org\x00\x00\x29\x00\x01", 0, &[]), WAIT).await.unwrap();
-    assert_eq!(Message::from_vec(&r).unwrap().metadata.response_code, ResponseCode::FormErr);
+    let r = udp_raw_wait(
+        s.udp,
+        &raw_query(
+            0,
+            1,
+            b"\x03www\x07example\x03org\x00\x00\x29\x00\x01",
+            0,
+            &[],
+        ),
+        WAIT,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        Message::from_vec(&r).unwrap().metadata.response_code,
+        ResponseCode::FormErr
+    );
     // Still serving afterwards.
     let r = udp(s.udp, &query("www.example.org.", RecordType::A)).await;
     assert_eq!(r.answers.len(), 2);
-    assert!(s.metrics.render_string().contains("meshdns_dns_dropped_total{transport=\"udp\"} 2"));
+    assert!(
+        s.metrics
+            .render_string()
+            .contains("meshdns_dns_dropped_total{transport=\"udp\"} 2")
+    );
     s.stop().await;
 }
 
@@ -70,14 +124,25 @@ async fn malformed_queries_get_formerr_and_responses_are_dropped() {
 async fn other_opcodes_get_notimp_and_other_classes_refused() {
     let s = TestServer::start(yaml_fixture()).await;
     for opcode in [1u16, 2, 4, 5] {
-        let r = udp_raw_wait(s.udp, &raw_query(opcode << 11, 1, WWW_A, 0, &[]), WAIT).await.unwrap();
+        let r = udp_raw_wait(s.udp, &raw_query(opcode << 11, 1, WWW_A, 0, &[]), WAIT)
+            .await
+            .unwrap();
         let m = Message::from_vec(&r).unwrap();
-        assert_eq!(m.metadata.response_code, ResponseCode::NotImp, "opcode {opcode}");
+        assert_eq!(
+            m.metadata.response_code,
+            ResponseCode::NotImp,
+            "opcode {opcode}"
+        );
         assert_eq!(u8::from(m.metadata.op_code), opcode as u8, "opcode echoed");
     }
     let chaos = b"\x07version\x04bind\x00\x00\x10\x00\x03";
-    let r = udp_raw_wait(s.udp, &raw_query(0, 1, chaos, 0, &[]), WAIT).await.unwrap();
-    assert_eq!(Message::from_vec(&r).unwrap().metadata.response_code, ResponseCode::Refused);
+    let r = udp_raw_wait(s.udp, &raw_query(0, 1, chaos, 0, &[]), WAIT)
+        .await
+        .unwrap();
+    assert_eq!(
+        Message::from_vec(&r).unwrap().metadata.response_code,
+        ResponseCode::Refused
+    );
     s.stop().await;
 }
 
@@ -85,7 +150,9 @@ async fn other_opcodes_get_notimp_and_other_classes_refused() {
 async fn answers_echo_id_flags_and_compress_owner_names() {
     let s = TestServer::start(yaml_fixture()).await;
     // RD and CD set by the client are echoed; RA and AD stay clear.
-    let r = udp_raw_wait(s.udp, &raw_query(0x0110, 1, WWW_A, 0, &[]), WAIT).await.unwrap();
+    let r = udp_raw_wait(s.udp, &raw_query(0x0110, 1, WWW_A, 0, &[]), WAIT)
+        .await
+        .unwrap();
     assert_eq!(&r[0..2], &[0xAB, 0xCD]);
     assert_eq!(r[2], 0x85, "QR, AA, RD");
     assert_eq!(r[3], 0x10, "CD echoed, RA/AD clear, NOERROR");
@@ -108,7 +175,14 @@ async fn tcp_serves_several_queries_per_connection_in_order() {
     let mut wire = Vec::new();
     let mut ids = Vec::new();
     for (i, n) in names.iter().enumerate() {
-        let q = query(n, if i == 2 { RecordType::MX } else { RecordType::A });
+        let q = query(
+            n,
+            if i == 2 {
+                RecordType::MX
+            } else {
+                RecordType::A
+            },
+        );
         ids.push(q.metadata.id);
         let b = q.to_vec().unwrap();
         wire.extend_from_slice(&(b.len() as u16).to_be_bytes());
@@ -121,7 +195,14 @@ async fn tcp_serves_several_queries_per_connection_in_order() {
         assert_eq!(m.metadata.id, id);
         codes.push(m.metadata.response_code);
     }
-    assert_eq!(codes, [ResponseCode::NoError, ResponseCode::NXDomain, ResponseCode::NoError]);
+    assert_eq!(
+        codes,
+        [
+            ResponseCode::NoError,
+            ResponseCode::NXDomain,
+            ResponseCode::NoError
+        ]
+    );
     // And the connection is still usable.
     let r = tcp_on(&mut conn, &query("www.example.org.", RecordType::AAAA)).await;
     assert_eq!(r.answers.len(), 1);
@@ -131,12 +212,17 @@ async fn tcp_serves_several_queries_per_connection_in_order() {
 #[tokio::test]
 async fn idle_tcp_connections_are_closed() {
     let mut setup = yaml_fixture();
-    setup.config = ServerConfig { tcp_idle_timeout: Duration::from_millis(200), ..setup.config };
+    setup.config = ServerConfig {
+        tcp_idle_timeout: Duration::from_millis(200),
+        ..setup.config
+    };
     let s = TestServer::start(setup).await;
     let mut conn = TcpStream::connect(s.tcp).await.unwrap();
     let _ = tcp_on(&mut conn, &query("www.example.org.", RecordType::A)).await;
     // Nothing more is sent: the server closes the connection (EOF), within the test's bound.
-    let eof = tokio::time::timeout(WAIT, read_frame(&mut conn)).await.expect("closed before the bound");
+    let eof = tokio::time::timeout(WAIT, read_frame(&mut conn))
+        .await
+        .expect("closed before the bound");
     assert!(eof.is_none());
     s.stop().await;
 }
@@ -144,7 +230,10 @@ async fn idle_tcp_connections_are_closed() {
 #[tokio::test]
 async fn tcp_connection_cap_holds_extra_connections_until_one_closes() {
     let mut setup = yaml_fixture();
-    setup.config = ServerConfig { tcp_max_connections: 1, ..setup.config };
+    setup.config = ServerConfig {
+        tcp_max_connections: 1,
+        ..setup.config
+    };
     let s = TestServer::start(setup).await;
     let mut first = TcpStream::connect(s.tcp).await.unwrap();
     let _ = tcp_on(&mut first, &query("www.example.org.", RecordType::A)).await;
@@ -157,7 +246,9 @@ async fn tcp_connection_cap_holds_extra_connections_until_one_closes() {
     let waiting = tokio::time::timeout(Duration::from_millis(300), read_frame(&mut second)).await;
     assert!(waiting.is_err(), "served beyond the connection cap");
     drop(first);
-    let served = tokio::time::timeout(WAIT, read_frame(&mut second)).await.expect("served once a slot frees");
+    let served = tokio::time::timeout(WAIT, read_frame(&mut second))
+        .await
+        .expect("served once a slot frees");
     assert!(served.is_some());
     s.stop().await;
 }
@@ -187,12 +278,19 @@ async fn serves_ipv6_and_ipv4_on_the_same_port_number() {
 
 /// A resolver using UDP with TCP fallback (as stub resolvers do), or TCP only.
 fn resolver_for(addr: std::net::SocketAddr, tcp_only: bool) -> Resolver<TokioRuntimeProvider> {
-    let mut conns = if tcp_only { vec![ConnectionConfig::tcp()] } else { vec![ConnectionConfig::udp(), ConnectionConfig::tcp()] };
+    let mut conns = if tcp_only {
+        vec![ConnectionConfig::tcp()]
+    } else {
+        vec![ConnectionConfig::udp(), ConnectionConfig::tcp()]
+    };
     for c in &mut conns {
         c.port = addr.port();
     }
     let ns = NameServerConfig::new(addr.ip(), true, conns);
-    let mut builder = Resolver::builder_with_config(ResolverConfig::from_name_servers(vec![ns]), TokioRuntimeProvider::default());
+    let mut builder = Resolver::builder_with_config(
+        ResolverConfig::from_name_servers(vec![ns]),
+        TokioRuntimeProvider::default(),
+    );
     builder.options_mut().cache_size = 0;
     builder.build().unwrap()
 }
@@ -206,15 +304,30 @@ async fn hickory_resolver_resolves_addresses_text_and_negatives() {
         let mut got: Vec<String> = ips.iter().map(|ip| ip.to_string()).collect();
         got.sort();
         assert_eq!(got, ["192.0.2.1", "192.0.2.2", "2001:db8::1"]);
-        let txt = resolver.lookup("_iroh.abc.nodes.example.org.", RecordType::TXT).await.unwrap();
+        let txt = resolver
+            .lookup("_iroh.abc.nodes.example.org.", RecordType::TXT)
+            .await
+            .unwrap();
         let texts: Vec<String> = txt.answers().iter().map(|r| r.data.to_string()).collect();
         assert_eq!(texts, ["relay=https://relay.example./"]);
-        let err = resolver.lookup("nope.example.org.", RecordType::A).await.unwrap_err();
+        let err = resolver
+            .lookup("nope.example.org.", RecordType::A)
+            .await
+            .unwrap_err();
         assert!(err.is_nx_domain(), "{err}");
-        let err = resolver.lookup("www.example.org.", RecordType::MX).await.unwrap_err();
-        assert!(err.is_no_records_found() && !err.is_nx_domain(), "NODATA is not NXDOMAIN: {err}");
+        let err = resolver
+            .lookup("www.example.org.", RecordType::MX)
+            .await
+            .unwrap_err();
+        assert!(
+            err.is_no_records_found() && !err.is_nx_domain(),
+            "NODATA is not NXDOMAIN: {err}"
+        );
         // The resolver retries a truncated UDP answer over TCP and gets all 30 strings.
-        let big = resolver.lookup("big.example.org.", RecordType::TXT).await.unwrap();
+        let big = resolver
+            .lookup("big.example.org.", RecordType::TXT)
+            .await
+            .unwrap();
         assert_eq!(big.answers().len(), 30);
     }
     s.stop().await;

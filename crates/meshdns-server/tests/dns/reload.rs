@@ -18,7 +18,10 @@ use crate::support::*;
 
 fn records(ips: &[&str]) -> String {
     let list: Vec<String> = ips.iter().map(|i| format!("\"{i}\"")).collect();
-    format!(r#"{{"version":"v1alpha1","ip4":{{"host.ts.net":[{}]}}}}"#, list.join(","))
+    format!(
+        r#"{{"version":"v1alpha1","ip4":{{"host.ts.net":[{}]}}}}"#,
+        list.join(",")
+    )
 }
 
 async fn host_answers(s: &TestServer) -> Vec<String> {
@@ -27,8 +30,15 @@ async fn host_answers(s: &TestServer) -> Vec<String> {
 }
 
 async fn wait_for(s: &TestServer, want: &[&str]) {
-    let ok = eventually(Duration::from_secs(5), || async { host_answers(s).await == want }).await;
-    assert!(ok, "answers never became {want:?}; now {:?}", host_answers(s).await);
+    let ok = eventually(Duration::from_secs(5), || async {
+        host_answers(s).await == want
+    })
+    .await;
+    assert!(
+        ok,
+        "answers never became {want:?}; now {:?}",
+        host_answers(s).await
+    );
 }
 
 fn watched(name: &str, content: &str) -> Setup {
@@ -55,7 +65,10 @@ fn kubelet_write(dir: &Path, generation: u32, content: &str) {
 async fn reloads_on_a_kubelet_configmap_swap() {
     let dir = tempfile::tempdir().unwrap();
     kubelet_write(dir.path(), 1, &records(&["100.64.0.1"]));
-    let file = FileSource { path: dir.path().join("records.json"), kind: FileKind::Auto };
+    let file = FileSource {
+        path: dir.path().join("records.json"),
+        kind: FileKind::Auto,
+    };
     let mut setup = Setup::files(vec![]);
     setup.watch = true;
     let s = TestServer::start_on(dir, vec![file], setup).await;
@@ -90,9 +103,16 @@ async fn reloads_on_an_in_place_write() {
 async fn deletion_keeps_the_last_good_records_and_recreation_loads() {
     let s = TestServer::start(watched("records.json", &records(&["100.64.0.1"]))).await;
     std::fs::remove_file(&s.paths[0]).unwrap();
-    let failed = eventually(Duration::from_secs(5), || async { s.status.counters()[0].1.reloads_error > 0 }).await;
+    let failed = eventually(Duration::from_secs(5), || async {
+        s.status.counters()[0].1.reloads_error > 0
+    })
+    .await;
     assert!(failed, "the deletion was noticed");
-    assert_eq!(host_answers(&s).await, ["100.64.0.1"], "last good records keep serving");
+    assert_eq!(
+        host_answers(&s).await,
+        ["100.64.0.1"],
+        "last good records keep serving"
+    );
     assert!(s.status.readiness().is_ok(), "readiness stays as it was");
     std::fs::write(&s.paths[0], records(&["100.64.0.7"])).unwrap();
     wait_for(&s, &["100.64.0.7"]).await;
@@ -103,14 +123,28 @@ async fn deletion_keeps_the_last_good_records_and_recreation_loads() {
 #[tokio::test]
 async fn unusable_files_keep_the_last_good_records() {
     let s = TestServer::start(watched("records.json", &records(&["100.64.0.1"]))).await;
-    let bad = ["{ this is not json", r#"{"version":"v2","ip4":{"host.ts.net":["1.1.1.1"]}}"#, "[1, 2, 3]"];
+    let bad = [
+        "{ this is not json",
+        r#"{"version":"v2","ip4":{"host.ts.net":["1.1.1.1"]}}"#,
+        "[1, 2, 3]",
+    ];
     for (i, content) in bad.iter().enumerate() {
         std::fs::write(&s.paths[0], content).unwrap();
-        let seen = eventually(Duration::from_secs(5), || async { s.status.counters()[0].1.reloads_error as usize > i }).await;
+        let seen = eventually(Duration::from_secs(5), || async {
+            s.status.counters()[0].1.reloads_error as usize > i
+        })
+        .await;
         assert!(seen, "error {i} noticed");
         assert_eq!(host_answers(&s).await, ["100.64.0.1"], "after {content:?}");
     }
-    assert!(s.status.counters()[0].1.last_error.as_deref().unwrap().contains("records.json: file:"));
+    assert!(
+        s.status.counters()[0]
+            .1
+            .last_error
+            .as_deref()
+            .unwrap()
+            .contains("records.json: file:")
+    );
     std::fs::write(&s.paths[0], records(&["100.64.0.2"])).unwrap();
     wait_for(&s, &["100.64.0.2"]).await;
     s.stop().await;
@@ -121,7 +155,11 @@ async fn an_empty_file_clears_the_records() {
     let s = TestServer::start(watched("records.json", &records(&["100.64.0.1"]))).await;
     std::fs::write(&s.paths[0], "").unwrap();
     let cleared = eventually(Duration::from_secs(5), || async {
-        udp(s.udp, &query("host.ts.net.", RecordType::A)).await.metadata.response_code == ResponseCode::NXDomain
+        udp(s.udp, &query("host.ts.net.", RecordType::A))
+            .await
+            .metadata
+            .response_code
+            == ResponseCode::NXDomain
     })
     .await;
     assert!(cleared);
@@ -135,9 +173,16 @@ async fn an_empty_file_clears_the_records() {
 async fn a_file_that_starts_unusable_is_not_ready_until_fixed() {
     let s = TestServer::start(watched("records.json", "{ broken")).await;
     let reason = s.status.readiness().unwrap_err();
-    assert!(reason.contains("records.json: file: not valid JSON"), "{reason}");
+    assert!(
+        reason.contains("records.json: file: not valid JSON"),
+        "{reason}"
+    );
     let r = udp(s.udp, &query("host.ts.net.", RecordType::A)).await;
-    assert_eq!(r.metadata.response_code, ResponseCode::Refused, "nothing loaded, nothing served");
+    assert_eq!(
+        r.metadata.response_code,
+        ResponseCode::Refused,
+        "nothing loaded, nothing served"
+    );
     std::fs::write(&s.paths[0], records(&["100.64.0.1"])).unwrap();
     wait_for(&s, &["100.64.0.1"]).await;
     assert!(s.status.readiness().is_ok());
@@ -148,23 +193,40 @@ async fn a_file_that_starts_unusable_is_not_ready_until_fixed() {
 async fn zone_files_and_yaml_reload_too() {
     let zone = "$ORIGIN example.org.\nwww A 192.0.2.1\n";
     let mut setup = Setup::files(vec![
-        ("example.org.zone".into(), zone.into(), FileKind::ZoneFile { origin: None }),
-        ("more.yaml".into(), "zones: [{origin: example.net, records: [{name: a, type: A, value: 192.0.2.5}]}]\n".into(), FileKind::Auto),
+        (
+            "example.org.zone".into(),
+            zone.into(),
+            FileKind::ZoneFile { origin: None },
+        ),
+        (
+            "more.yaml".into(),
+            "zones: [{origin: example.net, records: [{name: a, type: A, value: 192.0.2.5}]}]\n"
+                .into(),
+            FileKind::Auto,
+        ),
     ]);
     setup.watch = true;
     let s = TestServer::start(setup).await;
     std::fs::write(&s.paths[0], "$ORIGIN example.org.\nwww A 192.0.2.2\n").unwrap();
-    std::fs::write(&s.paths[1], "zones: [{origin: example.net, records: [{name: a, type: A, value: 192.0.2.6}]}]\n").unwrap();
+    std::fs::write(
+        &s.paths[1],
+        "zones: [{origin: example.net, records: [{name: a, type: A, value: 192.0.2.6}]}]\n",
+    )
+    .unwrap();
     let ok = eventually(Duration::from_secs(5), || async {
         let a = udp(s.udp, &query("www.example.org.", RecordType::A)).await;
         let b = udp(s.udp, &query("a.example.net.", RecordType::A)).await;
-        answers(&a) == ["www.example.org. 5 A 192.0.2.2"] && answers(&b) == ["a.example.net. 5 A 192.0.2.6"]
+        answers(&a) == ["www.example.org. 5 A 192.0.2.2"]
+            && answers(&b) == ["a.example.net. 5 A 192.0.2.6"]
     })
     .await;
     assert!(ok);
     // A syntax error in the zone file keeps the last good zone.
     std::fs::write(&s.paths[0], "$ORIGIN example.org.\nwww A ( 192.0.2.3\n").unwrap();
-    let failed = eventually(Duration::from_secs(5), || async { s.status.counters()[0].1.reloads_error > 0 }).await;
+    let failed = eventually(Duration::from_secs(5), || async {
+        s.status.counters()[0].1.reloads_error > 0
+    })
+    .await;
     assert!(failed);
     let a = udp(s.udp, &query("www.example.org.", RecordType::A)).await;
     assert_eq!(answers(&a), ["www.example.org. 5 A 192.0.2.2"]);
@@ -175,7 +237,9 @@ async fn zone_files_and_yaml_reload_too() {
 fn versioned(k: u32) -> String {
     let a = format!("10.{}.{}.1", k / 256, k % 256);
     let b = format!("10.{}.{}.2", k / 256, k % 256);
-    format!(r#"{{"version":"v1alpha1","ip4":{{"host.ts.net":["{a}","{b}"],"other.ts.net":["{a}"]}}}}"#)
+    format!(
+        r#"{{"version":"v1alpha1","ip4":{{"host.ts.net":["{a}","{b}"],"other.ts.net":["{a}"]}}}}"#
+    )
 }
 
 #[tokio::test]
@@ -217,7 +281,10 @@ async fn queries_during_fifty_reloads_never_fail_or_mix_versions() {
     stop.store(true, Ordering::Relaxed);
     let versions = querier.await.expect("the querying task saw no failure");
     assert!(answered.load(Ordering::Relaxed) > 50);
-    assert!(versions > 1, "the querier saw the data change ({versions} versions)");
+    assert!(
+        versions > 1,
+        "the querier saw the data change ({versions} versions)"
+    );
     assert_eq!(s.status.counters()[0].1.reloads_ok, 51);
     s.stop().await;
 }

@@ -10,7 +10,10 @@ use arc_swap::ArcSwap;
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query};
 use hickory_proto::rr::{Name, RecordType};
 use meshdns_server::{DnsMetrics, Server, ServerConfig, ServerHandle};
-use meshdns_sources::{FileKind, FileSource, FileSources, ParseSettings, SourceConfig, SourceStatus, WatchHandle, spawn_watcher};
+use meshdns_sources::{
+    FileKind, FileSource, FileSources, ParseSettings, SourceConfig, SourceStatus, WatchHandle,
+    spawn_watcher,
+};
 use meshdns_zone::Catalog;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
@@ -33,7 +36,11 @@ pub struct Setup {
 impl Setup {
     /// One file of automatic kind.
     pub fn file(name: &str, content: &str) -> Setup {
-        Setup::files(vec![(name.to_string(), content.to_string(), FileKind::Auto)])
+        Setup::files(vec![(
+            name.to_string(),
+            content.to_string(),
+            FileKind::Auto,
+        )])
     }
 
     /// Several files.
@@ -41,7 +48,10 @@ impl Setup {
         Setup {
             files,
             zones: Vec::new(),
-            config: ServerConfig { listen: vec!["127.0.0.1:0".parse().unwrap()], ..ServerConfig::default() },
+            config: ServerConfig {
+                listen: vec!["127.0.0.1:0".parse().unwrap()],
+                ..ServerConfig::default()
+            },
             watch: false,
         }
     }
@@ -69,14 +79,22 @@ impl TestServer {
                 std::fs::create_dir_all(parent).unwrap();
             }
             std::fs::write(&path, content).unwrap();
-            files.push(FileSource { path, kind: kind.clone() });
+            files.push(FileSource {
+                path,
+                kind: kind.clone(),
+            });
         }
         Self::start_on(dir, files, setup).await
     }
 
     /// Starts with files the test already laid out in `dir`.
-    pub async fn start_on(dir: tempfile::TempDir, files: Vec<FileSource>, setup: Setup) -> TestServer {
-        let zones: Vec<meshdns_zone::Name> = setup.zones.iter().map(|z| z.parse().unwrap()).collect();
+    pub async fn start_on(
+        dir: tempfile::TempDir,
+        files: Vec<FileSource>,
+        setup: Setup,
+    ) -> TestServer {
+        let zones: Vec<meshdns_zone::Name> =
+            setup.zones.iter().map(|z| z.parse().unwrap()).collect();
         let catalog = Arc::new(ArcSwap::from_pointee(Catalog::empty()));
         let status = Arc::new(SourceStatus::default());
         let paths = files.iter().map(|f| f.path.clone()).collect();
@@ -85,7 +103,11 @@ impl TestServer {
                 files,
                 settings: ParseSettings {
                     default_ttl: 5,
-                    tailscale_zones: if zones.is_empty() { ParseSettings::default().tailscale_zones } else { zones.clone() },
+                    tailscale_zones: if zones.is_empty() {
+                        ParseSettings::default().tailscale_zones
+                    } else {
+                        zones.clone()
+                    },
                 },
                 zones,
                 poll_interval: Duration::from_secs(3600),
@@ -97,7 +119,9 @@ impl TestServer {
         sources.refresh();
         let watch = setup.watch.then(|| spawn_watcher(sources).unwrap());
         let metrics = Arc::new(DnsMetrics::default());
-        let handle = Server::bind(setup.config, catalog, metrics.clone()).await.unwrap();
+        let handle = Server::bind(setup.config, catalog, metrics.clone())
+            .await
+            .unwrap();
         TestServer {
             udp: handle.udp_addrs()[0],
             tcp: handle.tcp_addrs()[0],
@@ -112,7 +136,9 @@ impl TestServer {
 
     pub async fn stop(self) {
         self.handle.shutdown();
-        tokio::time::timeout(WAIT, self.handle.join()).await.expect("server stops");
+        tokio::time::timeout(WAIT, self.handle.join())
+            .await
+            .expect("server stops");
         if let Some(w) = self.watch {
             tokio::task::spawn_blocking(move || w.stop()).await.unwrap();
         }
@@ -143,7 +169,11 @@ fn rand_id() -> u16 {
 
 /// Sends raw bytes over UDP; `None` when no reply arrives within a short wait.
 pub async fn udp_raw_wait(addr: SocketAddr, bytes: &[u8], wait: Duration) -> Option<Vec<u8>> {
-    let bind = if addr.is_ipv6() { "[::1]:0" } else { "127.0.0.1:0" };
+    let bind = if addr.is_ipv6() {
+        "[::1]:0"
+    } else {
+        "127.0.0.1:0"
+    };
     let sock = UdpSocket::bind(bind).await.unwrap();
     sock.send_to(bytes, addr).await.unwrap();
     let mut buf = vec![0u8; 65_535];
@@ -155,17 +185,21 @@ pub async fn udp_raw_wait(addr: SocketAddr, bytes: &[u8], wait: Duration) -> Opt
 
 /// Sends a query over UDP and parses the reply (the ID must match).
 pub async fn udp(addr: SocketAddr, msg: &Message) -> Message {
-    let bytes = udp_raw_wait(addr, &msg.to_vec().unwrap(), WAIT).await.expect("a UDP reply");
+    let bytes = udp_raw_wait(addr, &msg.to_vec().unwrap(), WAIT)
+        .await
+        .expect("a UDP reply");
     let reply = Message::from_vec(&bytes).expect("a parseable reply");
-    assert_eq!(reply.metadata.id, msg.metadata.id, "reply ID matches the query");
+    assert_eq!(
+        reply.metadata.id, msg.metadata.id,
+        "reply ID matches the query"
+    );
     reply
 }
 
 /// Sends a query over a new TCP connection and parses the reply.
 pub async fn tcp(addr: SocketAddr, msg: &Message) -> Message {
     let mut stream = TcpStream::connect(addr).await.unwrap();
-    let reply = tcp_on(&mut stream, msg).await;
-    reply
+    tcp_on(&mut stream, msg).await
 }
 
 /// Sends a query on an open TCP connection and reads one reply.
@@ -174,7 +208,10 @@ pub async fn tcp_on(stream: &mut TcpStream, msg: &Message) -> Message {
     let mut framed = (bytes.len() as u16).to_be_bytes().to_vec();
     framed.extend_from_slice(&bytes);
     stream.write_all(&framed).await.unwrap();
-    let reply = tokio::time::timeout(WAIT, read_frame(stream)).await.expect("a TCP reply in time").expect("a TCP reply");
+    let reply = tokio::time::timeout(WAIT, read_frame(stream))
+        .await
+        .expect("a TCP reply in time")
+        .expect("a TCP reply");
     Message::from_vec(&reply).unwrap()
 }
 
@@ -188,17 +225,26 @@ pub async fn read_frame(stream: &mut TcpStream) -> Option<Vec<u8>> {
 
 /// The answer section as `name ttl type rdata` lines.
 pub fn answers(m: &Message) -> Vec<String> {
-    m.answers.iter().map(|r| format!("{} {} {} {}", r.name, r.ttl, r.record_type(), r.data)).collect()
+    m.answers
+        .iter()
+        .map(|r| format!("{} {} {} {}", r.name, r.ttl, r.record_type(), r.data))
+        .collect()
 }
 
 /// The authority section as lines.
 pub fn authority(m: &Message) -> Vec<String> {
-    m.authorities.iter().map(|r| format!("{} {} {} {}", r.name, r.ttl, r.record_type(), r.data)).collect()
+    m.authorities
+        .iter()
+        .map(|r| format!("{} {} {} {}", r.name, r.ttl, r.record_type(), r.data))
+        .collect()
 }
 
 /// The additional section as lines (OPT is not a record here).
 pub fn additional(m: &Message) -> Vec<String> {
-    m.additionals.iter().map(|r| format!("{} {} {} {}", r.name, r.ttl, r.record_type(), r.data)).collect()
+    m.additionals
+        .iter()
+        .map(|r| format!("{} {} {} {}", r.name, r.ttl, r.record_type(), r.data))
+        .collect()
 }
 
 /// Polls `check` until it holds, for at most `limit`. Not a timing assertion: the limit only

@@ -1,0 +1,13 @@
+//! The real `meshdns` binary, as users meet it: started as a process, queried with `dig`,
+//! scraped over HTTP, stopped with a signal; and `meshdns check` on files.
+//!
+//! `dig` must be installed (`apt-get install dnsutils`; `.ci/run` does it). A missing `dig`
+//! fails these tests rather than skipping them.
+
+#![allow(missing_docs)] // test helpers are not public API
+
+mod check;
+mod dig;
+mod process;
+
+pub use process::*;

@@ -1,0 +1,148 @@
+//! Starting and talking to the real binary.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+/// A running `meshdns serve`.
+pub struct Meshdns {
+    pub child: Child,
+    pub dns: SocketAddr,
+    pub http: Option<SocketAddr>,
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_meshdns"))
+}
+
+impl Meshdns {
+    /// Runs `meshdns serve ARGS --listen 127.0.0.1:0` and waits for its ready line.
+    pub fn serve(args: &[&str]) -> Meshdns {
+        let mut child = bin()
+            .arg("serve")
+            .args(args)
+            .args(["--listen", "127.0.0.1:0", "--log-level", "info"])
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("meshdns starts");
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("meshdns ready") {
+                    let _ = tx.send(line.clone());
+                }
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let ready = match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(line) => line,
+            Err(_) => {
+                let _ = child.kill();
+                panic!(
+                    "meshdns never became ready; log:\n{}",
+                    log.lock().unwrap().join("\n")
+                );
+            }
+        };
+        let field = |key: &str| -> Option<String> {
+            ready
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix(key))
+                .map(|v| v.trim_matches('"').to_string())
+        };
+        let dns = field("dns=")
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let http = field("http=").and_then(|h| h.parse().ok());
+        Meshdns {
+            child,
+            dns,
+            http,
+            log,
+        }
+    }
+
+    /// Sends SIGTERM and returns the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        // SAFETY: kill(2) with a pid we own and a valid signal number has no memory effects.
+        let rc = unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        assert_eq!(rc, 0);
+        for _ in 0..200 {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        let _ = self.child.kill();
+        panic!("meshdns did not exit on SIGTERM");
+    }
+
+    /// The log lines so far.
+    pub fn log_text(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    /// `GET path` on the HTTP listener: (status, body).
+    pub fn get(&self, path: &str) -> (u16, String) {
+        http_get(self.http.expect("started with --http"), path)
+    }
+}
+
+impl Drop for Meshdns {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A minimal HTTP/1.0 GET.
+pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: meshdns\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let status = text.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Runs `dig @server -p port ARGS +norec +time=2 +tries=1` and returns its output.
+pub fn dig(server: SocketAddr, args: &[&str]) -> String {
+    let out = Command::new("dig")
+        .arg(format!("@{}", server.ip()))
+        .args([
+            "-p",
+            &server.port().to_string(),
+            "+norec",
+            "+time=2",
+            "+tries=1",
+        ])
+        .args(args)
+        .output()
+        .expect("dig is installed (apt-get install dnsutils)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Writes `content` to `dir/name` and returns the path as a string.
+pub fn write(dir: &Path, name: &str, content: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, content).unwrap();
+    p.display().to_string()
+}
