@@ -489,8 +489,9 @@ fn meshdns_record(
         let data = if rtype == RType::TXT {
             RData::txt_from_text(text.as_bytes())
         } else {
-            RData::parse(rtype, &text, origin).map_err(|e| fail(e.0))?
-        };
+            RData::parse(rtype, &text, origin)
+        }
+        .map_err(|e| fail(e.0))?;
         out.push(Record {
             name: name.clone(),
             ttl,
@@ -643,8 +644,11 @@ zones:
         assert_eq!(z.records.len(), 8);
         assert_eq!(z.records[0].ttl, 60);
         assert_eq!(z.records[4].ttl, 30);
-        assert_eq!(z.records[5].data, RData::txt_from_text(b"hello world"));
-        assert_eq!(z.records[6].data, RData::txt_from_text(b"123"));
+        assert_eq!(
+            z.records[5].data,
+            RData::txt_from_text(b"hello world").unwrap()
+        );
+        assert_eq!(z.records[6].data, RData::txt_from_text(b"123").unwrap());
         let shown: Vec<String> = p.problems.iter().map(ToString::to_string).collect();
         assert_eq!(shown.len(), 6, "{shown:#?}");
         assert!(

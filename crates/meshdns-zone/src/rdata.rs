@@ -185,6 +185,10 @@ pub enum RData {
     Soa(Box<Soa>),
 }
 
+/// The most data one TXT record may carry: RDLENGTH is 16 bits, and the whole message must
+/// also fit in 65,535 bytes.
+pub const MAX_TXT_BYTES: usize = 60_000;
+
 /// Why record data did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -212,11 +216,17 @@ impl RData {
     }
 
     /// One TXT record holding `text`, split into 255-byte character-strings when longer.
-    pub fn txt_from_text(text: &[u8]) -> RData {
-        if text.is_empty() {
-            return RData::Txt(vec![Box::new([])]);
+    pub fn txt_from_text(text: &[u8]) -> Result<RData, RDataError> {
+        if text.len() > MAX_TXT_BYTES {
+            return err(format!(
+                "TXT text of {} bytes is longer than {MAX_TXT_BYTES}",
+                text.len()
+            ));
         }
-        RData::Txt(text.chunks(255).map(Box::from).collect())
+        if text.is_empty() {
+            return Ok(RData::Txt(vec![Box::new([])]));
+        }
+        Ok(RData::Txt(text.chunks(255).map(Box::from).collect()))
     }
 
     /// Parses the presentation form of `rtype`'s data from one line of text, with relative
@@ -299,8 +309,14 @@ impl RData {
                 let strings = t
                     .iter()
                     .map(|tok| character_string(tok).map(Box::from))
-                    .collect::<Result<Vec<_>, _>>()
+                    .collect::<Result<Vec<Box<[u8]>>, _>>()
                     .map_err(RDataError)?;
+                let total: usize = strings.iter().map(|s| s.len() + 1).sum();
+                if total > MAX_TXT_BYTES {
+                    return err(format!(
+                        "TXT data of {total} bytes is longer than {MAX_TXT_BYTES}"
+                    ));
+                }
                 RData::Txt(strings)
             }
             RType::SRV => {
@@ -522,12 +538,13 @@ mod tests {
 
     #[test]
     fn long_txt_is_split_into_255_byte_strings() {
-        let RData::Txt(parts) = RData::txt_from_text(&[b'a'; 300]) else {
+        let RData::Txt(parts) = RData::txt_from_text(&[b'a'; 300]).unwrap() else {
             unreachable!()
         };
         assert_eq!(
             parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
             vec![255, 45]
         );
+        assert!(RData::txt_from_text(&vec![b'a'; MAX_TXT_BYTES + 1]).is_err());
     }
 }

@@ -355,7 +355,8 @@ impl<'b, 'n> Writer<'b, 'n> {
         self.put_rdata(data);
         let rdlen = (self.buf.len() - len_at - 2) as u16;
         self.buf[len_at..len_at + 2].copy_from_slice(&rdlen.to_be_bytes());
-        self.counts[section as usize] += 1;
+        // Saturating: an RRset too large to count is also too large to send, and gets truncated.
+        self.counts[section as usize] = self.counts[section as usize].saturating_add(1);
     }
 
     fn put_rdata(&mut self, data: &'n RData) {
@@ -415,7 +416,8 @@ impl<'b, 'n> Writer<'b, 'n> {
         self.buf
             .extend_from_slice(&(if dnssec_ok { 0x8000u16 } else { 0 }).to_be_bytes());
         self.buf.extend_from_slice(&[0, 0]);
-        self.counts[Section::Additional as usize] += 1;
+        self.counts[Section::Additional as usize] =
+            self.counts[Section::Additional as usize].saturating_add(1);
     }
 
     /// Drops everything after the question and sets TC (RFC 2181 §9): the client retries over

@@ -247,3 +247,25 @@ fn a_bad_config_file_is_refused_with_the_key_named() {
         "{err}"
     );
 }
+
+#[test]
+fn default_ttl_flag_applies_to_records_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let ts = write(
+        dir.path(),
+        "records.json",
+        r#"{"version":"v1alpha1","ip4":{"a.ts.net":["100.64.0.1"]}}"#,
+    );
+    let m = Meshdns::serve(&["--records", &ts, "--default-ttl", "42"]);
+    assert_eq!(
+        section(&dig(m.dns, &["a.ts.net", "A"]), "ANSWER"),
+        ["a.ts.net. 42 IN A 100.64.0.1"]
+    );
+    let out = dig(m.dns, &["b.ts.net", "A"]);
+    assert!(out.contains("status: NXDOMAIN"), "{out}");
+    assert_eq!(
+        section(&out, "AUTHORITY")[0].split(' ').nth(1),
+        Some("42"),
+        "negative TTL = SOA minimum = default TTL"
+    );
+}
