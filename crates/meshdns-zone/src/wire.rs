@@ -125,6 +125,45 @@ fn skip_name(p: &[u8], at: usize) -> Option<(usize, bool)> {
     }
 }
 
+/// Walks the records after the question (`before_additional` answer and authority records,
+/// then `additional` ones) to find the OPT record (RFC 6891 §6.1.1). `None` when a record runs
+/// past the end, or OPT is duplicated, misplaced or not owned by the root.
+fn find_edns(
+    p: &[u8],
+    mut pos: usize,
+    before_additional: usize,
+    additional: usize,
+) -> Option<Option<Edns>> {
+    let mut edns = None;
+    for i in 0..before_additional + additional {
+        let (end, root) = skip_name(p, pos)?;
+        // Fixed part of a record: type, class, TTL (two halves), RDLENGTH.
+        let field = |at: usize| u16_at(p, end + at);
+        let (rtype, class, ttl_hi, ttl_lo, rdlen) = (
+            field(0)?,
+            field(2)?,
+            field(4)?,
+            field(6)?,
+            usize::from(field(8)?),
+        );
+        pos = end + 10 + rdlen;
+        if pos > p.len() {
+            return None;
+        }
+        if RType(rtype) == RType::OPT {
+            if edns.is_some() || !root || i < before_additional {
+                return None;
+            }
+            edns = Some(Edns {
+                payload: class.max(512),
+                version: (ttl_hi & 0xFF) as u8,
+                dnssec_ok: ttl_lo & 0x8000 != 0,
+            });
+        }
+    }
+    Some(edns)
+}
+
 /// Parses a query packet.
 pub fn parse_query(p: &[u8]) -> Result<Query<'_>, Malformed> {
     if p.len() < HEADER_LEN {
@@ -156,59 +195,19 @@ pub fn parse_query(p: &[u8]) -> Result<Query<'_>, Malformed> {
             question_end: None,
         });
     };
-    let formerr = Malformed::Reply {
-        rcode: FORMERR,
-        question_end: Some(qend),
-    };
     let name_end = qend - 4;
     let qtype = RType(u16_at(p, name_end).ok_or(Malformed::Drop)?);
     let qclass = u16_at(p, name_end + 2).ok_or(Malformed::Drop)?;
-    // Walk the other sections to find the OPT record (RFC 6891 §6.1.1).
-    let mut pos = qend;
-    let mut edns = None;
-    let total = ancount as usize + nscount as usize + arcount as usize;
-    for i in 0..total {
-        let (end, root) = skip_name(p, pos).ok_or(Malformed::Reply {
-            rcode: FORMERR,
-            question_end: Some(qend),
-        })?;
-        let rtype = u16_at(p, end).ok_or(Malformed::Reply {
-            rcode: FORMERR,
-            question_end: Some(qend),
-        })?;
-        let class = u16_at(p, end + 2).ok_or(Malformed::Reply {
-            rcode: FORMERR,
-            question_end: Some(qend),
-        })?;
-        let ttl_hi = u16_at(p, end + 4).ok_or(Malformed::Reply {
-            rcode: FORMERR,
-            question_end: Some(qend),
-        })?;
-        let ttl_lo = u16_at(p, end + 6).ok_or(Malformed::Reply {
-            rcode: FORMERR,
-            question_end: Some(qend),
-        })?;
-        let rdlen = u16_at(p, end + 8).ok_or(Malformed::Reply {
-            rcode: FORMERR,
-            question_end: Some(qend),
-        })? as usize;
-        let next = end + 10 + rdlen;
-        if next > p.len() {
-            return Err(formerr);
-        }
-        if RType(rtype) == RType::OPT {
-            let in_additional = i >= ancount as usize + nscount as usize;
-            if edns.is_some() || !root || !in_additional {
-                return Err(formerr);
-            }
-            edns = Some(Edns {
-                payload: class.max(512),
-                version: (ttl_hi & 0xFF) as u8,
-                dnssec_ok: ttl_lo & 0x8000 != 0,
-            });
-        }
-        pos = next;
-    }
+    let edns = find_edns(
+        p,
+        qend,
+        usize::from(ancount) + usize::from(nscount),
+        usize::from(arcount),
+    )
+    .ok_or(Malformed::Reply {
+        rcode: FORMERR,
+        question_end: Some(qend),
+    })?;
     let qname = &p[HEADER_LEN..name_end];
     let mut qname_lower = LowerName {
         buf: [0; MAX_NAME_LEN],
