@@ -145,8 +145,8 @@ pub fn answer(
         return reply(w, flags, rcode::REFUSED, false);
     };
 
-    let (rc, authoritative) = resolve(&mut w, zone, qname_lower, query.qtype);
-    if authoritative {
+    let resolved = resolve(&mut w, zone, qname_lower, query.qtype);
+    if resolved.authoritative {
         flags |= FLAG_AA;
     }
     let limit = match (transport, edns) {
@@ -158,8 +158,16 @@ pub fn answer(
     let truncated = w.len() + opt_len > limit;
     if truncated {
         w.truncate_to_question();
+    } else if let Some(set) = resolved.additional {
+        // Optional addresses of in-zone targets (RFC 1034 §4.3.2 step 6): dropped, without TC,
+        // when they do not fit (RFC 2181 §9).
+        let mark = w.mark();
+        put_target_addresses(&mut w, zone, set);
+        if w.len() + opt_len > limit {
+            w.rollback(mark);
+        }
     }
-    reply(w, flags, rc, truncated)
+    reply(w, flags, resolved.rcode, truncated)
 }
 
 /// FORMERR or NOTIMP for a packet that is not a usable query; the question is echoed when it
@@ -187,13 +195,31 @@ fn malformed_reply(
     }
 }
 
-/// Fills the answer, authority and additional sections; returns (RCODE, AA).
+/// What [`resolve`] decided.
+struct Resolved<'n> {
+    rcode: u16,
+    authoritative: bool,
+    /// An NS, MX or SRV answer whose in-zone targets' addresses may go in additional.
+    additional: Option<&'n RRset>,
+}
+
+impl Resolved<'_> {
+    fn done(rcode: u16, authoritative: bool) -> Self {
+        Resolved {
+            rcode,
+            authoritative,
+            additional: None,
+        }
+    }
+}
+
+/// Fills the answer and authority sections (and referral glue).
 fn resolve<'n>(
     w: &mut Writer<'_, 'n>,
     zone: &'n Zone,
     qname: &'n [u8],
     qtype: RType,
-) -> (u16, bool) {
+) -> Resolved<'n> {
     let mut name: &'n [u8] = qname;
     let mut owner = Owner::Question;
     for hop in 0..MAX_CNAME_HOPS {
@@ -202,12 +228,16 @@ fn resolve<'n>(
             Lookup::EmptyNonTerminal => return nodata(w, zone),
             Lookup::NxDomain => {
                 put_soa(w, zone);
-                return (rcode::NXDOMAIN, true);
+                return Resolved::done(rcode::NXDOMAIN, true);
+            }
+            // DS belongs to the parent side of a cut (RFC 4035 §3.1.4.1); we hold none.
+            Lookup::Delegation { cut, .. } if qtype == RType::DS && cut.wire() == name => {
+                return nodata(w, zone);
             }
             Lookup::Delegation { cut, ns } => {
                 put_set(w, Section::Authority, Owner::Name(cut.wire()), ns);
-                put_glue(w, zone, ns);
-                return (rcode::NOERROR, hop > 0);
+                put_target_addresses(w, zone, ns);
+                return Resolved::done(rcode::NOERROR, hop > 0);
             }
         };
         if qtype != RType::CNAME
@@ -219,7 +249,7 @@ fn resolve<'n>(
                 unreachable!("CNAME set holds CNAME data")
             };
             if !target.is_subdomain_of(zone.origin()) {
-                return (rcode::NOERROR, true);
+                return Resolved::done(rcode::NOERROR, true);
             }
             name = target.wire();
             owner = Owner::Name(name);
@@ -233,28 +263,32 @@ fn resolve<'n>(
                 .find(|s| s.rtype != RType::SOA && s.rtype != RType::NS)
                 .or(node.rrsets().first());
             return match pick {
-                Some(set) => {
-                    put_set(w, Section::Answer, owner, set);
-                    (rcode::NOERROR, true)
-                }
+                Some(set) => answered(w, owner, set),
                 None => nodata(w, zone),
             };
         }
         return match node.get(qtype) {
-            Some(set) => {
-                put_set(w, Section::Answer, owner, set);
-                (rcode::NOERROR, true)
-            }
+            Some(set) => answered(w, owner, set),
             None => nodata(w, zone),
         };
     }
     // A chain longer than any sane zone has: answer with what was written.
-    (rcode::NOERROR, true)
+    Resolved::done(rcode::NOERROR, true)
 }
 
-fn nodata<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone) -> (u16, bool) {
+fn answered<'n>(w: &mut Writer<'_, 'n>, owner: Owner<'n>, set: &'n RRset) -> Resolved<'n> {
+    put_set(w, Section::Answer, owner, set);
+    let additional = matches!(set.rtype, RType::NS | RType::MX | RType::SRV).then_some(set);
+    Resolved {
+        rcode: rcode::NOERROR,
+        authoritative: true,
+        additional,
+    }
+}
+
+fn nodata<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone) -> Resolved<'n> {
     put_soa(w, zone);
-    (rcode::NOERROR, true)
+    Resolved::done(rcode::NOERROR, true)
 }
 
 fn put_set<'n>(w: &mut Writer<'_, 'n>, section: Section, owner: Owner<'n>, set: &'n RRset) {
@@ -273,10 +307,14 @@ fn put_soa<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone) {
     );
 }
 
-/// Addresses of in-zone name servers named in a referral (RFC 1034 §4.3.2 step 3b).
-fn put_glue<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone, ns: &'n RRset) {
-    for data in &ns.data {
-        let RData::Ns(target) = data else { continue };
+/// A/AAAA of the in-zone hosts an NS, MX or SRV RRset names, in the additional section: glue
+/// for referrals (RFC 1034 §4.3.2 step 3b), helpful extras otherwise.
+fn put_target_addresses<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone, set: &'n RRset) {
+    for data in &set.data {
+        let target = match data {
+            RData::Ns(t) | RData::Mx { exchange: t, .. } | RData::Srv { target: t, .. } => t,
+            _ => continue,
+        };
         if !target.is_subdomain_of(zone.origin()) {
             continue;
         }

@@ -34,6 +34,8 @@ impl RType {
     pub const AAAA: RType = RType(28);
     /// Service location.
     pub const SRV: RType = RType(33);
+    /// Delegation signer (answered by the parent side of a zone cut).
+    pub const DS: RType = RType(43);
     /// EDNS0 pseudo-record.
     pub const OPT: RType = RType(41);
     /// Certification authority authorisation.

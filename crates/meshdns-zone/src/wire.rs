@@ -253,6 +253,14 @@ pub struct Writer<'b, 'n> {
     question_entries: usize,
 }
 
+/// A point in a message being written (see [`Writer::mark`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Mark {
+    len: usize,
+    counts: [u16; 3],
+    entries: usize,
+}
+
 /// Sections after the question.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Section {
@@ -417,6 +425,22 @@ impl<'b, 'n> Writer<'b, 'n> {
         self.buf.extend_from_slice(&[0, 0]);
         self.counts[Section::Additional as usize] =
             self.counts[Section::Additional as usize].saturating_add(1);
+    }
+
+    /// The current end of the message, to return to with [`Writer::rollback`].
+    pub fn mark(&self) -> Mark {
+        Mark {
+            len: self.buf.len(),
+            counts: self.counts,
+            entries: self.entries,
+        }
+    }
+
+    /// Drops everything written since `mark` (optional additional data that did not fit).
+    pub fn rollback(&mut self, mark: Mark) {
+        self.buf.truncate(mark.len);
+        self.counts = mark.counts;
+        self.entries = mark.entries;
     }
 
     /// Drops everything after the question and sets TC (RFC 2181 §9): the client retries over

@@ -170,3 +170,70 @@ fn a_cname_loop_ends_and_an_oversized_rrset_truncates_over_tcp() {
     let m = Message::from_vec(&out).unwrap();
     assert!(m.metadata.truncation && m.answers.is_empty());
 }
+
+#[test]
+fn additional_addresses_that_do_not_fit_are_dropped_without_tc() {
+    let origin: Name = "example.org.".parse().unwrap();
+    let mut b = CatalogBuilder::new(BuildDefaults {
+        default_ttl: 5,
+        serial: 1,
+    });
+    let ns = RData::Ns(Name::parse("ns1", Some(&origin)).unwrap());
+    b.add(
+        &origin,
+        Record {
+            name: origin.clone(),
+            ttl: 60,
+            data: ns,
+        },
+        0,
+    )
+    .unwrap();
+    for i in 0..60u32 {
+        let data = RData::A(std::net::Ipv4Addr::from(0x0A00_0000 + i));
+        b.add(
+            &origin,
+            Record {
+                name: Name::parse("ns1", Some(&origin)).unwrap(),
+                ttl: 60,
+                data,
+            },
+            0,
+        )
+        .unwrap();
+    }
+    let catalog = b.build();
+    let mut q = vec![0, 9, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+    q.extend_from_slice(b"\x07example\x03org\x00\x00\x02\x00\x01");
+    let mut out = Vec::new();
+    let outcome = answer(
+        &catalog,
+        &q,
+        Transport::Udp,
+        &AnswerConfig::default(),
+        &mut out,
+    );
+    let m = Message::from_vec(&out).unwrap();
+    assert!(
+        !outcome.truncated && !m.metadata.truncation,
+        "optional data never causes TC"
+    );
+    assert_eq!(m.answers.len(), 1);
+    assert!(
+        m.additionals.is_empty(),
+        "60 addresses do not fit in 512 bytes"
+    );
+    let outcome = answer(
+        &catalog,
+        &q,
+        Transport::Stream,
+        &AnswerConfig::default(),
+        &mut out,
+    );
+    assert!(!outcome.truncated);
+    assert_eq!(
+        Message::from_vec(&out).unwrap().additionals.len(),
+        60,
+        "over TCP they fit"
+    );
+}

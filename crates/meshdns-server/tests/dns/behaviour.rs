@@ -306,6 +306,31 @@ pub async fn delegations_refer_with_glue(setup: Setup) {
     s.stop().await;
 }
 
+pub async fn additional_section_carries_in_zone_target_addresses(setup: Setup) {
+    let s = TestServer::start(setup).await;
+    let r = udp(s.udp, &query("example.org.", RecordType::NS)).await;
+    assert_eq!(answers(&r), ["example.org. 300 NS ns1.example.org."]);
+    assert_eq!(additional(&r), ["ns1.example.org. 300 A 192.0.2.53"]);
+    let r = udp(s.udp, &query("srv.example.org.", RecordType::SRV)).await;
+    assert_eq!(
+        additional(&r),
+        [
+            "www.example.org. 300 A 192.0.2.1",
+            "www.example.org. 300 A 192.0.2.2",
+            "www.example.org. 300 AAAA 2001:db8::1"
+        ]
+    );
+    // An out-of-zone MX target gets nothing.
+    let r = udp(s.udp, &query("mx.example.org.", RecordType::MX)).await;
+    assert!(r.additionals.is_empty());
+    // DS at a cut is the parent's to answer: NODATA, authoritative (RFC 4035 §3.1.4.1).
+    let r = udp(s.udp, &query("child.example.org.", RecordType::DS)).await;
+    assert_eq!(r.metadata.response_code, ResponseCode::NoError);
+    assert!(r.metadata.authoritative && r.answers.is_empty());
+    assert_eq!(authority(&r), [SOA]);
+    s.stop().await;
+}
+
 pub async fn edns_is_echoed_and_badvers_refused(setup: Setup) {
     let s = TestServer::start(setup).await;
     let r = udp(s.udp, &query_edns("www.example.org.", RecordType::A, 4096)).await;
@@ -398,6 +423,7 @@ macro_rules! battery {
                 nodata_for_a_missing_type, empty_non_terminals_are_nodata, out_of_zone_is_refused,
                 cname_chains_are_followed_in_zone, every_served_type_is_answered,
                 wildcards_synthesise_only_missing_names, delegations_refer_with_glue,
+                additional_section_carries_in_zone_target_addresses,
                 edns_is_echoed_and_badvers_refused, large_answers_truncate_over_udp_and_fit_over_tcp,
                 any_gets_one_rrset, zone_transfers_are_refused);
         }
