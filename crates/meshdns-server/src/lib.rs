@@ -13,6 +13,7 @@
 
 pub mod http;
 pub mod metrics;
+mod udp;
 
 use std::io;
 use std::net::SocketAddr;
@@ -23,7 +24,7 @@ use arc_swap::ArcSwap;
 use meshdns_zone::{AnswerConfig, Catalog, Transport, answer};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -73,6 +74,8 @@ pub struct ServerHandle {
     tcp: Vec<SocketAddr>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
+    udp_threads: Vec<std::thread::JoinHandle<()>>,
+    udp_sockets: Vec<Arc<std::net::UdpSocket>>,
 }
 
 impl ServerHandle {
@@ -89,12 +92,24 @@ impl ServerHandle {
     /// Stops accepting queries; open TCP connections finish the query in hand and close.
     pub fn shutdown(&self) {
         self.shutdown.cancel();
+        for sock in &self.udp_sockets {
+            // Wakes a thread blocked in receive at once (Linux returns from recv on a shut-down
+            // UDP socket); elsewhere the receive timeout does it.
+            let _ = SockRef::from(&**sock).shutdown(std::net::Shutdown::Read);
+        }
     }
 
-    /// Waits until every listener and connection task has ended.
+    /// Waits until every listener, connection task and UDP thread has ended.
     pub async fn join(self) {
         self.tasks.close();
         self.tasks.wait().await;
+        let threads = self.udp_threads;
+        let _ = tokio::task::spawn_blocking(move || {
+            for t in threads {
+                let _ = t.join();
+            }
+        })
+        .await;
     }
 }
 
@@ -124,12 +139,20 @@ impl Server {
         });
         let mut udp_addrs = Vec::new();
         let mut tcp_addrs = Vec::new();
+        let mut udp_threads = Vec::new();
+        let mut udp_sockets = Vec::new();
         for addr in &config.listen {
             let (udp, tcp) = bind_pair(*addr, &config)?;
             let local = udp[0].local_addr()?;
             info!(%local, udp_sockets = udp.len(), "DNS listening on UDP and TCP");
-            for sock in udp {
-                tasks.spawn(serve_udp(sock, shared.clone()));
+            for (i, sock) in udp.into_iter().enumerate() {
+                let sock = Arc::new(sock);
+                udp_sockets.push(sock.clone());
+                let shared = shared.clone();
+                let thread = std::thread::Builder::new()
+                    .name(format!("meshdns-udp-{i}"))
+                    .spawn(move || udp::serve(sock, shared))?;
+                udp_threads.push(thread);
             }
             tasks.spawn(serve_tcp(tcp, shared.clone(), tasks.clone()));
             udp_addrs.push(local);
@@ -140,13 +163,18 @@ impl Server {
             tcp: tcp_addrs,
             shutdown,
             tasks,
+            udp_threads,
+            udp_sockets,
         })
     }
 }
 
 /// Binds the UDP sockets and the TCP listener of one address on one port. With port 0 the
 /// first UDP socket picks the port; if TCP cannot have the same one, try another.
-fn bind_pair(addr: SocketAddr, config: &ServerConfig) -> io::Result<(Vec<UdpSocket>, TcpListener)> {
+fn bind_pair(
+    addr: SocketAddr,
+    config: &ServerConfig,
+) -> io::Result<(Vec<std::net::UdpSocket>, TcpListener)> {
     let attempts = if addr.port() == 0 { 8 } else { 1 };
     let mut last_err = None;
     for _ in 0..attempts {
@@ -167,7 +195,7 @@ fn bind_pair(addr: SocketAddr, config: &ServerConfig) -> io::Result<(Vec<UdpSock
     Err(last_err.unwrap_or_else(|| io::Error::other("could not bind")))
 }
 
-fn udp_socket(addr: SocketAddr, config: &ServerConfig) -> io::Result<UdpSocket> {
+fn udp_socket(addr: SocketAddr, config: &ServerConfig) -> io::Result<std::net::UdpSocket> {
     let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     if addr.is_ipv6() {
         // Keep [::] IPv6-only so 0.0.0.0 can be bound beside it on the same port.
@@ -177,11 +205,12 @@ fn udp_socket(addr: SocketAddr, config: &ServerConfig) -> io::Result<UdpSocket> 
     if let Err(e) = sock.set_recv_buffer_size(config.udp_recv_buffer) {
         debug!(error = %e, "could not set UDP receive buffer");
     }
-    sock.set_nonblocking(true)?;
+    // Blocking, served by its own thread (see `udp`); the timeout lets it notice shutdown.
+    sock.set_read_timeout(Some(udp::POLL))?;
     sock.bind(&addr.into())
         .map_err(|e| io::Error::new(e.kind(), format!("cannot bind UDP {addr}: {e}")))?;
     debug!(%addr, recv_buffer = sock.recv_buffer_size().unwrap_or(0), "UDP socket bound (kernel-granted buffer)");
-    UdpSocket::from_std(sock.into())
+    Ok(sock.into())
 }
 
 fn tcp_listener(addr: SocketAddr) -> io::Result<TcpListener> {
@@ -195,48 +224,6 @@ fn tcp_listener(addr: SocketAddr) -> io::Result<TcpListener> {
         .map_err(|e| io::Error::new(e.kind(), format!("cannot bind TCP {addr}: {e}")))?;
     sock.listen(1024)?;
     TcpListener::from_std(sock.into())
-}
-
-async fn serve_udp(sock: UdpSocket, shared: Arc<Shared>) {
-    let mut buf = vec![0u8; 65_535];
-    let mut out = Vec::with_capacity(4096);
-    loop {
-        let received = tokio::select! {
-            r = sock.recv_from(&mut buf) => r,
-            () = shared.shutdown.cancelled() => return,
-        };
-        let (len, peer) = match received {
-            Ok(x) => x,
-            Err(e) => {
-                // Errors here are per-datagram (e.g. ICMP port unreachable from an earlier
-                // send); the socket stays usable, so keep going.
-                debug!(error = %e, "UDP receive error");
-                continue;
-            }
-        };
-        if peer.port() == 0 {
-            continue; // no reply can reach port 0; answering would only reflect spoofed traffic
-        }
-        let started = Instant::now();
-        let outcome = {
-            let catalog = shared.catalog.load();
-            answer(
-                &catalog,
-                &buf[..len],
-                Transport::Udp,
-                &shared.config.answer,
-                &mut out,
-            )
-        };
-        shared
-            .metrics
-            .record(Proto::Udp, &outcome, started.elapsed());
-        if outcome.reply
-            && let Err(e) = sock.send_to(&out, peer).await
-        {
-            debug!(error = %e, %peer, "UDP send failed");
-        }
-    }
 }
 
 async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>, tasks: TaskTracker) {

@@ -120,6 +120,11 @@ impl DnsMetrics {
             .fetch_add(elapsed.as_nanos() as u64, Relaxed);
     }
 
+    /// A packet was dropped before `answer()` saw it.
+    pub fn dropped(&self, proto: Proto) {
+        self.dropped[proto as usize].fetch_add(1, Relaxed);
+    }
+
     /// A TCP connection was accepted.
     pub fn tcp_opened(&self) {
         self.tcp_connections.fetch_add(1, Relaxed);
