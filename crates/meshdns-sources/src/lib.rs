@@ -10,7 +10,7 @@ pub mod watch;
 pub mod zonefile;
 
 pub use records::{FileKind, ParseSettings, Parsed, Problem, ZoneContent, parse};
-pub use snapshot::{SourceInput, assemble};
+pub use snapshot::{CompiledSource, SourceInput, assemble, compile};
 pub use watch::{
     FileSource, FileSources, SourceConfig, SourceCounters, SourceStatus, WatchHandle, spawn_watcher,
 };

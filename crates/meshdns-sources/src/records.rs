@@ -60,11 +60,11 @@ pub struct ZoneContent {
 }
 
 impl ZoneContent {
-    /// The same zone with no records (its SOA settings kept).
-    pub fn emptied(&self) -> ZoneContent {
+    /// A zone with no records.
+    pub fn empty(origin: &Name) -> ZoneContent {
         ZoneContent {
-            origin: self.origin.clone(),
-            soa: self.soa.clone(),
+            origin: origin.clone(),
+            soa: None,
             records: Vec::new(),
         }
     }

@@ -1,67 +1,117 @@
-//! Building one catalog from every source's last good content (pure).
+//! From parsed files to the served catalog (pure).
 //!
-//! Precedence, when two sources give the same (name, type): the source listed first (in the
-//! order of `--records`/`--zone-file` flags, then the config file) keeps it; the later one's
-//! records for that pair are skipped, reported once, and never mixed into the answer.
+//! Each file is [`compile`]d once, when it changes, into compact zones; its parsed records are
+//! then dropped. A snapshot is [`assemble`]d from every file's compiled zones: a zone that one
+//! file alone supplies is shared by `Arc` (no copy, so a reload rebuilds only what changed), and
+//! a zone that several files supply is merged.
+//!
+//! Precedence, when two files give the same (name, type): the file listed first (in the order
+//! of `--records` flags, then `--zone-file` flags) keeps it; the later one's records for that
+//! pair are skipped, reported once, and never mixed into the answer.
 
-use std::collections::HashSet;
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use meshdns_zone::{BuildDefaults, Catalog, CatalogBuilder, Name, Rejection};
+use meshdns_zone::{BuildDefaults, Catalog, CatalogBuilder, Name, RType, Rejection, Zone};
 
 use crate::records::{Parsed, Problem};
 
-/// One source's content, labelled for problems.
+/// One file's content compiled into zones: what a source keeps between reloads.
+#[derive(Debug, Clone, Default)]
+pub struct CompiledSource {
+    /// The file's zones, each with its records (and SOA/NS synthesised where the file gave none).
+    pub zones: Vec<Arc<Zone>>,
+}
+
+/// Compiles one file's parsed content. Records that break a rule inside the file (CNAME beside
+/// other data, CNAME at an apex) are refused and returned as problems.
+pub fn compile(
+    label: &str,
+    parsed: &Parsed,
+    defaults: BuildDefaults,
+) -> (CompiledSource, Vec<Problem>) {
+    let mut builder = CatalogBuilder::new(defaults);
+    let mut problems = Vec::new();
+    for zone in &parsed.zones {
+        builder.declare(&zone.origin);
+        if let Some(t) = &zone.soa {
+            // One file, one source: a template cannot be refused here.
+            let _ = builder.set_soa_template(&zone.origin, t.clone(), 0);
+        }
+        for rec in &zone.records {
+            let entry = format!("{} {}", rec.name, rec.data.rtype());
+            if let Err(why) = builder.add(&zone.origin, rec.clone(), 0) {
+                problems.push(Problem::new(label, entry, why.to_string()));
+            }
+        }
+    }
+    let zones = builder.build_zones().into_iter().map(Arc::new).collect();
+    (CompiledSource { zones }, problems)
+}
+
+/// One source's compiled content, labelled for problems.
 #[derive(Debug, Clone, Copy)]
 pub struct SourceInput<'a> {
     /// How problems name the source (its path).
     pub label: &'a str,
     /// Its last good content.
-    pub parsed: &'a Parsed,
+    pub compiled: &'a CompiledSource,
 }
 
 /// Builds the catalog: `declared` zones always exist (with a synthesised SOA/NS when empty),
-/// then every source's zones and records in order. Returns the records that were refused.
+/// then every source's zones in order. Returns the records refused by precedence.
 pub fn assemble(
     inputs: &[SourceInput<'_>],
     declared: &[Name],
     defaults: BuildDefaults,
 ) -> (Catalog, Vec<Problem>) {
-    let mut builder = CatalogBuilder::new(defaults);
+    let mut by_origin: BTreeMap<Name, Vec<(usize, &Arc<Zone>)>> = BTreeMap::new();
     for origin in declared {
-        builder.declare(origin);
+        by_origin.entry(origin.clone()).or_default();
+    }
+    for (i, input) in inputs.iter().enumerate() {
+        for zone in &input.compiled.zones {
+            by_origin
+                .entry(zone.origin().clone())
+                .or_default()
+                .push((i, zone));
+        }
     }
     let mut problems = Vec::new();
-    let mut reported = HashSet::new();
-    for (id, input) in inputs.iter().enumerate() {
-        let mut refuse = |entry: String, why: Rejection| {
-            if !reported.insert((id, entry.clone())) {
-                return;
-            }
-            let reason = match why {
-                Rejection::TakenBy { winner, .. } => format!(
-                    "already provided by {}, which takes precedence (sources listed first win)",
-                    inputs.get(winner).map_or("another source", |w| w.label)
-                ),
-                other => other.to_string(),
-            };
-            problems.push(Problem::new(input.label, entry, reason));
-        };
-        for zone in &input.parsed.zones {
-            builder.declare(&zone.origin);
-            if let Some(t) = &zone.soa
-                && let Err(why) = builder.set_soa_template(&zone.origin, t.clone(), id)
-            {
-                refuse(format!("{} SOA", zone.origin), why);
-            }
-            for rec in &zone.records {
-                let entry = format!("{} {}", rec.name, rec.data.rtype());
-                if let Err(why) = builder.add(&zone.origin, rec.clone(), id) {
-                    refuse(entry, why);
+    let mut zones = Vec::with_capacity(by_origin.len());
+    for (origin, contributors) in by_origin {
+        match contributors.as_slice() {
+            [(_, only)] => zones.push(Arc::clone(only)),
+            _ => {
+                let mut builder = CatalogBuilder::new(defaults);
+                builder.declare(&origin);
+                for (i, zone) in &contributors {
+                    for (name, rtype, why) in builder.add_zone(zone, *i) {
+                        problems.push(refusal(inputs, *i, &name, rtype, why));
+                    }
                 }
+                zones.extend(builder.build_zones().into_iter().map(Arc::new));
             }
         }
     }
-    (builder.build(), problems)
+    (Catalog::from_zones(zones), problems)
+}
+
+fn refusal(
+    inputs: &[SourceInput<'_>],
+    loser: usize,
+    name: &Name,
+    rtype: RType,
+    why: Rejection,
+) -> Problem {
+    let reason = match why {
+        Rejection::TakenBy { winner, .. } => format!(
+            "already provided by {}, which takes precedence (sources listed first win)",
+            inputs.get(winner).map_or("another source", |w| w.label)
+        ),
+        other => other.to_string(),
+    };
+    Problem::new(inputs[loser].label, format!("{name} {rtype}"), reason)
 }
 
 #[cfg(test)]
@@ -69,35 +119,36 @@ mod tests {
     use super::*;
     use crate::records::{FileKind, ParseSettings, parse};
 
+    const DEFAULTS: BuildDefaults = BuildDefaults {
+        default_ttl: 5,
+        serial: 1,
+    };
+
+    fn compiled(label: &str, text: &[u8]) -> CompiledSource {
+        let parsed = parse(label, &FileKind::Auto, text, &ParseSettings::default()).unwrap();
+        let (c, problems) = compile(label, &parsed, DEFAULTS);
+        assert!(problems.is_empty(), "{problems:?}");
+        c
+    }
+
     #[test]
-    fn first_source_wins_and_the_loser_is_reported_once() {
-        let s = ParseSettings::default();
-        let a = parse(
+    fn first_source_wins_and_the_loser_is_reported() {
+        let a = compiled(
             "a.json",
-            &FileKind::Auto,
             br#"{"version":"v1alpha1","ip4":{"x.ts.net":["100.64.0.1"]}}"#,
-            &s,
-        )
-        .unwrap();
-        let b = parse("b.json", &FileKind::Auto, br#"{"version":"v1alpha1","ip4":{"x.ts.net":["100.64.0.2","100.64.0.3"],"y.ts.net":["100.64.0.4"]}}"#, &s).unwrap();
+        );
+        let b = compiled("b.json", br#"{"version":"v1alpha1","ip4":{"x.ts.net":["100.64.0.2","100.64.0.3"],"y.ts.net":["100.64.0.4"]}}"#);
         let inputs = [
             SourceInput {
                 label: "a.json",
-                parsed: &a,
+                compiled: &a,
             },
             SourceInput {
                 label: "b.json",
-                parsed: &b,
+                compiled: &b,
             },
         ];
-        let (cat, problems) = assemble(
-            &inputs,
-            &[],
-            BuildDefaults {
-                default_ttl: 5,
-                serial: 1,
-            },
-        );
+        let (cat, problems) = assemble(&inputs, &[], DEFAULTS);
         assert_eq!(problems.len(), 1);
         assert_eq!(
             problems[0].to_string(),
@@ -105,5 +156,46 @@ mod tests {
         );
         let zone = cat.find_zone(b"\x01x\x02ts\x03net\x00").unwrap();
         assert_eq!(zone.record_count(), 4); // x, y, SOA, NS
+    }
+
+    #[test]
+    fn a_zone_from_one_source_is_shared_not_copied() {
+        let a = compiled(
+            "a.yaml",
+            b"zones: [{origin: example.org, records: [{name: w, type: A, value: 192.0.2.1}]}]",
+        );
+        let inputs = [SourceInput {
+            label: "a.yaml",
+            compiled: &a,
+        }];
+        let (cat, _) = assemble(&inputs, &["example.net.".parse().unwrap()], DEFAULTS);
+        assert!(Arc::ptr_eq(
+            cat.zone(&"example.org.".parse().unwrap()).unwrap(),
+            &a.zones[0]
+        ));
+        assert!(
+            cat.zone(&"example.net.".parse().unwrap()).is_some(),
+            "declared zones exist empty"
+        );
+    }
+
+    #[test]
+    fn rule_breaks_inside_one_file_are_refused_at_compile() {
+        let parsed = parse(
+            "c.yaml",
+            &FileKind::Auto,
+            b"zones: [{origin: example.org, records: [{name: a, type: A, value: 192.0.2.1}, {name: a, type: CNAME, value: b}]}]",
+            &ParseSettings::default(),
+        )
+        .unwrap();
+        let (_, problems) = compile("c.yaml", &parsed, DEFAULTS);
+        assert_eq!(problems.len(), 1);
+        assert!(
+            problems[0]
+                .to_string()
+                .starts_with("c.yaml: a.example.org. CNAME: "),
+            "{}",
+            problems[0]
+        );
     }
 }

@@ -30,8 +30,8 @@ use meshdns_zone::{BuildDefaults, Catalog, Name};
 use notify::Watcher as _;
 use tracing::{debug, error, info, warn};
 
-use crate::records::{FileKind, ParseSettings, Parsed, Problem, ZoneContent, parse};
-use crate::snapshot::{SourceInput, assemble};
+use crate::records::{FileKind, ParseSettings, Problem, ZoneContent, parse};
+use crate::snapshot::{CompiledSource, SourceInput, assemble, compile};
 
 /// One records file to serve.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,7 +127,7 @@ fn fingerprint(path: &Path) -> Option<Fingerprint> {
 struct FileState {
     seen: Option<Fingerprint>,
     content_hash: Option<u64>,
-    last_good: Option<Parsed>,
+    last_good: Option<CompiledSource>,
     failing: bool,
 }
 
@@ -222,17 +222,24 @@ impl FileSources {
                 {
                     // An emptied file clears its records but keeps its zones served, so names
                     // in them get NXDOMAIN rather than REFUSED (as Tailscale's nameserver does).
-                    parsed.zones = previous.zones.iter().map(ZoneContent::emptied).collect();
+                    parsed.zones = previous
+                        .zones
+                        .iter()
+                        .map(|z| ZoneContent::empty(z.origin()))
+                        .collect();
                 }
-                for p in &parsed.problems {
+                let (compiled, refused) = compile(&label, &parsed, self.build_defaults());
+                let records: usize = compiled.zones.iter().map(|z| z.record_count()).sum();
+                let skipped = (parsed.problems.len() + refused.len()) as u64;
+                drop(bytes);
+                drop(parsed.zones);
+                for p in parsed.problems.iter().chain(&refused) {
                     warn!(file = %p.file, entry = %p.entry, reason = %p.reason, "records entry skipped");
                 }
-                let records: usize = parsed.zones.iter().map(|z| z.records.len()).sum();
-                info!(file = %label, records, skipped = parsed.problems.len(), elapsed_ms = started.elapsed().as_millis() as u64, "records file loaded");
-                let skipped = parsed.problems.len() as u64;
+                info!(file = %label, records, skipped, elapsed_ms = started.elapsed().as_millis() as u64, "records file loaded");
                 let state = &mut self.states[i];
                 state.content_hash = Some(hash);
-                state.last_good = Some(parsed);
+                state.last_good = Some(compiled);
                 state.failing = false;
                 self.with_counters(i, |c| {
                     c.reloads_ok += 1;
@@ -276,23 +283,29 @@ impl FileSources {
         f(&mut self.status.lock().sources[i].1);
     }
 
+    /// Defaults for a build, with a serial that grows with every build (unix time, or one more
+    /// than the last when builds come faster than once a second).
+    fn build_defaults(&mut self) -> BuildDefaults {
+        self.serial = self.serial.saturating_add(1).max(unix_now() as u32);
+        BuildDefaults {
+            default_ttl: self.config.settings.default_ttl,
+            serial: self.serial,
+        }
+    }
+
     fn publish(&mut self) {
         let started = Instant::now();
-        self.serial = self.serial.saturating_add(1).max(unix_now() as u32);
-        let empty = Parsed::default();
+        let defaults = self.build_defaults();
+        let empty = CompiledSource::default();
         let inputs: Vec<SourceInput<'_>> = self
             .labels
             .iter()
             .zip(&self.states)
             .map(|(label, s)| SourceInput {
                 label,
-                parsed: s.last_good.as_ref().unwrap_or(&empty),
+                compiled: s.last_good.as_ref().unwrap_or(&empty),
             })
             .collect();
-        let defaults = BuildDefaults {
-            default_ttl: self.config.settings.default_ttl,
-            serial: self.serial,
-        };
         let (catalog, refused) = assemble(&inputs, &self.config.zones, defaults);
         let records = catalog.record_count();
         let zones = catalog.zones().len();
@@ -312,8 +325,12 @@ impl FileSources {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "snapshot published"
         );
-        // The previous snapshot is dropped here, on this thread, not on a query thread (unless a
-        // query still holds it, in which case that query frees it when it finishes).
+        // Free the previous snapshot here, off the query path: wait (briefly) for queries that
+        // still read it, so the last reference, and the freeing of a large zone, is ours.
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while Arc::strong_count(&old) > 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         drop(old);
     }
 

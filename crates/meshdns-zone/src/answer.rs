@@ -15,7 +15,8 @@
 //! - FORMERR for malformed queries, NOTIMP for opcodes other than QUERY, nothing for responses
 //!   (QR=1) or packets without a header.
 
-use crate::rdata::{RData, RType};
+use crate::name::is_wire_subdomain;
+use crate::rdata::RType;
 use crate::wire::{HEADER_LEN, Malformed, Owner, Section, Writer, parse_query};
 use crate::zone::{Catalog, Lookup, Node, RRset, Zone};
 
@@ -200,7 +201,7 @@ struct Resolved<'n> {
     rcode: u16,
     authoritative: bool,
     /// An NS, MX or SRV answer whose in-zone targets' addresses may go in additional.
-    additional: Option<&'n RRset>,
+    additional: Option<RRset<'n>>,
 }
 
 impl Resolved<'_> {
@@ -223,7 +224,7 @@ fn resolve<'n>(
     let mut name: &'n [u8] = qname;
     let mut owner = Owner::Question;
     for hop in 0..MAX_CNAME_HOPS {
-        let node: &'n Node = match zone.lookup(name) {
+        let node: Node<'n> = match zone.lookup(name) {
             Lookup::Found(node) | Lookup::Wildcard(node) => node,
             Lookup::EmptyNonTerminal => return nodata(w, zone),
             Lookup::NxDomain => {
@@ -231,11 +232,11 @@ fn resolve<'n>(
                 return Resolved::done(rcode::NXDOMAIN, true);
             }
             // DS belongs to the parent side of a cut (RFC 4035 §3.1.4.1); we hold none.
-            Lookup::Delegation { cut, .. } if qtype == RType::DS && cut.wire() == name => {
+            Lookup::Delegation { cut, .. } if qtype == RType::DS && cut == name => {
                 return nodata(w, zone);
             }
             Lookup::Delegation { cut, ns } => {
-                put_set(w, Section::Authority, Owner::Name(cut.wire()), ns);
+                put_set(w, Section::Authority, Owner::Name(cut), ns);
                 put_target_addresses(w, zone, ns);
                 return Resolved::done(rcode::NOERROR, hop > 0);
             }
@@ -245,13 +246,13 @@ fn resolve<'n>(
             && let Some(cname) = node.get(RType::CNAME)
         {
             put_set(w, Section::Answer, owner, cname);
-            let RData::Cname(target) = &cname.data[0] else {
-                unreachable!("CNAME set holds CNAME data")
+            let Some(target) = cname.first() else {
+                return Resolved::done(rcode::NOERROR, true);
             };
-            if !target.is_subdomain_of(zone.origin()) {
+            if !is_wire_subdomain(target, zone.origin().wire()) {
                 return Resolved::done(rcode::NOERROR, true);
             }
-            name = target.wire();
+            name = target;
             owner = Owner::Name(name);
             continue;
         }
@@ -259,9 +260,8 @@ fn resolve<'n>(
             // RFC 8482 §4.1: one RRset is enough; SOA/NS at the apex are not listed first.
             let pick = node
                 .rrsets()
-                .iter()
                 .find(|s| s.rtype != RType::SOA && s.rtype != RType::NS)
-                .or(node.rrsets().first());
+                .or(node.rrsets().next());
             return match pick {
                 Some(set) => answered(w, owner, set),
                 None => nodata(w, zone),
@@ -276,7 +276,7 @@ fn resolve<'n>(
     Resolved::done(rcode::NOERROR, true)
 }
 
-fn answered<'n>(w: &mut Writer<'_, 'n>, owner: Owner<'n>, set: &'n RRset) -> Resolved<'n> {
+fn answered<'n>(w: &mut Writer<'_, 'n>, owner: Owner<'n>, set: RRset<'n>) -> Resolved<'n> {
     put_set(w, Section::Answer, owner, set);
     let additional = matches!(set.rtype, RType::NS | RType::MX | RType::SRV).then_some(set);
     Resolved {
@@ -291,37 +291,42 @@ fn nodata<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone) -> Resolved<'n> {
     Resolved::done(rcode::NOERROR, true)
 }
 
-fn put_set<'n>(w: &mut Writer<'_, 'n>, section: Section, owner: Owner<'n>, set: &'n RRset) {
-    for data in &set.data {
-        w.put_record(section, owner, set.ttl, data);
+fn put_set<'n>(w: &mut Writer<'_, 'n>, section: Section, owner: Owner<'n>, set: RRset<'n>) {
+    for rdata in set.rdatas() {
+        w.put_record(section, owner, set.rtype, set.ttl, rdata);
     }
 }
 
 fn put_soa<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone) {
     let set = zone.soa_rrset();
-    w.put_record(
-        Section::Authority,
-        Owner::Name(zone.origin().wire()),
-        zone.negative_ttl(),
-        &set.data[0],
-    );
+    if let Some(rdata) = set.first() {
+        w.put_record(
+            Section::Authority,
+            Owner::Name(zone.origin().wire()),
+            RType::SOA,
+            zone.negative_ttl(),
+            rdata,
+        );
+    }
 }
 
 /// A/AAAA of the in-zone hosts an NS, MX or SRV RRset names, in the additional section: glue
 /// for referrals (RFC 1034 §4.3.2 step 3b), helpful extras otherwise.
-fn put_target_addresses<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone, set: &'n RRset) {
-    for data in &set.data {
-        let target = match data {
-            RData::Ns(t) | RData::Mx { exchange: t, .. } | RData::Srv { target: t, .. } => t,
+fn put_target_addresses<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone, set: RRset<'n>) {
+    for rdata in set.rdatas() {
+        let target = match set.rtype {
+            RType::NS => rdata,
+            RType::MX => rdata.get(2..).unwrap_or_default(),
+            RType::SRV => rdata.get(6..).unwrap_or_default(),
             _ => continue,
         };
-        if !target.is_subdomain_of(zone.origin()) {
+        if target.is_empty() || !is_wire_subdomain(target, zone.origin().wire()) {
             continue;
         }
-        if let Some(node) = zone.node(target.wire()) {
+        if let Some(node) = zone.node(target) {
             for t in [RType::A, RType::AAAA] {
-                if let Some(set) = node.get(t) {
-                    put_set(w, Section::Additional, Owner::Name(target.wire()), set);
+                if let Some(addrs) = node.get(t) {
+                    put_set(w, Section::Additional, Owner::Name(node.name()), addrs);
                 }
             }
         }

@@ -373,6 +373,129 @@ impl RData {
     }
 }
 
+impl RData {
+    /// Appends the uncompressed wire form (RFC 1035 §3.3; names lower-cased, absolute).
+    pub fn to_wire(&self, out: &mut Vec<u8>) {
+        match self {
+            RData::A(a) => out.extend_from_slice(&a.octets()),
+            RData::Aaaa(a) => out.extend_from_slice(&a.octets()),
+            RData::Cname(n) | RData::Ns(n) | RData::Ptr(n) => out.extend_from_slice(n.wire()),
+            RData::Mx {
+                preference,
+                exchange,
+            } => {
+                out.extend_from_slice(&preference.to_be_bytes());
+                out.extend_from_slice(exchange.wire());
+            }
+            RData::Txt(strings) => {
+                for s in strings {
+                    out.push(s.len() as u8);
+                    out.extend_from_slice(s);
+                }
+            }
+            RData::Srv {
+                priority,
+                weight,
+                port,
+                target,
+            } => {
+                for v in [priority, weight, port] {
+                    out.extend_from_slice(&v.to_be_bytes());
+                }
+                out.extend_from_slice(target.wire());
+            }
+            RData::Caa { flags, tag, value } => {
+                out.push(*flags);
+                out.push(tag.len() as u8);
+                out.extend_from_slice(tag.as_bytes());
+                out.extend_from_slice(value);
+            }
+            RData::Soa(s) => {
+                out.extend_from_slice(s.mname.wire());
+                out.extend_from_slice(s.rname.wire());
+                for v in [s.serial, s.refresh, s.retry, s.expire, s.minimum] {
+                    out.extend_from_slice(&v.to_be_bytes());
+                }
+            }
+        }
+    }
+
+    /// Decodes the uncompressed wire form written by [`RData::to_wire`].
+    pub fn from_wire(rtype: RType, w: &[u8]) -> Option<RData> {
+        let u16_at = |at: usize| Some(u16::from_be_bytes([*w.get(at)?, *w.get(at + 1)?]));
+        let u32_at = |at: usize| Some(u32::from_be_bytes(w.get(at..at + 4)?.try_into().ok()?));
+        let name_at = |at: usize| -> Option<(Name, usize)> {
+            let len = wire_name_len(w.get(at..)?)?;
+            Some((Name::from_wire(&w[at..at + len])?, at + len))
+        };
+        Some(match rtype {
+            RType::A => RData::A(<[u8; 4]>::try_from(w).ok()?.into()),
+            RType::AAAA => RData::Aaaa(<[u8; 16]>::try_from(w).ok()?.into()),
+            RType::CNAME => RData::Cname(name_at(0)?.0),
+            RType::NS => RData::Ns(name_at(0)?.0),
+            RType::PTR => RData::Ptr(name_at(0)?.0),
+            RType::MX => RData::Mx {
+                preference: u16_at(0)?,
+                exchange: name_at(2)?.0,
+            },
+            RType::TXT => {
+                let mut strings = Vec::new();
+                let mut at = 0;
+                while at < w.len() {
+                    let len = w[at] as usize;
+                    strings.push(Box::from(w.get(at + 1..at + 1 + len)?));
+                    at += 1 + len;
+                }
+                RData::Txt(strings)
+            }
+            RType::SRV => RData::Srv {
+                priority: u16_at(0)?,
+                weight: u16_at(2)?,
+                port: u16_at(4)?,
+                target: name_at(6)?.0,
+            },
+            RType::CAA => {
+                let tag_len = *w.get(1)? as usize;
+                let tag = std::str::from_utf8(w.get(2..2 + tag_len)?).ok()?;
+                RData::Caa {
+                    flags: w[0],
+                    tag: tag.into(),
+                    value: w[2 + tag_len..].into(),
+                }
+            }
+            RType::SOA => {
+                let (mname, at) = name_at(0)?;
+                let (rname, at) = name_at(at)?;
+                RData::Soa(Box::new(Soa {
+                    mname,
+                    rname,
+                    serial: u32_at(at)?,
+                    refresh: u32_at(at + 4)?,
+                    retry: u32_at(at + 8)?,
+                    expire: u32_at(at + 12)?,
+                    minimum: u32_at(at + 16)?,
+                }))
+            }
+            _ => return None,
+        })
+    }
+}
+
+/// Length of the uncompressed wire name at the start of `w`, root byte included.
+pub fn wire_name_len(w: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    loop {
+        let len = *w.get(at)? as usize;
+        if len > 63 {
+            return None;
+        }
+        at += 1 + len;
+        if len == 0 {
+            return Some(at);
+        }
+    }
+}
+
 /// Parses an IPv6 address, refusing IPv4 text and IPv4-mapped addresses with a clear reason.
 pub fn parse_ipv6(text: &str) -> Result<Ipv6Addr, RDataError> {
     if text.parse::<Ipv4Addr>().is_ok() {
@@ -528,6 +651,31 @@ mod tests {
                 .0
                 .contains("not supported")
         );
+    }
+
+    #[test]
+    fn wire_form_round_trips_every_type() {
+        let o = origin();
+        let cases = [
+            (RType::A, "192.0.2.1"),
+            (RType::AAAA, "2001:db8::1"),
+            (RType::CNAME, "www"),
+            (RType::NS, "ns1.other.net."),
+            (RType::PTR, "host"),
+            (RType::MX, "10 mail"),
+            (RType::TXT, r#""hello world" "" "two""#),
+            (RType::SRV, "0 5 443 svc"),
+            (RType::CAA, r#"128 issuewild "ca.example""#),
+            (RType::SOA, "ns hostmaster 1 2 3 4 5"),
+        ];
+        for (t, text) in cases {
+            let rd = RData::parse(t, text, &o).unwrap();
+            let mut wire = Vec::new();
+            rd.to_wire(&mut wire);
+            assert_eq!(RData::from_wire(t, &wire), Some(rd), "{t} {text}");
+        }
+        assert_eq!(RData::from_wire(RType::A, &[1, 2, 3]), None);
+        assert_eq!(RData::from_wire(RType::MX, &[0, 1, 5, b'a']), None);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! and compresses answer owners against the question (RFC 1035 §4.1.4).
 
 use crate::name::{MAX_NAME_LEN, label_offsets};
-use crate::rdata::{RData, RType};
+use crate::rdata::{RType, wire_name_len};
 
 /// Size of the fixed header.
 pub const HEADER_LEN: usize = 12;
@@ -351,66 +351,43 @@ impl<'b, 'n> Writer<'b, 'n> {
         }
     }
 
-    /// Writes one resource record of class IN.
-    pub fn put_record(&mut self, section: Section, owner: Owner<'n>, ttl: u32, data: &'n RData) {
+    /// Writes one resource record of class IN from its uncompressed wire RDATA, compressing
+    /// the names inside NS, CNAME, PTR, MX and SOA data (RFC 3597 §4 allows it for exactly the
+    /// RFC 1035 types; SRV targets stay uncompressed, RFC 2782).
+    pub fn put_record(
+        &mut self,
+        section: Section,
+        owner: Owner<'n>,
+        rtype: RType,
+        ttl: u32,
+        rdata: &'n [u8],
+    ) {
         self.put_owner(owner);
-        self.buf.extend_from_slice(&data.rtype().0.to_be_bytes());
+        self.buf.extend_from_slice(&rtype.0.to_be_bytes());
         self.buf.extend_from_slice(&1u16.to_be_bytes());
         self.buf.extend_from_slice(&ttl.to_be_bytes());
         let len_at = self.buf.len();
         self.buf.extend_from_slice(&[0, 0]);
-        self.put_rdata(data);
+        let name_len = |w: &[u8]| wire_name_len(w).unwrap_or(w.len());
+        match rtype {
+            RType::NS | RType::CNAME | RType::PTR => self.put_name(rdata),
+            RType::MX if rdata.len() > 2 => {
+                self.buf.extend_from_slice(&rdata[..2]);
+                self.put_name(&rdata[2..]);
+            }
+            RType::SOA => {
+                let m = name_len(rdata);
+                let r = m + name_len(&rdata[m..]);
+                self.put_name(&rdata[..m]);
+                self.put_name(&rdata[m..r]);
+                self.buf.extend_from_slice(&rdata[r..]);
+            }
+            _ => self.buf.extend_from_slice(rdata),
+        }
         let rdlen = (self.buf.len() - len_at - 2) as u16;
         self.buf[len_at..len_at + 2].copy_from_slice(&rdlen.to_be_bytes());
         // Saturating: an RRset too large to count is also too large to send, and gets truncated.
         self.counts[section as usize] = self.counts[section as usize].saturating_add(1);
-    }
-
-    fn put_rdata(&mut self, data: &'n RData) {
-        let b = &mut *self.buf;
-        match data {
-            RData::A(a) => b.extend_from_slice(&a.octets()),
-            RData::Aaaa(a) => b.extend_from_slice(&a.octets()),
-            RData::Cname(n) | RData::Ns(n) | RData::Ptr(n) => self.put_name(n.wire()),
-            RData::Mx {
-                preference,
-                exchange,
-            } => {
-                b.extend_from_slice(&preference.to_be_bytes());
-                self.put_name(exchange.wire());
-            }
-            RData::Txt(strings) => {
-                for s in strings {
-                    b.push(s.len() as u8);
-                    b.extend_from_slice(s);
-                }
-            }
-            RData::Srv {
-                priority,
-                weight,
-                port,
-                target,
-            } => {
-                b.extend_from_slice(&priority.to_be_bytes());
-                b.extend_from_slice(&weight.to_be_bytes());
-                b.extend_from_slice(&port.to_be_bytes());
-                // RFC 2782: the target is not compressed.
-                b.extend_from_slice(target.wire());
-            }
-            RData::Caa { flags, tag, value } => {
-                b.push(*flags);
-                b.push(tag.len() as u8);
-                b.extend_from_slice(tag.as_bytes());
-                b.extend_from_slice(value);
-            }
-            RData::Soa(s) => {
-                self.put_name(s.mname.wire());
-                self.put_name(s.rname.wire());
-                for v in [s.serial, s.refresh, s.retry, s.expire, s.minimum] {
-                    self.buf.extend_from_slice(&v.to_be_bytes());
-                }
-            }
-        }
     }
 
     /// Appends the OPT pseudo-record (RFC 6891 §6.1.2) in the additional section.
@@ -548,9 +525,8 @@ mod tests {
         let q = b"\x03WWW\x07example\x00\x00\x01\x00\x01";
         let lower: &[u8] = b"\x03www\x07example\x00";
         let target: &[u8] = b"\x04mail\x07example\x00";
-        let data = RData::Cname(crate::Name::from_wire(target).unwrap());
         let mut w = Writer::new(&mut buf, Some((q, lower)));
-        w.put_record(Section::Answer, Owner::Question, 5, &data);
+        w.put_record(Section::Answer, Owner::Question, RType::CNAME, 5, target);
         w.finish(1, 0x8400);
         // owner = pointer to 12; target = "mail" + pointer to "example" at 16.
         assert_eq!(&buf[29..31], &[0xC0, 0x0C]);

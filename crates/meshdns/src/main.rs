@@ -18,7 +18,7 @@ use meshdns_server::http::{HttpState, router, serve_http};
 use meshdns_server::{DnsMetrics, Server, ServerConfig, SharedCatalog};
 use meshdns_sources::{
     FileKind, FileSource, FileSources, ParseSettings, SourceConfig, SourceInput, SourceStatus,
-    assemble, parse, spawn_watcher,
+    assemble, compile, parse, spawn_watcher,
 };
 use meshdns_zone::{AnswerConfig, BuildDefaults, Catalog, Name};
 use tokio_util::sync::CancellationToken;
@@ -254,6 +254,10 @@ fn check(args: &CheckArgs) -> Result<bool> {
     if sources.is_empty() {
         anyhow::bail!("no files given");
     }
+    let defaults = BuildDefaults {
+        default_ttl: args.default_ttl,
+        serial: 1,
+    };
     let mut usable = true;
     let mut loaded = Vec::new();
     for source in &sources {
@@ -263,10 +267,12 @@ fn check(args: &CheckArgs) -> Result<bool> {
             .and_then(|bytes| parse(&label, &source.kind, &bytes, &settings));
         match parsed {
             Ok(p) => {
-                for problem in &p.problems {
+                let (compiled, refused) = compile(&label, &p, defaults);
+                for problem in p.problems.iter().chain(&refused) {
                     println!("{problem}");
                 }
-                loaded.push((label, p));
+                let skipped = p.problems.len() + refused.len();
+                loaded.push((label, compiled, skipped));
             }
             Err(problem) => {
                 println!("{problem}");
@@ -277,25 +283,18 @@ fn check(args: &CheckArgs) -> Result<bool> {
     }
     let inputs: Vec<SourceInput<'_>> = loaded
         .iter()
-        .map(|(label, parsed)| SourceInput { label, parsed })
+        .map(|(label, compiled, _)| SourceInput { label, compiled })
         .collect();
-    let (catalog, refused) = assemble(
-        &inputs,
-        &zones,
-        BuildDefaults {
-            default_ttl: args.default_ttl,
-            serial: 1,
-        },
-    );
+    let (catalog, refused) = assemble(&inputs, &zones, defaults);
     for problem in &refused {
         println!("{problem}");
     }
-    for (label, parsed) in &loaded {
-        let records: usize = parsed.zones.iter().map(|z| z.records.len()).sum();
-        let skipped = parsed.problems.len() + refused.iter().filter(|p| &p.file == label).count();
+    for (label, compiled, skipped) in &loaded {
+        let records: usize = compiled.zones.iter().map(|z| z.record_count()).sum();
+        let skipped = skipped + refused.iter().filter(|p| &p.file == label).count();
         eprintln!(
-            "{label}: ok: {records} records in {} zone(s), {skipped} skipped",
-            parsed.zones.len()
+            "{label}: ok: {records} records served (SOA and NS included) in {} zone(s), {skipped} skipped",
+            compiled.zones.len()
         );
     }
     eprintln!(

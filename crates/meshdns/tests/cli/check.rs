@@ -33,7 +33,7 @@ fn check_prints_each_skipped_entry_and_exits_zero_when_usable() {
         ]
     );
     assert!(
-        stderr.contains("ok: 1 records in 1 zone(s), 3 skipped"),
+        stderr.contains("ok: 3 records served (SOA and NS included) in 1 zone(s), 3 skipped"),
         "{stderr}"
     );
 }

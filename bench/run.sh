@@ -1,0 +1,144 @@
+#!/bin/bash
+# meshdns beside the reference authoritative servers, on loopback, one core each.
+#
+#   bench/run.sh setup                   # install dnsperf/NSD/Knot/BIND, build meshdns + reflector, generate zones
+#   bench/run.sh perf [REPS] [SERVERS]   # 100k-host zone: unthrottled full/A mixes, CPU/query at 20k and 100k QPS
+#   bench/run.sh load1m [REPS] [SERVERS] # 1M-host zone: load time and memory
+#   bench/run.sh negscale [SERVERS]      # negatives-only QPS at 1k / 100k / 1M hosts (cost must not grow)
+#   bench/run.sh summary DIR             # markdown tables from a results directory
+#
+# Servers: meshdns reflector nsd knot bind. Each server runs under `taskset -c 0` with one
+# worker; dnsperf runs under `taskset -c 1`. Servers are interleaved per repetition
+# (A B C A B C) so drift hits all alike. Results: $OUT/runs.csv, $OUT/load.csv.
+# Env: DATA_ROOT (/tmp/meshdns-bench-data), RUN_ROOT (/tmp/meshdns-bench-run),
+#      OUT (/tmp/meshdns-bench-results/<time>), DURATION (10 s), CLIENTS (8), MESHDNS (binary).
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+DATA_ROOT=${DATA_ROOT:-/tmp/meshdns-bench-data}
+RUN_ROOT=${RUN_ROOT:-/tmp/meshdns-bench-run}
+OUT=${OUT:-/tmp/meshdns-bench-results/$(date +%Y%m%d-%H%M%S)}
+DURATION=${DURATION:-10}
+CLIENTS=${CLIENTS:-8}
+MESHDNS=${MESHDNS:-$ROOT/target/release/meshdns}
+REFLECTOR=${REFLECTOR:-$RUN_ROOT/reflector}
+PROBE="python3 $HERE/dnsprobe.py"
+SERVER_PID=""
+
+port_of() {
+  case $1 in nsd) echo 5301;; knot) echo 5302;; bind) echo 5303;; meshdns) echo 5307;; reflector) echo 5308;; esac
+}
+
+render() { sed -e "s#@DATA@#$2#g" -e "s#@RUN@#$3#g" "$HERE/conf/$1"; }
+
+start_server() { # start_server NAME DATADIR ; sets SERVER_PID, START_NS
+  local name=$1 data=$2 r="$RUN_ROOT/$1"
+  if ss -Hlun "sport = :$(port_of "$name")" | grep -q .; then
+    echo "port $(port_of "$name") already in use; refusing to start $name" >&2; exit 1
+  fi
+  rm -rf "$r"; mkdir -p "$r/db"
+  START_NS=$(date +%s%N)
+  case $name in
+    meshdns) taskset -c 0 "$MESHDNS" serve --zone-file "bench.test.=$data/bench.test.zone" \
+                --listen 127.0.0.1:5307 --udp-sockets 1 --workers 1 --log-level warn > "$r/out.log" 2>&1 & ;;
+    reflector) taskset -c 0 "$REFLECTOR" 5308 > "$r/out.log" 2>&1 & ;;
+    nsd)  render nsd.conf "$data" "$r" > "$r/nsd.conf"; taskset -c 0 nsd -d -c "$r/nsd.conf" > "$r/out.log" 2>&1 & ;;
+    knot) render knot.conf "$data" "$r" > "$r/knot.conf"; taskset -c 0 knotd -c "$r/knot.conf" > "$r/out.log" 2>&1 & ;;
+    bind) render named.conf "$data" "$r" > "$r/named.conf"; taskset -c 0 named -g -4 -n 1 -c "$r/named.conf" > "$r/out.log" 2>&1 & ;;
+  esac
+  SERVER_PID=$!
+}
+
+stop_server() {
+  [ -n "$SERVER_PID" ] || return 0
+  kill "$SERVER_PID" 2>/dev/null
+  for _ in $(seq 1 100); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null
+  SERVER_PID=""; sleep 0.5
+}
+
+wait_ready() { # wait_ready NAME DATADIR TIMEOUT -> seconds from start to first answer
+  if [ "$1" = reflector ]; then sleep 0.3; echo 0; return; fi
+  START_NS=$START_NS $PROBE wait "$(port_of "$1")" "$(awk '/last_iroh/{print $2}' "$2/names.txt")" TXT "$3"
+}
+
+dnsperf_run() { # dnsperf_run NAME REP MIX QUERYFILE QPS(0=max)
+  local name=$1 rep=$2 mix=$3 qf=$4 qps=$5 port; port=$(port_of "$1")
+  local qarg=""; [ "$qps" != 0 ] && qarg="-Q $qps"
+  local tag="${name}_${mix}_q${qps}_r${rep}" f c0 c1 t0 t1
+  f="$OUT/dnsperf_$tag.txt"
+  c0=$($PROBE cpu "$SERVER_PID"); t0=$(date +%s%N)
+  # shellcheck disable=SC2086
+  taskset -c 1 dnsperf -s 127.0.0.1 -p "$port" -d "$qf" -l "$DURATION" -c "$CLIENTS" $qarg > "$f" 2>&1
+  c1=$($PROBE cpu "$SERVER_PID"); t1=$(date +%s%N)
+  local cpu_pct; cpu_pct=$(python3 -c "print(round(($c1-$c0)/100/(($t1-$t0)/1e9)*100,1))")
+  local sent lost qpsv avg max rss
+  sent=$(awk '/Queries sent:/{print $3}' "$f"); lost=$(awk '/Queries lost:/{print $3}' "$f")
+  qpsv=$(awk '/Queries per second:/{print $4}' "$f"); avg=$(awk '/Average Latency/{print $4}' "$f")
+  max=$(sed -n 's/.*Average Latency.*max \([0-9.]*\)).*/\1/p' "$f"); rss=$($PROBE mem "$SERVER_PID")
+  echo "$name,$rep,$mix,$qps,$sent,$qpsv,$avg,$max,$lost,$cpu_pct,${rss// /,}" >> "$OUT/runs.csv"
+  echo "  $tag qps=$qpsv avg=$avg max=$max lost=$lost server_cpu=$cpu_pct% rss/pss/nproc=$rss"
+  sleep 1
+}
+
+perf_one() {
+  local name=$1 rep=$2 data="$DATA_ROOT/n100k"
+  start_server "$name" "$data"
+  local lt; lt=$(wait_ready "$name" "$data" 300); local mem; mem=$($PROBE mem "$SERVER_PID")
+  echo "$name,$rep,n100k,$lt,${mem// /,}" >> "$OUT/load.csv"
+  echo "[$name rep $rep] ready after ${lt}s rss/pss/nproc=$mem"
+  dnsperf_run "$name" "$rep" full "$data/queries.txt" 0
+  dnsperf_run "$name" "$rep" a "$data/queries_a.txt" 0
+  dnsperf_run "$name" "$rep" full "$data/queries.txt" 20000
+  dnsperf_run "$name" "$rep" full "$data/queries.txt" 100000
+  stop_server
+}
+
+load1m_one() {
+  local name=$1 rep=$2 data="$DATA_ROOT/n1m"
+  start_server "$name" "$data"
+  local lt; lt=$(wait_ready "$name" "$data" 590); local mem; mem=$($PROBE mem "$SERVER_PID")
+  echo "$name,$rep,n1m,$lt,${mem// /,}" >> "$OUT/load.csv"
+  echo "[$name rep $rep n1m] ready after ${lt}s rss/pss/nproc=$mem"
+  stop_server
+}
+
+negscale_one() { # negatives-only at three zone sizes, same query file shape per size
+  local name=$1
+  for size in n1k n100k n1m; do
+    local data="$DATA_ROOT/$size"
+    start_server "$name" "$data"; wait_ready "$name" "$data" 590 >/dev/null
+    dnsperf_run "$name" 1 "neg_$size" "$data/queries_neg.txt" 0
+    stop_server
+  done
+}
+
+setup() {
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq dnsperf nsd knot bind9 dnsutils knot-dnsutils >/dev/null
+  for svc in nsd knot named bind9; do systemctl stop "$svc" 2>/dev/null || service "$svc" stop 2>/dev/null || true; done
+  (cd "$ROOT" && cargo build --release -p meshdns)
+  mkdir -p "$RUN_ROOT"; cc -O2 -o "$REFLECTOR" "$HERE/reflector.c"
+  python3 "$HERE/gen_zone.py" 1000 "$DATA_ROOT/n1k"
+  python3 "$HERE/gen_zone.py" 100000 "$DATA_ROOT/n100k"
+  python3 "$HERE/gen_zone.py" 1000000 "$DATA_ROOT/n1m"
+}
+
+trap 'stop_server' EXIT
+cmd=${1:-perf}; shift || true
+case $cmd in
+  setup) setup ;;
+  summary) exec python3 "$HERE/summarize.py" "$@" ;;
+  perf|load1m)
+    mkdir -p "$OUT" "$RUN_ROOT"
+    reps=${1:-3}; shift || true
+    servers=${*:-meshdns reflector nsd knot bind}
+    for rep in $(seq 1 "$reps"); do
+      for s in $servers; do case $cmd in perf) perf_one "$s" "$rep";; load1m) load1m_one "$s" "$rep";; esac; done
+    done
+    echo "results in $OUT" ;;
+  negscale)
+    mkdir -p "$OUT" "$RUN_ROOT"
+    for s in ${*:-meshdns nsd knot}; do negscale_one "$s"; done
+    echo "results in $OUT" ;;
+esac
