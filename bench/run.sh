@@ -21,7 +21,7 @@ OUT=${OUT:-/tmp/meshdns-bench-results/$(date +%Y%m%d-%H%M%S)}
 DURATION=${DURATION:-10}
 CLIENTS=${CLIENTS:-8}
 MESHDNS=${MESHDNS:-$ROOT/target/release/meshdns}
-REFLECTOR=${REFLECTOR:-$RUN_ROOT/reflector}
+REFLECTOR=${REFLECTOR:-$RUN_ROOT/bin/reflector}
 PROBE="python3 $HERE/dnsprobe.py"
 SERVER_PID=""
 
@@ -118,7 +118,7 @@ setup() {
   apt-get update -qq && apt-get install -y -qq dnsperf nsd knot bind9 dnsutils knot-dnsutils >/dev/null
   for svc in nsd knot named bind9; do systemctl stop "$svc" 2>/dev/null || service "$svc" stop 2>/dev/null || true; done
   (cd "$ROOT" && cargo build --release -p meshdns)
-  mkdir -p "$RUN_ROOT"; cc -O2 -o "$REFLECTOR" "$HERE/reflector.c"
+  mkdir -p "$RUN_ROOT/bin"; cc -O2 -o "$REFLECTOR" "$HERE/reflector.c"
   python3 "$HERE/gen_zone.py" 1000 "$DATA_ROOT/n1k"
   python3 "$HERE/gen_zone.py" 100000 "$DATA_ROOT/n100k"
   python3 "$HERE/gen_zone.py" 1000000 "$DATA_ROOT/n1m"

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use meshdns_zone::{BuildDefaults, Catalog, CatalogBuilder, Name, RType, Rejection, Zone};
 
-use crate::records::{Parsed, Problem};
+use crate::records::{Problem, ZoneContent};
 
 /// One file's content compiled into zones: what a source keeps between reloads.
 #[derive(Debug, Clone, Default)]
@@ -23,30 +23,45 @@ pub struct CompiledSource {
     pub zones: Vec<Arc<Zone>>,
 }
 
-/// Compiles one file's parsed content. Records that break a rule inside the file (CNAME beside
-/// other data, CNAME at an apex) are refused and returned as problems.
+/// Compiles one file's parsed content (consuming its records). Records that break a rule
+/// inside the file (CNAME beside other data, CNAME at an apex) are refused and returned as
+/// problems.
 pub fn compile(
     label: &str,
-    parsed: &Parsed,
+    zones: Vec<ZoneContent>,
     defaults: BuildDefaults,
 ) -> (CompiledSource, Vec<Problem>) {
     let mut builder = CatalogBuilder::new(defaults);
     let mut problems = Vec::new();
-    for zone in &parsed.zones {
+    for zone in zones {
         builder.declare(&zone.origin);
-        if let Some(t) = &zone.soa {
+        if let Some(t) = zone.soa {
             // One file, one source: a template cannot be refused here.
-            let _ = builder.set_soa_template(&zone.origin, t.clone(), 0);
+            let _ = builder.set_soa_template(&zone.origin, t, 0);
         }
-        for rec in &zone.records {
-            let entry = format!("{} {}", rec.name, rec.data.rtype());
-            if let Err(why) = builder.add(&zone.origin, rec.clone(), 0) {
-                problems.push(Problem::new(label, entry, why.to_string()));
+        for rec in zone.records {
+            let (name, rtype) = (rec.name.clone(), rec.data.rtype());
+            if let Err(why) = builder.add(&zone.origin, rec, 0) {
+                problems.push(Problem::new(
+                    label,
+                    format!("{name} {rtype}"),
+                    why.to_string(),
+                ));
             }
         }
     }
-    let zones = builder.build_zones().into_iter().map(Arc::new).collect();
-    (CompiledSource { zones }, problems)
+    let (zones, refused) = builder.build_zones();
+    problems.extend(
+        refused.into_iter().map(|(name, rtype, why)| {
+            Problem::new(label, format!("{name} {rtype}"), why.to_string())
+        }),
+    );
+    (
+        CompiledSource {
+            zones: zones.into_iter().map(Arc::new).collect(),
+        },
+        problems,
+    )
 }
 
 /// One source's compiled content, labelled for problems.
@@ -86,15 +101,38 @@ pub fn assemble(
                 let mut builder = CatalogBuilder::new(defaults);
                 builder.declare(&origin);
                 for (i, zone) in &contributors {
-                    for (name, rtype, why) in builder.add_zone(zone, *i) {
-                        problems.push(refusal(inputs, *i, &name, rtype, why));
-                    }
+                    builder.add_zone(zone, *i);
                 }
-                zones.extend(builder.build_zones().into_iter().map(Arc::new));
+                let (built, refused) = builder.build_zones();
+                for (name, rtype, why) in refused {
+                    let loser = match &why {
+                        // The refused record came from a later source than the winner's; the
+                        // loser is the first contributor other than the winner that has it.
+                        Rejection::TakenBy { winner, .. } => contributors
+                            .iter()
+                            .map(|(i, _)| *i)
+                            .find(|i| {
+                                i != winner && has_set(inputs[*i].compiled, &origin, &name, rtype)
+                            })
+                            .unwrap_or(*winner),
+                        _ => contributors[0].0,
+                    };
+                    problems.push(refusal(inputs, loser, &name, rtype, why));
+                }
+                zones.extend(built.into_iter().map(Arc::new));
             }
         }
     }
     (Catalog::from_zones(zones), problems)
+}
+
+/// Whether a source's zone `origin` holds (name, rtype).
+fn has_set(source: &CompiledSource, origin: &Name, name: &Name, rtype: RType) -> bool {
+    source
+        .zones
+        .iter()
+        .filter(|z| z.origin() == origin)
+        .any(|z| z.node(name.wire()).is_some_and(|n| n.get(rtype).is_some()))
 }
 
 fn refusal(
@@ -126,7 +164,7 @@ mod tests {
 
     fn compiled(label: &str, text: &[u8]) -> CompiledSource {
         let parsed = parse(label, &FileKind::Auto, text, &ParseSettings::default()).unwrap();
-        let (c, problems) = compile(label, &parsed, DEFAULTS);
+        let (c, problems) = compile(label, parsed.zones, DEFAULTS);
         assert!(problems.is_empty(), "{problems:?}");
         c
     }
@@ -188,7 +226,7 @@ mod tests {
             &ParseSettings::default(),
         )
         .unwrap();
-        let (_, problems) = compile("c.yaml", &parsed, DEFAULTS);
+        let (_, problems) = compile("c.yaml", parsed.zones, DEFAULTS);
         assert_eq!(problems.len(), 1);
         assert!(
             problems[0]

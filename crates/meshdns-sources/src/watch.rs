@@ -228,11 +228,10 @@ impl FileSources {
                         .map(|z| ZoneContent::empty(z.origin()))
                         .collect();
                 }
-                let (compiled, refused) = compile(&label, &parsed, self.build_defaults());
+                drop(bytes);
+                let (compiled, refused) = compile(&label, parsed.zones, self.build_defaults());
                 let records: usize = compiled.zones.iter().map(|z| z.record_count()).sum();
                 let skipped = (parsed.problems.len() + refused.len()) as u64;
-                drop(bytes);
-                drop(parsed.zones);
                 for p in parsed.problems.iter().chain(&refused) {
                     warn!(file = %p.file, entry = %p.entry, reason = %p.reason, "records entry skipped");
                 }
@@ -332,6 +331,7 @@ impl FileSources {
             std::thread::sleep(Duration::from_millis(1));
         }
         drop(old);
+        release_free_memory();
     }
 
     fn update_readiness(&self) {
@@ -373,6 +373,16 @@ impl FileSources {
         dirs.sort();
         dirs.dedup();
         dirs
+    }
+}
+
+/// Gives memory freed after a load back to the operating system. glibc keeps freed heap
+/// pages for reuse, so the parse-and-build peak of a large file would otherwise stay in RSS.
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free pages of the allocator's own heap.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

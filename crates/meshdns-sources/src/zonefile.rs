@@ -9,121 +9,83 @@
 //! Skipped with a problem naming the line: an unknown type or class, data that does not parse,
 //! a record outside the zone, `$INCLUDE`/`$GENERATE` (not supported: files must stand alone).
 
-use meshdns_zone::text::{Token, looks_like_ttl, parse_ttl};
+use meshdns_zone::text::{Token, looks_like_ttl, parse_ttl, scan_token};
 use meshdns_zone::{Name, RData, RType, Record};
 
 use crate::records::{Parsed, Problem, ZoneContent};
 
-/// One logical entry: its first line, whether it began with blank space, and its fields.
-struct Entry {
+/// One logical entry: its first line, whether it began with blank space, and its fields
+/// (slices of the file's text).
+struct Entry<'a> {
     line: usize,
     inherit_owner: bool,
-    tokens: Vec<Token>,
+    tokens: Vec<Token<'a>>,
 }
 
-fn lex(file: &str, text: &str) -> Result<Vec<Entry>, Problem> {
+fn lex<'a>(file: &str, text: &'a str) -> Result<Vec<Entry<'a>>, Problem> {
+    let b = text.as_bytes();
+    let syntax = |line: usize, reason: String| Problem::new(file, format!("line {line}"), reason);
     let mut entries = Vec::new();
     let mut line = 1;
-    let mut depth_opened_at: Option<usize> = None;
-    let mut current: Option<Entry> = None;
+    let mut open_since: Option<usize> = None;
+    let mut current: Option<Entry<'a>> = None;
     let mut at_line_start = true;
-    let mut chars = text.chars().peekable();
-    let syntax = |line: usize, reason: String| Problem::new(file, format!("line {line}"), reason);
-    while let Some(c) = chars.next() {
-        if at_line_start && depth_opened_at.is_none() {
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if at_line_start && open_since.is_none() {
             at_line_start = false;
-            if c != '\n' {
+            if c != b'\n' {
                 current = Some(Entry {
                     line,
-                    inherit_owner: c == ' ' || c == '\t',
+                    inherit_owner: c == b' ' || c == b'\t',
                     tokens: Vec::new(),
                 });
             }
         }
         match c {
-            '\n' => {
+            b'\n' => {
                 line += 1;
-                if depth_opened_at.is_none() {
+                if open_since.is_none() {
                     if let Some(e) = current.take().filter(|e| !e.tokens.is_empty()) {
                         entries.push(e);
                     }
                     at_line_start = true;
                 }
+                i += 1;
             }
-            ';' => {
-                while chars.peek().is_some_and(|&c| c != '\n') {
-                    chars.next();
+            b';' => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
                 }
             }
-            '(' => {
-                if let Some(open) = depth_opened_at {
+            b'(' => {
+                if let Some(open) = open_since {
                     return Err(syntax(
                         line,
                         format!("nested '(' (one is already open since line {open})"),
                     ));
                 }
-                depth_opened_at = Some(line);
+                open_since = Some(line);
+                i += 1;
             }
-            ')' => {
-                if depth_opened_at.take().is_none() {
+            b')' => {
+                if open_since.take().is_none() {
                     return Err(syntax(line, "')' without a matching '('".into()));
                 }
+                i += 1;
             }
-            c if c.is_whitespace() => {}
-            '"' => {
-                let start = line;
-                let mut s = String::new();
-                loop {
-                    match chars.next() {
-                        None | Some('\n') => {
-                            return Err(syntax(start, "unterminated quoted string".into()));
-                        }
-                        Some('"') => break,
-                        Some('\\') => {
-                            s.push('\\');
-                            if let Some(e) = chars.next() {
-                                s.push(e);
-                            }
-                        }
-                        Some(c) => s.push(c),
-                    }
-                }
+            b' ' | b'\t' | b'\r' => i += 1,
+            _ => {
+                let (token, next) = scan_token(text, i).map_err(|e| syntax(line, e))?;
                 if let Some(e) = current.as_mut() {
-                    e.tokens.push(Token {
-                        text: s,
-                        quoted: true,
-                    });
+                    e.tokens.push(token);
                 }
-            }
-            c => {
-                let mut s = String::from(c);
-                if c == '\\'
-                    && let Some(e) = chars.next()
-                {
-                    s.push(e);
-                }
-                while let Some(&n) = chars.peek() {
-                    if n.is_whitespace() || matches!(n, ';' | '(' | ')' | '"') {
-                        break;
-                    }
-                    chars.next();
-                    s.push(n);
-                    if n == '\\'
-                        && let Some(e) = chars.next()
-                    {
-                        s.push(e);
-                    }
-                }
-                if let Some(e) = current.as_mut() {
-                    e.tokens.push(Token {
-                        text: s,
-                        quoted: false,
-                    });
-                }
+                i = next;
             }
         }
     }
-    if let Some(open) = depth_opened_at {
+    if let Some(open) = open_since {
         return Err(syntax(open, "'(' is never closed".into()));
     }
     if let Some(e) = current.filter(|e| !e.tokens.is_empty()) {
@@ -150,27 +112,27 @@ pub fn parse(
     let mut records: Vec<(usize, Record)> = Vec::new();
     let mut seen_soa = false;
     for entry in entries {
-        let at = format!("line {}", entry.line);
+        let at = || format!("line {}", entry.line);
         let skip = |problems: &mut Vec<Problem>, reason: String| {
-            problems.push(Problem::new(file, &at, reason))
+            problems.push(Problem::new(file, at(), reason))
         };
         let t = &entry.tokens;
         let first = &t[0];
         if !entry.inherit_owner && !first.quoted && first.text.starts_with('$') {
-            let fatal = |reason: String| Problem::new(file, &at, reason);
+            let fatal = |reason: String| Problem::new(file, at(), reason);
             match first.text.to_ascii_uppercase().as_str() {
                 "$ORIGIN" => {
                     let arg = t
                         .get(1)
                         .ok_or_else(|| fatal("$ORIGIN needs a domain name".into()))?;
-                    let name = Name::parse(&arg.text, current_origin.as_ref())
+                    let name = Name::parse(arg.text, current_origin.as_ref())
                         .map_err(|e| fatal(format!("$ORIGIN {:?}: {e}", arg.text)))?;
                     apex.get_or_insert_with(|| name.clone());
                     current_origin = Some(name);
                 }
                 "$TTL" => {
                     let arg = t.get(1).ok_or_else(|| fatal("$TTL needs a value".into()))?;
-                    dollar_ttl = Some(parse_ttl(&arg.text).map_err(fatal)?);
+                    dollar_ttl = Some(parse_ttl(arg.text).map_err(fatal)?);
                 }
                 "$INCLUDE" | "$GENERATE" => {
                     skip(
@@ -200,7 +162,7 @@ pub fn parse(
             }
         } else {
             rest = &t[1..];
-            match Name::parse(&first.text, current_origin.as_ref()) {
+            match Name::parse(first.text, current_origin.as_ref()) {
                 Ok(n) => n,
                 Err(e) => {
                     skip(&mut problems, format!("owner {:?}: {e}", first.text));
@@ -213,8 +175,8 @@ pub fn parse(
         let mut ttl = None;
         let mut class_ok = true;
         while let Some(tok) = rest.first() {
-            if ttl.is_none() && looks_like_ttl(&tok.text) {
-                ttl = parse_ttl(&tok.text).ok();
+            if ttl.is_none() && looks_like_ttl(tok.text) {
+                ttl = parse_ttl(tok.text).ok();
             } else if tok.text.eq_ignore_ascii_case("IN") {
             } else if ["CH", "HS", "CS", "ANY", "NONE"]
                 .iter()
@@ -235,7 +197,7 @@ pub fn parse(
             continue;
         }
         let Some(rtype) =
-            RType::from_mnemonic(&type_tok.text).filter(|t| RType::SERVED.contains(t))
+            RType::from_mnemonic(type_tok.text).filter(|t| RType::SERVED.contains(t))
         else {
             skip(
                 &mut problems,

@@ -73,32 +73,50 @@ impl Name {
         if text == "." {
             return Ok(Name::root());
         }
-        let mut wire = Vec::with_capacity(text.len() + 2);
-        let mut label = Vec::with_capacity(MAX_LABEL_LEN);
+        // Built on the stack, then copied once into an exactly sized allocation.
+        let mut wire = [0u8; MAX_NAME_LEN + 1];
+        let mut len = 0; // bytes of `wire` in use
+        let mut label_at = 0; // where the current label's length byte goes
         let bytes = text.as_bytes();
         let mut i = 0;
         let mut absolute = false;
+        let close_label = |wire: &mut [u8], label_at: usize, len: usize| -> Result<(), NameError> {
+            let label_len = len - label_at - 1;
+            if label_len == 0 {
+                return Err(NameError::EmptyLabel);
+            }
+            if label_len > MAX_LABEL_LEN {
+                return Err(NameError::LabelTooLong);
+            }
+            wire[label_at] = label_len as u8;
+            Ok(())
+        };
+        len += 1; // length byte of the first label
         while i < bytes.len() {
+            if len >= MAX_NAME_LEN {
+                return Err(NameError::TooLong);
+            }
             let c = bytes[i];
             match c {
                 b'.' => {
-                    if label.is_empty() {
-                        return Err(NameError::EmptyLabel);
-                    }
-                    push_label(&mut wire, &label)?;
-                    label.clear();
+                    close_label(&mut wire, label_at, len)?;
                     if i == bytes.len() - 1 {
                         absolute = true;
+                    } else {
+                        label_at = len;
+                        len += 1;
                     }
                     i += 1;
                 }
                 b'\\' => {
                     let (byte, used) = unescape(&bytes[i + 1..]).ok_or(NameError::BadEscape)?;
-                    label.push(byte.to_ascii_lowercase());
+                    wire[len] = byte.to_ascii_lowercase();
+                    len += 1;
                     i += 1 + used;
                 }
                 c if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'*' | b'/') => {
-                    label.push(c.to_ascii_lowercase());
+                    wire[len] = c.to_ascii_lowercase();
+                    len += 1;
                     i += 1;
                 }
                 _ => {
@@ -107,19 +125,20 @@ impl Name {
                 }
             }
         }
-        if !label.is_empty() {
-            push_label(&mut wire, &label)?;
+        if !absolute {
+            close_label(&mut wire, label_at, len)?;
         }
-        if absolute {
-            wire.push(0);
+        let tail: &[u8] = if absolute {
+            &[0]
         } else {
-            let origin = origin.ok_or(NameError::NoOrigin)?;
-            wire.extend_from_slice(origin.wire());
-        }
-        if wire.len() > MAX_NAME_LEN {
+            origin.ok_or(NameError::NoOrigin)?.wire()
+        };
+        if len + tail.len() > MAX_NAME_LEN {
             return Err(NameError::TooLong);
         }
-        Ok(Name(wire.into()))
+        wire[len..len + tail.len()].copy_from_slice(tail);
+        len += tail.len();
+        Ok(Name(Box::from(&wire[..len])))
     }
 
     /// The lower-cased wire bytes, root byte included.

@@ -239,7 +239,7 @@ impl RData {
     }
 
     /// Parses `rtype`'s data from presentation-format fields.
-    pub fn from_tokens(rtype: RType, t: &[Token], origin: &Name) -> Result<RData, RDataError> {
+    pub fn from_tokens(rtype: RType, t: &[Token<'_>], origin: &Name) -> Result<RData, RDataError> {
         let want = |n: usize, fields: &str| -> Result<(), RDataError> {
             if t.len() == n {
                 Ok(())
@@ -255,7 +255,7 @@ impl RData {
             if tok.quoted {
                 return err(format!("{rtype}: field {} must not be quoted", i + 1));
             }
-            Ok(tok.text.as_str())
+            Ok(tok.text)
         };
         let name = |i: usize| -> Result<Name, RDataError> {
             let text = bare(i)?;

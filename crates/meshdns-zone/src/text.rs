@@ -3,89 +3,86 @@
 
 use crate::name::unescape;
 
-/// One whitespace-separated field of presentation format.
+/// One whitespace-separated field of presentation format, borrowed from the text it was read
+/// from.
 ///
-/// `text` keeps `\` escapes as written (names and character-strings decode them differently);
-/// `quoted` says the field was written inside `"…"` (only character-strings may be).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Token {
+/// `text` keeps `\` escapes as written (names and character-strings decode them differently),
+/// so it is always a slice of the input; `quoted` says the field was written inside `"…"` (only
+/// character-strings may be).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Token<'a> {
     /// The field as written, without surrounding quotes, escapes kept.
-    pub text: String,
+    pub text: &'a str,
     /// Whether the field was a quoted string.
     pub quoted: bool,
 }
 
-impl Token {
-    /// An unquoted token.
-    pub fn bare(text: impl Into<String>) -> Token {
-        Token {
-            text: text.into(),
-            quoted: false,
+/// Whether `b` ends an unquoted field.
+pub fn is_delimiter(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b';' | b'(' | b')' | b'"')
+}
+
+/// Reads the field starting at byte `at` of `text` (a quote or a non-delimiter); returns it
+/// and the index just after it. A quoted field may not run past the end of its line.
+pub fn scan_token(text: &str, at: usize) -> Result<(Token<'_>, usize), String> {
+    let b = text.as_bytes();
+    if b[at] == b'"' {
+        let mut j = at + 1;
+        loop {
+            match b.get(j) {
+                None | Some(b'\n') => return Err("unterminated quoted string".into()),
+                Some(b'\\') => j += 2,
+                Some(b'"') => break,
+                Some(_) => j += 1,
+            }
         }
+        return Ok((
+            Token {
+                text: &text[at + 1..j],
+                quoted: true,
+            },
+            j + 1,
+        ));
     }
+    let mut j = at;
+    while j < b.len() && !is_delimiter(b[j]) {
+        j += if b[j] == b'\\' { 2 } else { 1 };
+    }
+    // An escape may have skipped into a multi-byte character; end at the next boundary.
+    let mut end = j.min(b.len());
+    while !text.is_char_boundary(end) {
+        end += 1;
+    }
+    Ok((
+        Token {
+            text: &text[at..end],
+            quoted: false,
+        },
+        end,
+    ))
 }
 
 /// Splits one line of presentation format into tokens (quotes and escapes honoured; no
 /// parentheses or comments, which only zone files have).
-pub fn tokenize(line: &str) -> Result<Vec<Token>, String> {
+pub fn tokenize(line: &str) -> Result<Vec<Token<'_>>, String> {
+    let b = line.as_bytes();
     let mut tokens = Vec::new();
-    let mut chars = line.char_indices().peekable();
-    while let Some(&(start, c)) = chars.peek() {
-        if c.is_whitespace() {
-            chars.next();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_whitespace() {
+            i += 1;
             continue;
         }
-        if c == '"' {
-            chars.next();
-            let mut text = String::new();
-            let mut closed = false;
-            while let Some((_, c)) = chars.next() {
-                match c {
-                    '\\' => {
-                        text.push('\\');
-                        if let Some((_, e)) = chars.next() {
-                            text.push(e);
-                        }
-                    }
-                    '"' => {
-                        closed = true;
-                        break;
-                    }
-                    _ => text.push(c),
-                }
-            }
-            if !closed {
-                return Err(format!(
-                    "unterminated quoted string starting at column {}",
-                    start + 1
-                ));
-            }
-            tokens.push(Token { text, quoted: true });
-            continue;
-        }
-        let mut text = String::new();
-        while let Some(&(_, c)) = chars.peek() {
-            if c.is_whitespace() || c == '"' {
-                break;
-            }
-            chars.next();
-            text.push(c);
-            if c == '\\'
-                && let Some((_, e)) = chars.next()
-            {
-                text.push(e);
-            }
-        }
-        tokens.push(Token {
-            text,
-            quoted: false,
-        });
+        let (token, next) =
+            scan_token(line, i).map_err(|e| format!("{e} starting at column {}", i + 1))?;
+        tokens.push(token);
+        i = next;
     }
     Ok(tokens)
 }
 
 /// Decodes a character-string field (`\DDD` and `\X` escapes) into its bytes, at most 255.
-pub fn character_string(token: &Token) -> Result<Vec<u8>, String> {
+pub fn character_string(token: &Token<'_>) -> Result<Vec<u8>, String> {
     let bytes = token.text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -160,7 +157,7 @@ mod tests {
         assert_eq!(
             t[1],
             Token {
-                text: "hello world".into(),
+                text: "hello world",
                 quoted: true
             }
         );

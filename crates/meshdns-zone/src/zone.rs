@@ -19,7 +19,7 @@
 //! Node data layout: RRsets ordered by type, each `type u16 | ttl u32 | count u16`, then
 //! `count` × `rdlength u16 | rdata` with names uncompressed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
@@ -445,30 +445,128 @@ pub struct SoaTemplate {
     pub minimum: Option<u32>,
 }
 
-#[derive(Debug)]
-struct PendingSet {
+/// One record waiting in a [`ZoneBuilder`].
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    node: u32,
     rtype: RType,
     ttl: u32,
-    rdatas: Vec<Box<[u8]>>,
-    source: SourceId,
+    rdata_at: u32,
+    rdata_len: u16,
+    source: u32,
+    seq: u32,
 }
 
+/// Where a builder node's name lives in the name arena.
+#[derive(Debug, Clone, Copy)]
+struct NameRef {
+    at: u32,
+    len: u8,
+}
+
+/// Records of one zone, gathered flat: names in one arena (each once; empty non-terminals
+/// are suffixes of names already there), RDATA in another, one small [`Entry`] per record.
+/// Rules that depend on other records (precedence, CNAME) are applied at build time, after
+/// sorting, so adding is one hash lookup and two copies.
 #[derive(Debug)]
 struct ZoneBuilder {
     origin: Name,
-    names: HashMap<Name, Vec<PendingSet>>,
+    hasher: DefaultHashBuilder,
+    index: HashTable<u32>,
+    names: Vec<NameRef>,
+    name_arena: Vec<u8>,
+    rdata_arena: Vec<u8>,
+    entries: Vec<Entry>,
     soa: Option<(SoaTemplate, SourceId)>,
+}
+
+impl ZoneBuilder {
+    fn new(origin: &Name) -> ZoneBuilder {
+        let mut b = ZoneBuilder {
+            origin: origin.clone(),
+            hasher: DefaultHashBuilder::default(),
+            index: HashTable::new(),
+            names: Vec::new(),
+            name_arena: Vec::new(),
+            rdata_arena: Vec::new(),
+            entries: Vec::new(),
+            soa: None,
+        };
+        b.node_id(origin.wire());
+        b
+    }
+
+    fn name_of(&self, id: u32) -> &[u8] {
+        let r = self.names[id as usize];
+        &self.name_arena[r.at as usize..r.at as usize + usize::from(r.len)]
+    }
+
+    fn find(&self, name: &[u8]) -> Option<u32> {
+        let hash = self.hasher.hash_one(name);
+        self.index
+            .find(hash, |&id| self.name_of(id) == name)
+            .copied()
+    }
+
+    /// The node id of `name`, added (name copied into the arena) if new.
+    fn node_id(&mut self, name: &[u8]) -> u32 {
+        if let Some(id) = self.find(name) {
+            return id;
+        }
+        let at = self.name_arena.len() as u32;
+        self.name_arena.extend_from_slice(name);
+        self.insert(NameRef {
+            at,
+            len: name.len() as u8,
+        })
+    }
+
+    fn insert(&mut self, r: NameRef) -> u32 {
+        let id = self.names.len() as u32;
+        self.names.push(r);
+        let (names, arena, hasher) = (&self.names, &self.name_arena, &self.hasher);
+        let name = &arena[r.at as usize..r.at as usize + usize::from(r.len)];
+        let hash = hasher.hash_one(name);
+        self.index.insert_unique(hash, id, |&other| {
+            let o = names[other as usize];
+            hasher.hash_one(&arena[o.at as usize..o.at as usize + usize::from(o.len)])
+        });
+        id
+    }
+
+    /// Adds a node for every name between an owner and the apex that has none (RFC 8020 empty
+    /// non-terminals); their names are suffixes of the owner's bytes, so nothing is copied.
+    fn add_empty_non_terminals(&mut self) {
+        let apex_len = self.origin.wire().len();
+        for id in 0..self.names.len() as u32 {
+            let owner = self.names[id as usize];
+            let wire = self.name_of(id).to_vec();
+            for o in label_offsets(&wire).skip(1) {
+                if wire.len() - o < apex_len || self.find(&wire[o..]).is_some() {
+                    break;
+                }
+                self.insert(NameRef {
+                    at: owner.at + o as u32,
+                    len: (wire.len() - o) as u8,
+                });
+            }
+        }
+    }
 }
 
 /// Collects records from sources and builds zones (and catalogs of them).
 ///
 /// Precedence: the first source to supply a (name, type) keeps it; later sources' records for
-/// that pair are rejected with [`Rejection::TakenBy`] and the answer never mixes the two.
+/// that pair are refused with [`Rejection::TakenBy`] and the answer never mixes the two. A
+/// CNAME and other data at one name: whichever was added first stays.
 #[derive(Debug)]
 pub struct CatalogBuilder {
     defaults: BuildDefaults,
     zones: BTreeMap<Name, ZoneBuilder>,
 }
+
+/// A record the builder refused: its owner, type and why.
+pub type Refused = (Name, RType, Rejection);
 
 impl CatalogBuilder {
     /// An empty builder.
@@ -484,11 +582,7 @@ impl CatalogBuilder {
     pub fn declare(&mut self, origin: &Name) {
         self.zones
             .entry(origin.clone())
-            .or_insert_with(|| ZoneBuilder {
-                origin: origin.clone(),
-                names: HashMap::new(),
-                soa: None,
-            });
+            .or_insert_with(|| ZoneBuilder::new(origin));
     }
 
     /// Sets the SOA template of zone `origin` (declaring it); the first source to set one keeps
@@ -514,90 +608,68 @@ impl CatalogBuilder {
         }
     }
 
-    /// Adds one record to the zone `origin` (declaring the zone if needed).
+    /// Adds one record to the zone `origin` (declaring the zone if needed). Refusals that need
+    /// the other records (precedence, CNAME rules) come from [`CatalogBuilder::build_zones`].
     pub fn add(
         &mut self,
         origin: &Name,
         record: Record,
         source: SourceId,
     ) -> Result<(), Rejection> {
-        let mut wire = Vec::with_capacity(32);
-        record.data.to_wire(&mut wire);
-        self.add_wire(
-            origin,
-            record.name,
-            record.data.rtype(),
-            record.ttl,
-            wire.into(),
-            source,
-        )
+        let rtype = record.data.rtype();
+        let zone = self.zone_for(origin, &record.name, rtype)?;
+        let at = zone.rdata_arena.len();
+        record.data.to_wire(&mut zone.rdata_arena);
+        push_entry(zone, record.name.wire(), rtype, record.ttl, at, source);
+        Ok(())
     }
 
     /// Adds one record given in uncompressed wire form (as another zone holds it).
     pub fn add_wire(
         &mut self,
         origin: &Name,
-        name: Name,
+        name: &Name,
         rtype: RType,
         ttl: u32,
-        rdata: Box<[u8]>,
+        rdata: &[u8],
         source: SourceId,
     ) -> Result<(), Rejection> {
-        if !name.is_subdomain_of(origin) {
-            return Err(Rejection::OutsideZone {
-                name,
-                origin: origin.clone(),
-            });
-        }
-        self.declare(origin);
-        let zone = self.zones.get_mut(origin).expect("declared above");
-        if rtype == RType::CNAME && name == zone.origin {
-            return Err(Rejection::CnameAtApex { name });
-        }
-        let sets = zone.names.entry(name.clone()).or_default();
-        if let Some(pending) = sets.iter_mut().find(|p| p.rtype == rtype) {
-            if pending.source != source {
-                return Err(Rejection::TakenBy {
-                    name,
-                    rtype,
-                    winner: pending.source,
-                });
-            }
-            if rtype == RType::CNAME && pending.rdatas[0] != rdata {
-                return Err(Rejection::CnameConflict { name });
-            }
-            pending.ttl = pending.ttl.min(ttl);
-            if !pending.rdatas.contains(&rdata) {
-                pending.rdatas.push(rdata);
-            }
-            return Ok(());
-        }
-        let has_cname = sets.iter().any(|p| p.rtype == RType::CNAME);
-        if (rtype == RType::CNAME && !sets.is_empty()) || has_cname {
-            return Err(Rejection::CnameConflict { name });
-        }
-        sets.push(PendingSet {
-            rtype,
-            ttl,
-            rdatas: vec![rdata],
-            source,
-        });
+        let zone = self.zone_for(origin, name, rtype)?;
+        let at = zone.rdata_arena.len();
+        zone.rdata_arena.extend_from_slice(rdata);
+        push_entry(zone, name.wire(), rtype, ttl, at, source);
         Ok(())
     }
 
+    fn zone_for(
+        &mut self,
+        origin: &Name,
+        name: &Name,
+        rtype: RType,
+    ) -> Result<&mut ZoneBuilder, Rejection> {
+        if !name.is_subdomain_of(origin) {
+            return Err(Rejection::OutsideZone {
+                name: name.clone(),
+                origin: origin.clone(),
+            });
+        }
+        if rtype == RType::CNAME && name == origin {
+            return Err(Rejection::CnameAtApex { name: name.clone() });
+        }
+        self.declare(origin);
+        Ok(self.zones.get_mut(origin).expect("declared above"))
+    }
+
     /// Adds every record of a built zone, as source `source`, except an SOA or apex NS that
-    /// zone synthesised (those yield to ones a source gave). Returns the records refused.
-    pub fn add_zone(&mut self, zone: &Zone, source: SourceId) -> Vec<(Name, RType, Rejection)> {
-        let mut refused = Vec::new();
+    /// zone synthesised (those yield to ones a source gave).
+    pub fn add_zone(&mut self, zone: &Zone, source: SourceId) {
         let origin = zone.origin.clone();
         self.declare(&origin);
+        let target = self.zones.get_mut(&origin).expect("declared above");
         for id in 0..zone.nodes.len() as u32 {
             let node = zone.node_at(id);
-            let Some(name) = Name::from_wire(node.name) else {
-                continue;
-            };
+            let apex = node.name == origin.wire();
             for set in node.rrsets() {
-                let apex = name == origin;
                 if apex
                     && ((set.rtype == RType::SOA && !zone.given_soa)
                         || (set.rtype == RType::NS && !zone.given_ns))
@@ -605,146 +677,252 @@ impl CatalogBuilder {
                     continue;
                 }
                 for rd in set.rdatas() {
-                    if let Err(why) =
-                        self.add_wire(&origin, name.clone(), set.rtype, set.ttl, rd.into(), source)
-                    {
-                        refused.push((name.clone(), set.rtype, why));
-                        break;
-                    }
+                    let at = target.rdata_arena.len();
+                    target.rdata_arena.extend_from_slice(rd);
+                    push_entry(target, node.name, set.rtype, set.ttl, at, source);
                 }
             }
         }
-        refused
     }
 
-    /// Builds every declared zone. Apex SOA and NS are synthesised where no source gave them,
-    /// from the zone's [`SoaTemplate`] and these defaults: `ns.<origin>` as name server (or the
-    /// first NS record), `hostmaster.<origin>` as contact, the build serial, refresh 3600,
-    /// retry 600, expire 604800, and the default TTL as SOA TTL and minimum.
-    pub fn build_zones(self) -> Vec<Zone> {
+    /// Builds every declared zone and reports the records refused. Apex SOA and NS are
+    /// synthesised where no source gave them, from the zone's [`SoaTemplate`] and these
+    /// defaults: `ns.<origin>` as name server (or the first NS record), `hostmaster.<origin>`
+    /// as contact, the build serial, refresh 3600, retry 600, expire 604800, and the default
+    /// TTL as SOA TTL and minimum.
+    pub fn build_zones(self) -> (Vec<Zone>, Vec<Refused>) {
         let defaults = self.defaults;
-        self.zones
+        let mut refused = Vec::new();
+        let zones = self
+            .zones
             .into_values()
-            .map(|z| finish_zone(z, defaults))
-            .collect()
+            .map(|z| finish_zone(z, defaults, &mut refused))
+            .collect();
+        (zones, refused)
     }
 
     /// Builds a catalog of every declared zone (see [`CatalogBuilder::build_zones`]).
-    pub fn build(self) -> Catalog {
-        Catalog::from_zones(self.build_zones().into_iter().map(Arc::new))
+    pub fn build(self) -> (Catalog, Vec<Refused>) {
+        let (zones, refused) = self.build_zones();
+        (
+            Catalog::from_zones(zones.into_iter().map(Arc::new)),
+            refused,
+        )
     }
 }
 
-fn finish_zone(builder: ZoneBuilder, defaults: BuildDefaults) -> Zone {
-    let origin = builder.origin;
-    let mut names = builder.names;
-    // Empty non-terminals: every name between an owner and the apex.
-    let owners: Vec<Name> = names.keys().cloned().collect();
-    for owner in owners {
-        let mut cur = owner.parent();
-        while let Some(name) = cur {
-            if !name.is_subdomain_of(&origin) || names.contains_key(&name) {
-                break;
-            }
-            cur = name.parent();
-            names.insert(name, Vec::new());
-        }
-    }
-    let apex = names.entry(origin.clone()).or_default();
-    let given_ns = apex.iter().any(|p| p.rtype == RType::NS);
-    let given_soa = apex.iter().any(|p| p.rtype == RType::SOA) || builder.soa.is_some();
-    let ns_name = origin.prepend(b"ns").unwrap_or_else(|_| origin.clone());
-    if !given_ns {
-        apex.push(PendingSet {
-            rtype: RType::NS,
-            ttl: defaults.default_ttl,
-            rdatas: vec![ns_name.wire().into()],
-            source: 0,
-        });
-    }
-    if !apex.iter().any(|p| p.rtype == RType::SOA) {
-        let t = builder.soa.map(|(t, _)| t).unwrap_or_default();
-        let first_ns = apex
-            .iter()
-            .find(|p| p.rtype == RType::NS)
-            .and_then(|p| Name::from_wire(&p.rdatas[0]));
-        let soa = Soa {
-            mname: t.mname.or(first_ns).unwrap_or(ns_name),
-            rname: t.rname.unwrap_or_else(|| {
-                origin
-                    .prepend(b"hostmaster")
-                    .unwrap_or_else(|_| origin.clone())
-            }),
-            serial: t.serial.unwrap_or(defaults.serial),
-            refresh: t.refresh.unwrap_or(3600),
-            retry: t.retry.unwrap_or(600),
-            expire: t.expire.unwrap_or(604_800),
-            minimum: t.minimum.unwrap_or(defaults.default_ttl),
-        };
-        let mut wire = Vec::new();
-        RData::Soa(Box::new(soa)).to_wire(&mut wire);
-        apex.push(PendingSet {
-            rtype: RType::SOA,
-            ttl: t.ttl.unwrap_or(defaults.default_ttl),
-            rdatas: vec![wire.into()],
-            source: 0,
-        });
-    }
+fn push_entry(
+    zone: &mut ZoneBuilder,
+    name: &[u8],
+    rtype: RType,
+    ttl: u32,
+    rdata_at: usize,
+    source: SourceId,
+) {
+    let node = zone.node_id(name);
+    let rdata_len = (zone.rdata_arena.len() - rdata_at) as u16;
+    let seq = zone.entries.len() as u32;
+    zone.entries.push(Entry {
+        node,
+        rtype,
+        ttl,
+        rdata_at: rdata_at as u32,
+        rdata_len,
+        source: source as u32,
+        seq,
+    });
+}
 
-    let hasher = DefaultHashBuilder::default();
-    let mut table = HashTable::with_capacity(names.len());
-    let mut nodes = Vec::with_capacity(names.len());
-    let mut name_arena = Vec::with_capacity(names.keys().map(|n| n.wire().len()).sum());
-    let mut data = Vec::new();
-    let mut record_count = 0;
-    let mut has_cuts = false;
-    let mut has_wildcards = false;
-    let mut soa = None;
-    for (name, mut sets) in names {
-        sets.sort_by_key(|s| s.rtype);
-        let data_at = data.len() as u32;
-        for set in &sets {
-            data.extend_from_slice(&set.rtype.0.to_be_bytes());
-            data.extend_from_slice(&set.ttl.to_be_bytes());
-            data.extend_from_slice(&(set.rdatas.len() as u16).to_be_bytes());
-            for rd in &set.rdatas {
-                data.extend_from_slice(&(rd.len() as u16).to_be_bytes());
-                data.extend_from_slice(rd);
-            }
-            record_count += set.rdatas.len();
-            if set.rtype == RType::NS && name != origin {
-                has_cuts = true;
-            }
-            if set.rtype == RType::SOA && name == origin {
-                soa = Some((set.ttl, RData::from_wire(RType::SOA, &set.rdatas[0])));
-            }
-        }
-        has_wildcards |= name.first_label() == Some(b"*");
-        let meta = NodeMeta {
-            name_at: name_arena.len() as u32,
-            data_at,
-            data_len: data.len() as u32 - data_at,
-            name_len: name.wire().len() as u8,
-        };
-        name_arena.extend_from_slice(name.wire());
-        let id = nodes.len() as u32;
-        nodes.push(meta);
-        let hash = hasher.hash_one(name.wire());
-        table.insert_unique(hash, id, |&other: &u32| {
-            let m: NodeMeta = nodes[other as usize];
-            hasher.hash_one(
-                &name_arena[m.name_at as usize..m.name_at as usize + usize::from(m.name_len)],
+/// The synthesised apex records, in wire form.
+fn synthesised_apex(
+    z: &ZoneBuilder,
+    has_ns: bool,
+    first_ns: Option<Name>,
+    defaults: BuildDefaults,
+) -> (Option<Vec<u8>>, (u32, Vec<u8>)) {
+    let origin = &z.origin;
+    let ns_name = origin.prepend(b"ns").unwrap_or_else(|_| origin.clone());
+    let ns = (!has_ns).then(|| ns_name.wire().to_vec());
+    let t = z.soa.as_ref().map(|(t, _)| t.clone()).unwrap_or_default();
+    let soa = Soa {
+        mname: t.mname.or(first_ns).unwrap_or(ns_name),
+        rname: t.rname.unwrap_or_else(|| {
+            origin
+                .prepend(b"hostmaster")
+                .unwrap_or_else(|_| origin.clone())
+        }),
+        serial: t.serial.unwrap_or(defaults.serial),
+        refresh: t.refresh.unwrap_or(3600),
+        retry: t.retry.unwrap_or(600),
+        expire: t.expire.unwrap_or(604_800),
+        minimum: t.minimum.unwrap_or(defaults.default_ttl),
+    };
+    let mut wire = Vec::new();
+    RData::Soa(Box::new(soa)).to_wire(&mut wire);
+    (ns, (t.ttl.unwrap_or(defaults.default_ttl), wire))
+}
+
+fn finish_zone(mut z: ZoneBuilder, defaults: BuildDefaults, refused: &mut Vec<Refused>) -> Zone {
+    z.add_empty_non_terminals();
+    let origin = z.origin.clone();
+    let apex_id = z
+        .find(origin.wire())
+        .expect("the apex node exists from the start");
+    let mut entries = std::mem::take(&mut z.entries);
+    entries.sort_unstable_by_key(|e| (e.node, e.rtype, e.seq));
+
+    let given_ns = entries
+        .iter()
+        .any(|e| e.node == apex_id && e.rtype == RType::NS);
+    let given_soa_record = entries
+        .iter()
+        .any(|e| e.node == apex_id && e.rtype == RType::SOA);
+    let given_soa = given_soa_record || z.soa.is_some();
+    let first_ns = entries
+        .iter()
+        .find(|e| e.node == apex_id && e.rtype == RType::NS)
+        .and_then(|e| {
+            Name::from_wire(
+                &z.rdata_arena[e.rdata_at as usize..e.rdata_at as usize + usize::from(e.rdata_len)],
             )
         });
+    let (synth_ns, synth_soa) = synthesised_apex(&z, given_ns, first_ns, defaults);
+    if !given_soa_record {
+        let at = z.rdata_arena.len() as u32;
+        z.rdata_arena.extend_from_slice(&synth_soa.1);
+        entries.push(Entry {
+            node: apex_id,
+            rtype: RType::SOA,
+            ttl: synth_soa.0,
+            rdata_at: at,
+            rdata_len: synth_soa.1.len() as u16,
+            source: u32::MAX,
+            seq: u32::MAX,
+        });
+    }
+    if let Some(ns) = synth_ns {
+        let at = z.rdata_arena.len() as u32;
+        z.rdata_arena.extend_from_slice(&ns);
+        entries.push(Entry {
+            node: apex_id,
+            rtype: RType::NS,
+            ttl: defaults.default_ttl,
+            rdata_at: at,
+            rdata_len: ns.len() as u16,
+            source: u32::MAX,
+            seq: u32::MAX,
+        });
+    }
+    entries.sort_by_key(|e| (e.node, e.rtype, e.seq));
+
+    let mut nodes: Vec<NodeMeta> = z
+        .names
+        .iter()
+        .map(|r| NodeMeta {
+            name_at: r.at,
+            data_at: 0,
+            data_len: 0,
+            name_len: r.len,
+        })
+        .collect();
+    let mut data = Vec::with_capacity(z.rdata_arena.len() + entries.len() * 3);
+    let mut record_count = 0;
+    let mut has_cuts = false;
+    let mut soa = None;
+    let rdata = |e: &Entry| {
+        &z.rdata_arena[e.rdata_at as usize..e.rdata_at as usize + usize::from(e.rdata_len)]
+    };
+    let name_of = |id: u32| Name::from_wire(z.name_of(id)).unwrap_or_else(Name::root);
+    let mut i = 0;
+    while i < entries.len() {
+        let node = entries[i].node;
+        let end = i + entries[i..].iter().take_while(|e| e.node == node).count();
+        let group = &entries[i..end];
+        i = end;
+        // CNAME beside other data: whichever came first stays (RFC 1034 §3.6.2).
+        let first = group
+            .iter()
+            .min_by_key(|e| e.seq)
+            .expect("a group is never empty");
+        let cname_only = first.rtype == RType::CNAME;
+        let data_at = data.len() as u32;
+        let mut j = 0;
+        while j < group.len() {
+            let rtype = group[j].rtype;
+            let set_end = j + group[j..].iter().take_while(|e| e.rtype == rtype).count();
+            let set = &group[j..set_end];
+            j = set_end;
+            if (rtype == RType::CNAME) != cname_only {
+                let why = Rejection::CnameConflict {
+                    name: name_of(node),
+                };
+                refused.push((name_of(node), rtype, why));
+                continue;
+            }
+            // The first source to give (name, type) keeps it; entries are in order added.
+            let winner = set[0].source;
+            let mut kept: Vec<&Entry> = Vec::with_capacity(set.len());
+            for e in set {
+                if e.source != winner {
+                    let why = Rejection::TakenBy {
+                        name: name_of(node),
+                        rtype,
+                        winner: winner as usize,
+                    };
+                    if !refused
+                        .iter()
+                        .any(|(n, t, w)| *t == rtype && *w == why && n == &name_of(node))
+                    {
+                        refused.push((name_of(node), rtype, why));
+                    }
+                } else if rtype == RType::CNAME && !kept.is_empty() && rdata(e) != rdata(kept[0]) {
+                    refused.push((
+                        name_of(node),
+                        rtype,
+                        Rejection::CnameConflict {
+                            name: name_of(node),
+                        },
+                    ));
+                } else if !kept.iter().any(|k| rdata(k) == rdata(e)) {
+                    kept.push(e);
+                }
+            }
+            // RFC 2181 §5.2: one TTL per RRset, the lowest given (duplicates included).
+            let ttl = set
+                .iter()
+                .filter(|e| e.source == winner)
+                .map(|e| e.ttl)
+                .min()
+                .unwrap_or(0);
+            data.extend_from_slice(&rtype.0.to_be_bytes());
+            data.extend_from_slice(&ttl.to_be_bytes());
+            data.extend_from_slice(&(kept.len() as u16).to_be_bytes());
+            for e in &kept {
+                data.extend_from_slice(&e.rdata_len.to_be_bytes());
+                data.extend_from_slice(rdata(e));
+            }
+            record_count += kept.len();
+            if rtype == RType::NS && node != apex_id {
+                has_cuts = true;
+            }
+            if rtype == RType::SOA && node == apex_id {
+                soa = Some((ttl, RData::from_wire(RType::SOA, rdata(kept[0]))));
+            }
+        }
+        nodes[node as usize].data_at = data_at;
+        nodes[node as usize].data_len = data.len() as u32 - data_at;
     }
     data.shrink_to_fit();
+    let has_wildcards = (0..z.names.len() as u32).any(|id| z.name_of(id).starts_with(b"\x01*"));
     let Some((soa_ttl, Some(RData::Soa(soa)))) = soa else {
         unreachable!("the apex SOA was ensured above")
     };
+    let mut name_arena = z.name_arena;
+    name_arena.shrink_to_fit();
     Zone {
         origin,
-        hasher,
-        table,
+        hasher: z.hasher,
+        table: z.index,
         nodes,
         names: name_arena,
         data,
@@ -787,7 +965,7 @@ mod tests {
         let mut b = CatalogBuilder::new(defaults());
         b.add(&origin, rec("_iroh.abc.example.org.", RType::TXT, "x=y"), 0)
             .unwrap();
-        let cat = b.build();
+        let (cat, _) = b.build();
         let zone = cat.find_zone(n("foo.bar.example.org.").wire()).unwrap();
         assert!(matches!(
             zone.lookup(n("abc.example.org.").wire()),
@@ -813,7 +991,7 @@ mod tests {
         let mut b = CatalogBuilder::new(defaults());
         b.declare(&n("example.org."));
         b.declare(&n("sub.example.org."));
-        let cat = b.build();
+        let (cat, _) = b.build();
         assert_eq!(
             cat.find_zone(n("a.sub.example.org.").wire())
                 .unwrap()
@@ -832,14 +1010,16 @@ mod tests {
         let mut b = CatalogBuilder::new(defaults());
         b.add(&origin, rec("a.example.org.", RType::A, "192.0.2.1"), 0)
             .unwrap();
-        assert!(matches!(
-            b.add(&origin, rec("a.example.org.", RType::CNAME, "b"), 0),
-            Err(Rejection::CnameConflict { .. })
-        ));
-        assert!(matches!(
-            b.add(&origin, rec("a.example.org.", RType::A, "192.0.2.2"), 1),
-            Err(Rejection::TakenBy { winner: 0, .. })
-        ));
+        b.add(&origin, rec("a.example.org.", RType::CNAME, "b"), 0)
+            .unwrap();
+        b.add(&origin, rec("a.example.org.", RType::A, "192.0.2.2"), 1)
+            .unwrap();
+        b.add(&origin, rec("c.example.org.", RType::CNAME, "x"), 0)
+            .unwrap();
+        b.add(&origin, rec("c.example.org.", RType::CNAME, "y"), 0)
+            .unwrap();
+        b.add(&origin, rec("c.example.org.", RType::TXT, "t"), 0)
+            .unwrap();
         assert!(matches!(
             b.add(&origin, rec("example.org.", RType::CNAME, "b"), 0),
             Err(Rejection::CnameAtApex { .. })
@@ -852,7 +1032,20 @@ mod tests {
         let mut r = rec("a.example.org.", RType::A, "192.0.2.1");
         r.ttl = 30;
         b.add(&origin, r, 0).unwrap();
-        let cat = b.build();
+        let (cat, refused) = b.build();
+        let shown: Vec<String> = refused
+            .iter()
+            .map(|(n, t, why)| format!("{n} {t}: {why}"))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "a.example.org. A: a.example.org. A is already provided by another source (#0), which takes precedence",
+                "a.example.org. CNAME: a.example.org. cannot have a CNAME and other records (RFC 1034 §3.6.2)",
+                "c.example.org. CNAME: c.example.org. cannot have a CNAME and other records (RFC 1034 §3.6.2)",
+                "c.example.org. TXT: c.example.org. cannot have a CNAME and other records (RFC 1034 §3.6.2)",
+            ]
+        );
         let Lookup::Found(node) = cat
             .zone(&origin)
             .unwrap()
@@ -862,6 +1055,17 @@ mod tests {
         };
         assert_eq!(node.get(RType::A).unwrap().ttl, 30);
         assert_eq!(node.get(RType::A).unwrap().len(), 1);
+        let Lookup::Found(c) = cat
+            .zone(&origin)
+            .unwrap()
+            .lookup(n("c.example.org.").wire())
+        else {
+            panic!()
+        };
+        assert_eq!(
+            c.get(RType::CNAME).unwrap().decoded(),
+            [RData::Cname(n("x.example.org."))]
+        );
     }
 
     #[test]
@@ -872,7 +1076,7 @@ mod tests {
             .unwrap();
         b.add(&origin, rec("child.example.org.", RType::NS, "ns.child"), 0)
             .unwrap();
-        let cat = b.build();
+        let (cat, _) = b.build();
         let zone = cat.zone(&origin).unwrap();
         assert!(matches!(
             zone.lookup(n("x.w.example.org.").wire()),
@@ -898,7 +1102,7 @@ mod tests {
         let mut a = CatalogBuilder::new(defaults());
         a.add(&origin, rec("x.example.org.", RType::A, "192.0.2.1"), 0)
             .unwrap();
-        let za = a.build_zones().remove(0);
+        let za = a.build_zones().0.remove(0);
         let mut b = CatalogBuilder::new(BuildDefaults {
             default_ttl: 5,
             serial: 9,
@@ -913,13 +1117,14 @@ mod tests {
             0,
         )
         .unwrap();
-        let zb = b.build_zones().remove(0);
+        let zb = b.build_zones().0.remove(0);
         let mut m = CatalogBuilder::new(defaults());
-        assert!(m.add_zone(&za, 0).is_empty());
-        let refused = m.add_zone(&zb, 1);
+        m.add_zone(&za, 0);
+        m.add_zone(&zb, 1);
+        let (mut merged, refused) = m.build_zones();
         assert_eq!(refused.len(), 1, "{refused:?}");
         assert_eq!(refused[0].1, RType::A);
-        let merged = m.build_zones().remove(0);
+        let merged = merged.remove(0);
         assert_eq!(
             merged.soa().serial,
             42,
@@ -965,7 +1170,7 @@ mod tests {
             )
             .unwrap();
         }
-        let zone = b.build_zones().remove(0);
+        let zone = b.build_zones().0.remove(0);
         let per_host = zone.data_bytes() / 1000;
         assert!(
             per_host < 100,

@@ -50,7 +50,7 @@ fn catalog() -> meshdns_zone::Catalog {
     for i in 0..200 {
         add("many", RType::A, &format!("10.0.{}.{}", i / 250, i % 250));
     }
-    b.build()
+    b.build().0
 }
 
 /// Valid queries (with EDNS) to mutate.
@@ -152,7 +152,7 @@ fn a_cname_loop_ends_and_an_oversized_rrset_truncates_over_tcp() {
         )
         .unwrap();
     }
-    let catalog = b.build();
+    let catalog = b.build().0;
     let mut q = vec![0, 7, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 4];
     q.extend_from_slice(b"huge\x07example\x03org\x00\x00\x01\x00\x01");
     let mut out = Vec::new();
@@ -202,7 +202,7 @@ fn additional_addresses_that_do_not_fit_are_dropped_without_tc() {
         )
         .unwrap();
     }
-    let catalog = b.build();
+    let catalog = b.build().0;
     let mut q = vec![0, 9, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
     q.extend_from_slice(b"\x07example\x03org\x00\x00\x02\x00\x01");
     let mut out = Vec::new();

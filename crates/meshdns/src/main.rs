@@ -267,7 +267,7 @@ fn check(args: &CheckArgs) -> Result<bool> {
             .and_then(|bytes| parse(&label, &source.kind, &bytes, &settings));
         match parsed {
             Ok(p) => {
-                let (compiled, refused) = compile(&label, &p, defaults);
+                let (compiled, refused) = compile(&label, p.zones, defaults);
                 for problem in p.problems.iter().chain(&refused) {
                     println!("{problem}");
                 }
