@@ -34,7 +34,7 @@ pub fn compile(
     let mut builder = CatalogBuilder::new(defaults);
     let mut problems = Vec::new();
     for zone in zones {
-        builder.declare(&zone.origin);
+        builder.reserve(&zone.origin, zone.records.len());
         if let Some(t) = zone.soa {
             // One file, one source: a template cannot be refused here.
             let _ = builder.set_soa_template(&zone.origin, t, 0);

@@ -109,7 +109,10 @@ pub fn parse(
     let mut dollar_ttl: Option<u32> = None;
     let mut last_ttl: Option<u32> = None;
     let mut last_owner: Option<Name> = None;
-    let mut records: Vec<(usize, Record)> = Vec::new();
+    let mut last_owner_text: Option<&str> = None;
+    let mut last_owner_origin: Option<Name> = None;
+    // About one record per 40 bytes of text: reserve once instead of growing.
+    let mut records: Vec<(usize, Record)> = Vec::with_capacity(text.len() / 40);
     let mut seen_soa = false;
     for entry in entries {
         let at = || format!("line {}", entry.line);
@@ -162,15 +165,28 @@ pub fn parse(
             }
         } else {
             rest = &t[1..];
-            match Name::parse(first.text, current_origin.as_ref()) {
-                Ok(n) => n,
-                Err(e) => {
-                    skip(&mut problems, format!("owner {:?}: {e}", first.text));
-                    last_owner = None;
-                    continue;
+            match &last_owner {
+                // The same owner text under the same origin as the line before: same name.
+                Some(o)
+                    if last_owner_text == Some(first.text)
+                        && last_owner_origin == current_origin =>
+                {
+                    o.clone()
                 }
+                _ => match Name::parse(first.text, current_origin.as_ref()) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        skip(&mut problems, format!("owner {:?}: {e}", first.text));
+                        last_owner = None;
+                        continue;
+                    }
+                },
             }
         };
+        if !entry.inherit_owner {
+            last_owner_text = Some(first.text);
+            last_owner_origin.clone_from(&current_origin);
+        }
         last_owner = Some(owner.clone());
         let mut ttl = None;
         let mut class_ok = true;
@@ -196,8 +212,7 @@ pub fn parse(
             skip(&mut problems, format!("{owner}: only class IN is served"));
             continue;
         }
-        let Some(rtype) =
-            RType::from_mnemonic(type_tok.text).filter(|t| RType::SERVED.contains(t))
+        let Some(rtype) = RType::from_mnemonic(type_tok.text).filter(|t| RType::SERVED.contains(t))
         else {
             skip(
                 &mut problems,

@@ -538,19 +538,32 @@ impl ZoneBuilder {
     /// non-terminals); their names are suffixes of the owner's bytes, so nothing is copied.
     fn add_empty_non_terminals(&mut self) {
         let apex_len = self.origin.wire().len();
+        let mut wire = [0u8; 256];
         for id in 0..self.names.len() as u32 {
             let owner = self.names[id as usize];
-            let wire = self.name_of(id).to_vec();
-            for o in label_offsets(&wire).skip(1) {
-                if wire.len() - o < apex_len || self.find(&wire[o..]).is_some() {
+            let len = usize::from(owner.len);
+            wire[..len].copy_from_slice(self.name_of(id));
+            for o in label_offsets(&wire[..len]).skip(1) {
+                if len - o < apex_len || self.find(&wire[o..len]).is_some() {
                     break;
                 }
                 self.insert(NameRef {
                     at: owner.at + o as u32,
-                    len: (wire.len() - o) as u8,
+                    len: (len - o) as u8,
                 });
             }
         }
+    }
+
+    fn reserve(&mut self, records: usize, bytes_per_record: usize) {
+        self.entries.reserve(records);
+        self.rdata_arena.reserve(records * bytes_per_record);
+        self.name_arena.reserve(records * 16);
+        let (names, arena, hasher) = (&self.names, &self.name_arena, &self.hasher);
+        self.index.reserve(records, |&other| {
+            let o = names[other as usize];
+            hasher.hash_one(&arena[o.at as usize..o.at as usize + usize::from(o.len)])
+        });
     }
 }
 
@@ -583,6 +596,16 @@ impl CatalogBuilder {
         self.zones
             .entry(origin.clone())
             .or_insert_with(|| ZoneBuilder::new(origin));
+    }
+
+    /// Makes room for about `records` more records in zone `origin` (declaring it), so a large
+    /// load does not grow its tables step by step.
+    pub fn reserve(&mut self, origin: &Name, records: usize) {
+        self.declare(origin);
+        self.zones
+            .get_mut(origin)
+            .expect("declared above")
+            .reserve(records, 16);
     }
 
     /// Sets the SOA template of zone `origin` (declaring it); the first source to set one keeps
