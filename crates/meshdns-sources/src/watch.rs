@@ -376,6 +376,16 @@ impl FileSources {
     }
 }
 
+/// Loading a large file must not take CPU from answering queries (a pinned one-core server
+/// would otherwise stall for the length of the parse): this thread runs at nice 10.
+fn lower_own_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority with who = 0 changes only the calling thread on Linux.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, 10);
+    }
+}
+
 /// Gives memory freed after a load back to the operating system. glibc keeps freed heap
 /// pages for reuse, so the parse-and-build peak of a large file would otherwise stay in RSS.
 fn release_free_memory() {
@@ -446,6 +456,7 @@ pub fn spawn_watcher(mut sources: FileSources) -> std::io::Result<WatchHandle> {
     let thread = std::thread::Builder::new()
         .name("meshdns-files".into())
         .spawn(move || {
+            lower_own_priority();
             let poll = sources.config.poll_interval;
             let debounce = sources.config.debounce;
             loop {

@@ -237,3 +237,128 @@ fn additional_addresses_that_do_not_fit_are_dropped_without_tc() {
         "over TCP they fit"
     );
 }
+
+/// The compact zone answers exactly what a plain model of the records says, for every name and
+/// type of generated zones and for random names that do not exist: positive answers carry the
+/// model's RRset, existing names without the type and empty non-terminals are NODATA, and
+/// everything else is NXDOMAIN.
+#[test]
+fn answers_match_a_model_of_generated_zones() {
+    use std::collections::{BTreeSet, HashMap, HashSet};
+    let origin: Name = "model.test.".parse().unwrap();
+    let mut rng = Rng(0xDEAD_BEEF_CAFE_F00D);
+    let types = [
+        RType::A,
+        RType::AAAA,
+        RType::TXT,
+        RType::MX,
+        RType::SRV,
+        RType::CAA,
+    ];
+    for round in 0..4 {
+        let mut b = CatalogBuilder::new(BuildDefaults {
+            default_ttl: 5,
+            serial: 1,
+        });
+        let mut model: HashMap<(Name, RType), BTreeSet<String>> = HashMap::new();
+        let labels = ["a", "b", "c", "_iroh", "host", "x1", "Zz"];
+        for _ in 0..(200 + round * 300) {
+            let depth = 1 + rng.below(3);
+            let text: Vec<&str> = (0..depth)
+                .map(|_| labels[rng.below(labels.len())])
+                .collect();
+            let name = Name::parse(&text.join("."), Some(&origin)).unwrap();
+            let t = types[rng.below(types.len())];
+            let value = match t {
+                RType::A => format!("10.0.{}.{}", rng.below(4), rng.below(250)),
+                RType::AAAA => format!("fd00::{:x}", rng.below(900)),
+                RType::TXT => format!("\"v{}\"", rng.below(50)),
+                RType::MX => format!("{} mx{}.other.", rng.below(20), rng.below(5)),
+                RType::SRV => format!(
+                    "{} {} {} t{}.other.",
+                    rng.below(3),
+                    rng.below(3),
+                    1 + rng.below(999),
+                    rng.below(4)
+                ),
+                _ => format!("0 issue \"ca{}.example\"", rng.below(3)),
+            };
+            let data = RData::parse(t, &value, &origin).unwrap();
+            model
+                .entry((name.clone(), t))
+                .or_default()
+                .insert(data.to_string());
+            b.add(
+                &origin,
+                Record {
+                    name,
+                    ttl: 60,
+                    data,
+                },
+                0,
+            )
+            .unwrap();
+        }
+        let (catalog, refused) = b.build();
+        assert!(refused.is_empty());
+        let owners: HashSet<Name> = model.keys().map(|(n, _)| n.clone()).collect();
+        let mut existing: HashSet<Name> = owners.clone();
+        for o in &owners {
+            let mut cur = o.parent();
+            while let Some(p) = cur {
+                if !p.is_subdomain_of(&origin) {
+                    break;
+                }
+                cur = p.parent();
+                existing.insert(p);
+            }
+        }
+        let mut names: Vec<Name> = existing.iter().cloned().collect();
+        for i in 0..200 {
+            names.push(
+                Name::parse(
+                    &format!("nope{i}.{}", labels[i % labels.len()]),
+                    Some(&origin),
+                )
+                .unwrap(),
+            );
+        }
+        let mut out = Vec::new();
+        for name in &names {
+            for &t in &types {
+                let mut q = vec![0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+                q.extend_from_slice(name.wire());
+                q.extend_from_slice(&t.0.to_be_bytes());
+                q.extend_from_slice(&[0, 1]);
+                let outcome = answer(
+                    &catalog,
+                    &q,
+                    Transport::Stream,
+                    &AnswerConfig::default(),
+                    &mut out,
+                );
+                let m = Message::from_vec(&out).unwrap();
+                let got: BTreeSet<String> = m.answers.iter().map(|r| r.data.to_string()).collect();
+                match model.get(&(name.clone(), t)) {
+                    Some(want) => {
+                        let want: BTreeSet<String> =
+                            want.iter().map(|v| v.replace('"', "")).collect();
+                        let got: BTreeSet<String> =
+                            got.iter().map(|v| v.replace('"', "")).collect();
+                        assert_eq!(got, want, "{name} {t}");
+                        assert_eq!(outcome.rcode, meshdns_zone::rcode::NOERROR);
+                    }
+                    None if existing.contains(name) || name == &origin => {
+                        assert!(m.answers.is_empty(), "{name} {t}: NODATA expected");
+                        assert_eq!(outcome.rcode, meshdns_zone::rcode::NOERROR, "{name} {t}");
+                        assert_eq!(m.authorities.len(), 1);
+                    }
+                    None => {
+                        assert_eq!(outcome.rcode, meshdns_zone::rcode::NXDOMAIN, "{name} {t}");
+                        assert_eq!(m.authorities.len(), 1);
+                    }
+                }
+            }
+        }
+    }
+}
