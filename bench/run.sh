@@ -5,6 +5,7 @@
 #   bench/run.sh perf [REPS] [SERVERS]   # 100k-host zone: unthrottled full/A mixes, CPU/query at 20k and 100k QPS
 #   bench/run.sh load1m [REPS] [SERVERS] # 1M-host zone: load time and memory
 #   bench/run.sh negscale [SERVERS]      # negatives-only QPS at 1k / 100k / 1M hosts (cost must not grow)
+#   bench/run.sh reload                  # meshdns: 10 reloads of the 1M-host zone under 100k QPS
 #   bench/run.sh summary DIR             # markdown tables from a results directory
 #
 # Servers: meshdns reflector nsd knot bind. Each server runs under `taskset -c 0` with one
@@ -113,6 +114,34 @@ negscale_one() { # negatives-only at three zone sizes, same query file shape per
   done
 }
 
+reload_test() { # 10 reloads of the 1M-host zone while dnsperf sends 100k QPS
+  local data="$DATA_ROOT/n1m" r="$RUN_ROOT/reload" port=5309
+  rm -rf "$r"; mkdir -p "$r"
+  cp "$data/bench.test.zone" "$r/a.zone"
+  sed '0,/ SOA /s/\( SOA [^ ]* [^ ]* \)1 /\12 /' "$data/bench.test.zone" > "$r/b.zone"
+  cp "$r/a.zone" "$r/bench.test.zone"
+  START_NS=$(date +%s%N)
+  taskset -c 0 "$MESHDNS" serve --zone-file "bench.test.=$r/bench.test.zone" --listen 127.0.0.1:$port \
+      --udp-sockets 1 --workers 1 --log-level info > "$r/out.log" 2>&1 &
+  SERVER_PID=$!
+  START_NS=$START_NS $PROBE wait $port "$(awk '/last_iroh/{print $2}' "$data/names.txt")" TXT 590 >/dev/null
+  taskset -c 1 dnsperf -s 127.0.0.1 -p $port -d "$DATA_ROOT/n100k/queries.txt" -l 600 -c "$CLIENTS" -Q 100000 \
+      > "$OUT/dnsperf_reload.txt" 2>&1 &
+  local perf=$!
+  sleep 5
+  for k in $(seq 1 10); do
+    local src=b; [ $((k % 2)) = 0 ] && src=a
+    local t0; t0=$(date +%s%N)
+    cp "$r/$src.zone" "$r/next.zone" && mv "$r/next.zone" "$r/bench.test.zone"
+    until [ "$(grep -c 'snapshot published' "$r/out.log")" -gt "$k" ]; do sleep 0.05; done
+    echo "  reload $k: published after $(( ($(date +%s%N) - t0) / 1000000 )) ms" | tee -a "$OUT/reload.txt"
+  done
+  sleep 5
+  kill -INT $perf; wait $perf
+  grep -E "Queries (sent|completed|lost)|Response codes|Queries per second" "$OUT/dnsperf_reload.txt" | tee -a "$OUT/reload.txt"
+  stop_server
+}
+
 setup() {
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq dnsperf nsd knot bind9 dnsutils knot-dnsutils >/dev/null
@@ -137,6 +166,8 @@ case $cmd in
       for s in $servers; do case $cmd in perf) perf_one "$s" "$rep";; load1m) load1m_one "$s" "$rep";; esac; done
     done
     echo "results in $OUT" ;;
+  reload)
+    mkdir -p "$OUT" "$RUN_ROOT"; reload_test; echo "results in $OUT" ;;
   negscale)
     mkdir -p "$OUT" "$RUN_ROOT"
     for s in ${*:-meshdns nsd knot}; do negscale_one "$s"; done

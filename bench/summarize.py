@@ -56,8 +56,9 @@ def main() -> int:
             m = statistics.median(x["qps"] for x in v)
             best[mix] = max(best.get(mix, 0), m)
 
-    print("### Throughput (unthrottled, dnsperf -c 8 -q 100 -l 10)\n")
-    print("| server | mix | reps | QPS median (min–max) | × best on mix | avg latency ms | max latency ms | lost (sum) | server CPU % | RSS after traffic MiB | PSS MiB |")
+    refl = {mix: statistics.median(x["qps"] for x in v) for (name, mix, q), v in runs.items() if name == "reflector" and q == 0}
+    print("### Throughput (unthrottled, dnsperf -c 8)\n")
+    print("| server | mix | reps | QPS median (min–max) | × reflector | avg latency ms | max latency ms | lost (sum) | server CPU % | RSS after traffic MiB | PSS MiB |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for k in sorted(runs, key=key_order):
         name, mix, q = k
@@ -65,14 +66,15 @@ def main() -> int:
             continue
         v = runs[k]
         med = statistics.median(x["qps"] for x in v)
-        print(f"| {name} | {mix} | {len(v)} | {fmt3([x['qps'] for x in v])} | {med / best[mix]:.3f} | "
+        ratio = f"{med / refl[mix]:.3f}" if refl.get(mix) else "—"
+        print(f"| {name} | {mix} | {len(v)} | {fmt3([x['qps'] for x in v])} | {ratio} | "
               f"{fmt3([x['avg'] for x in v], '{:.3f}')} | {fmt3([x['max'] for x in v], '{:.2f}')} | "
               f"{sum(x['lost'] for x in v)} | {fmt3([x['cpu'] for x in v], '{:.0f}')} | "
               f"{fmt3([x['rss'] for x in v], '{:.1f}')} | {fmt3([x['pss'] for x in v], '{:.1f}')} |")
 
     print("\n### Latency at a fixed offered load (dnsperf -Q)\n")
-    print("| server | mix | offered QPS | reps | achieved QPS | avg latency ms | max latency ms | lost (sum) | server CPU % |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| server | mix | offered QPS | reps | achieved QPS | avg latency ms | max latency ms | lost (sum) | server CPU % | CPU µs per query |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for k in sorted(runs, key=key_order):
         name, mix, q = k
         if q == 0:
@@ -80,7 +82,8 @@ def main() -> int:
         v = runs[k]
         print(f"| {name} | {mix} | {q} | {len(v)} | {fmt3([x['qps'] for x in v])} | "
               f"{fmt3([x['avg'] for x in v], '{:.3f}')} | {fmt3([x['max'] for x in v], '{:.2f}')} | "
-              f"{sum(x['lost'] for x in v)} | {fmt3([x['cpu'] for x in v], '{:.0f}')} |")
+              f"{sum(x['lost'] for x in v)} | {fmt3([x['cpu'] for x in v], '{:.0f}')} | "
+              f"{fmt3([x['cpu'] * 1e4 / x['qps'] for x in v if x['qps']] or [0], '{:.2f}')} |")
 
     print("\n### Zone load (process start → last record answerable)\n")
     print("| server | zone | reps | load time s | RSS after load MiB | PSS MiB | processes |")

@@ -1,0 +1,120 @@
+//! The query path allocates nothing: with a reused output buffer, `answer()` makes no heap
+//! allocation for hits, negatives, CNAME chains, wildcards, referrals, truncation or malformed
+//! packets. Counted with a global allocator wrapper (this test binary only).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use meshdns_zone::{
+    AnswerConfig, BuildDefaults, CatalogBuilder, Name, RData, RType, Record, Transport, answer,
+};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator unchanged, only counting calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn query(name: &str, qtype: u16, edns: bool) -> Vec<u8> {
+    let mut p = vec![0xAB, 0xCD, 0, 0, 0, 1, 0, 0, 0, 0, 0, u8::from(edns)];
+    for label in name.trim_end_matches('.').split('.') {
+        p.push(label.len() as u8);
+        p.extend_from_slice(label.as_bytes());
+    }
+    p.push(0);
+    p.extend_from_slice(&qtype.to_be_bytes());
+    p.extend_from_slice(&[0, 1]);
+    if edns {
+        p.extend_from_slice(&[0, 0, 41, 0x04, 0xD0, 0, 0, 0, 0, 0, 0]);
+    }
+    p
+}
+
+#[test]
+fn answering_allocates_nothing() {
+    let origin: Name = "example.org.".parse().unwrap();
+    let mut b = CatalogBuilder::new(BuildDefaults {
+        default_ttl: 5,
+        serial: 1,
+    });
+    let mut add = |name: &str, t: RType, v: &str| {
+        let data = RData::parse(t, v, &origin).unwrap();
+        b.add(
+            &origin,
+            Record {
+                name: Name::parse(name, Some(&origin)).unwrap(),
+                ttl: 60,
+                data,
+            },
+            0,
+        )
+        .unwrap();
+    };
+    add("www", RType::A, "192.0.2.1");
+    add("www", RType::AAAA, "2001:db8::1");
+    add("alias", RType::CNAME, "www");
+    add("_iroh.k.nodes", RType::TXT, "\"relay=https://r.example./\"");
+    add("*.wild", RType::A, "192.0.2.7");
+    add("sub", RType::NS, "ns.sub");
+    add("ns.sub", RType::A, "192.0.2.9");
+    add("mx", RType::MX, "10 www");
+    for i in 0..100 {
+        add("many", RType::A, &format!("10.0.0.{i}"));
+    }
+    let (catalog, _) = b.build();
+    let packets = [
+        query("WWW.example.org", 1, true),
+        query("alias.example.org", 28, false),
+        query("_iroh.k.nodes.example.org", 16, true),
+        query("k.nodes.example.org", 16, true),
+        query("nope.example.org", 1, true),
+        query("x.wild.example.org", 1, true),
+        query("a.sub.example.org", 1, true),
+        query("mx.example.org", 15, true),
+        query("many.example.org", 1, false),
+        query("example.com", 1, true),
+        query("www.example.org", 255, true),
+        vec![0xAB, 0xCD, 0x28, 0, 0, 1, 0, 0, 0, 0, 0, 0],
+        vec![1, 2, 3],
+    ];
+    let config = AnswerConfig::default();
+    let mut out = Vec::with_capacity(65_535);
+    // Warm up once (the catalog's lazily initialised parts, if any).
+    for p in &packets {
+        answer(&catalog, p, Transport::Udp, &config, &mut out);
+    }
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    for _ in 0..100 {
+        for p in &packets {
+            for transport in [Transport::Udp, Transport::Stream] {
+                answer(&catalog, p, transport, &config, &mut out);
+            }
+        }
+    }
+    let after = ALLOCATIONS.load(Ordering::Relaxed);
+    assert_eq!(
+        after - before,
+        0,
+        "allocations while answering {} queries",
+        100 * packets.len() * 2
+    );
+}
