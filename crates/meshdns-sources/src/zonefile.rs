@@ -14,84 +14,86 @@ use meshdns_zone::{Name, RData, RType, Record};
 
 use crate::records::{Parsed, Problem, ZoneContent};
 
-/// One logical entry: its first line, whether it began with blank space, and its fields
-/// (slices of the file's text).
-struct Entry<'a> {
+/// Reads a zone file one logical entry at a time (an entry may span lines inside parentheses).
+/// Tokens are slices of the text, collected into a buffer the caller reuses.
+struct Lexer<'a, 'f> {
+    file: &'f str,
+    text: &'a str,
+    at: usize,
     line: usize,
-    inherit_owner: bool,
-    tokens: Vec<Token<'a>>,
 }
 
-fn lex<'a>(file: &str, text: &'a str) -> Result<Vec<Entry<'a>>, Problem> {
-    let b = text.as_bytes();
-    let syntax = |line: usize, reason: String| Problem::new(file, format!("line {line}"), reason);
-    let mut entries = Vec::new();
-    let mut line = 1;
-    let mut open_since: Option<usize> = None;
-    let mut current: Option<Entry<'a>> = None;
-    let mut at_line_start = true;
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        if at_line_start && open_since.is_none() {
-            at_line_start = false;
-            if c != b'\n' {
-                current = Some(Entry {
-                    line,
-                    inherit_owner: c == b' ' || c == b'\t',
-                    tokens: Vec::new(),
-                });
+/// Where an entry starts and whether it began with blank space (inheriting the owner).
+struct EntryStart {
+    line: usize,
+    inherit_owner: bool,
+}
+
+impl<'a> Lexer<'a, '_> {
+    fn syntax(&self, line: usize, reason: String) -> Problem {
+        Problem::new(self.file, format!("line {line}"), reason)
+    }
+
+    /// Fills `tokens` with the next entry's fields; `None` at the end of the text.
+    fn next_entry(&mut self, tokens: &mut Vec<Token<'a>>) -> Result<Option<EntryStart>, Problem> {
+        let b = self.text.as_bytes();
+        loop {
+            tokens.clear();
+            if self.at >= b.len() {
+                return Ok(None);
             }
-        }
-        match c {
-            b'\n' => {
-                line += 1;
-                if open_since.is_none() {
-                    if let Some(e) = current.take().filter(|e| !e.tokens.is_empty()) {
-                        entries.push(e);
+            let start = EntryStart {
+                line: self.line,
+                inherit_owner: b[self.at] == b' ' || b[self.at] == b'\t',
+            };
+            let mut open_since: Option<usize> = None;
+            while self.at < b.len() {
+                match b[self.at] {
+                    b'\n' => {
+                        self.line += 1;
+                        self.at += 1;
+                        if open_since.is_none() {
+                            break;
+                        }
                     }
-                    at_line_start = true;
+                    b';' => {
+                        while self.at < b.len() && b[self.at] != b'\n' {
+                            self.at += 1;
+                        }
+                    }
+                    b'(' => {
+                        if let Some(open) = open_since {
+                            return Err(self.syntax(
+                                self.line,
+                                format!("nested '(' (one is already open since line {open})"),
+                            ));
+                        }
+                        open_since = Some(self.line);
+                        self.at += 1;
+                    }
+                    b')' => {
+                        if open_since.take().is_none() {
+                            return Err(self.syntax(self.line, "')' without a matching '('".into()));
+                        }
+                        self.at += 1;
+                    }
+                    b' ' | b'\t' | b'\r' => self.at += 1,
+                    _ => {
+                        let (token, next) = scan_token(self.text, self.at)
+                            .map_err(|e| self.syntax(self.line, e))?;
+                        tokens.push(token);
+                        self.at = next;
+                    }
                 }
-                i += 1;
             }
-            b';' => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
+            if let Some(open) = open_since {
+                return Err(self.syntax(open, "'(' is never closed".into()));
             }
-            b'(' => {
-                if let Some(open) = open_since {
-                    return Err(syntax(
-                        line,
-                        format!("nested '(' (one is already open since line {open})"),
-                    ));
-                }
-                open_since = Some(line);
-                i += 1;
-            }
-            b')' => {
-                if open_since.take().is_none() {
-                    return Err(syntax(line, "')' without a matching '('".into()));
-                }
-                i += 1;
-            }
-            b' ' | b'\t' | b'\r' => i += 1,
-            _ => {
-                let (token, next) = scan_token(text, i).map_err(|e| syntax(line, e))?;
-                if let Some(e) = current.as_mut() {
-                    e.tokens.push(token);
-                }
-                i = next;
+            if !tokens.is_empty() {
+                return Ok(Some(start));
             }
         }
     }
-    if let Some(open) = open_since {
-        return Err(syntax(open, "'(' is never closed".into()));
-    }
-    if let Some(e) = current.filter(|e| !e.tokens.is_empty()) {
-        entries.push(e);
-    }
-    Ok(entries)
 }
 
 /// Parses a zone file. `origin` is the initial `$ORIGIN`; without one the file must set
@@ -102,7 +104,13 @@ pub fn parse(
     origin: Option<&Name>,
     default_ttl: u32,
 ) -> Result<Parsed, Problem> {
-    let entries = lex(file, text)?;
+    let mut lexer = Lexer {
+        file,
+        text,
+        at: 0,
+        line: 1,
+    };
+    let mut tokens: Vec<Token<'_>> = Vec::with_capacity(16);
     let mut problems = Vec::new();
     let mut current_origin = origin.cloned();
     let mut apex = origin.cloned();
@@ -114,12 +122,12 @@ pub fn parse(
     // About one record per 40 bytes of text: reserve once instead of growing.
     let mut records: Vec<(usize, Record)> = Vec::with_capacity(text.len() / 40);
     let mut seen_soa = false;
-    for entry in entries {
+    while let Some(entry) = lexer.next_entry(&mut tokens)? {
         let at = || format!("line {}", entry.line);
         let skip = |problems: &mut Vec<Problem>, reason: String| {
             problems.push(Problem::new(file, at(), reason))
         };
-        let t = &entry.tokens;
+        let t = &tokens[..];
         let first = &t[0];
         if !entry.inherit_owner && !first.quoted && first.text.starts_with('$') {
             let fatal = |reason: String| Problem::new(file, at(), reason);

@@ -498,7 +498,7 @@ pub fn wire_name_len(w: &[u8]) -> Option<usize> {
 
 /// Parses an IPv6 address, refusing IPv4 text and IPv4-mapped addresses with a clear reason.
 pub fn parse_ipv6(text: &str) -> Result<Ipv6Addr, RDataError> {
-    if text.parse::<Ipv4Addr>().is_ok() {
+    if !text.contains(':') && text.parse::<Ipv4Addr>().is_ok() {
         return err(format!(
             "{text:?} is an IPv4 address where IPv6 is expected"
         ));

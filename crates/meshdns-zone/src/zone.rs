@@ -791,8 +791,8 @@ fn finish_zone(mut z: ZoneBuilder, defaults: BuildDefaults, refused: &mut Vec<Re
     let apex_id = z
         .find(origin.wire())
         .expect("the apex node exists from the start");
+    // Entries are still in the order added here, so `find` gives the first of each kind.
     let mut entries = std::mem::take(&mut z.entries);
-    entries.sort_unstable_by_key(|e| (e.node, e.rtype, e.seq));
 
     let given_ns = entries
         .iter()
@@ -836,7 +836,8 @@ fn finish_zone(mut z: ZoneBuilder, defaults: BuildDefaults, refused: &mut Vec<Re
             seq: u32::MAX,
         });
     }
-    entries.sort_by_key(|e| (e.node, e.rtype, e.seq));
+    // One sort: by node, then type, then the order added (which decides precedence).
+    entries.sort_unstable_by_key(|e| (e.node, e.rtype, e.seq));
 
     let mut nodes: Vec<NodeMeta> = z
         .names
