@@ -127,7 +127,7 @@ pub fn parse(
         let skip = |problems: &mut Vec<Problem>, reason: String| {
             problems.push(Problem::new(file, at(), reason))
         };
-        let t = &tokens[..];
+        let t = tokens.as_slice();
         let first = &t[0];
         if !entry.inherit_owner && !first.quoted && first.text.starts_with('$') {
             let fatal = |reason: String| Problem::new(file, at(), reason);
@@ -159,7 +159,7 @@ pub fn parse(
             }
             continue;
         }
-        let mut rest = &t[..];
+        let mut rest = t;
         let owner = if entry.inherit_owner {
             match &last_owner {
                 Some(o) => o.clone(),
