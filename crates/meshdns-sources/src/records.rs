@@ -419,16 +419,90 @@ fn meshdns_zone(
             }
         }
     }
-    if let Some(Value::Array(iroh)) = zone.get("iroh") {
-        for i in 0..iroh.len() {
-            problems.push(Problem::new(
-                file,
-                format!("{entry}.iroh[{i}]"),
-                "iroh endpoints are not served by this version of meshdns yet; entry skipped",
-            ));
+    match zone.get("iroh") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(endpoints)) => {
+            for (i, ep) in endpoints.iter().enumerate() {
+                let ientry = format!("{entry}.iroh[{i}]");
+                match iroh_endpoint(ep, &origin) {
+                    Ok(records) => content.records.extend(records),
+                    Err((label, reason)) => {
+                        let at = if label.is_empty() {
+                            ientry
+                        } else {
+                            format!("{ientry} ({label})")
+                        };
+                        problems.push(Problem::new(file, at, reason));
+                    }
+                }
+            }
         }
+        Some(_) => problems.push(Problem::new(
+            file,
+            format!("{entry}.iroh"),
+            "`iroh` must be a list of endpoints",
+        )),
     }
     Ok(content)
+}
+
+const IROH_KEYS: &[&str] = &["endpoint", "relay", "addrs", "userData", "suffix", "ttl"];
+
+/// One iroh endpoint entry: `endpoint` (64 hex or 52 z-base-32), `relay`, `addrs`
+/// (`ip:port`, IPv6 as `[ip]:port`), `userData`, `suffix`, `ttl` (default 5 s). Published as the
+/// TXT records iroh resolves at `_iroh.<z32>[.<suffix>].<origin>` (see `meshdns_iroh`).
+fn iroh_endpoint(ep: &Value, origin: &Name) -> Result<Vec<Record>, (String, String)> {
+    let Value::Object(ep) = ep else {
+        return Err((
+            String::new(),
+            "expected a mapping with `endpoint` and `relay` and/or `addrs`".into(),
+        ));
+    };
+    let id_text = ep.get("endpoint").and_then(scalar_text).unwrap_or_default();
+    let label: String = id_text.chars().take(12).collect();
+    let fail = |reason: String| (label.clone(), reason);
+    if let Some(reason) = unknown_keys(ep, IROH_KEYS) {
+        return Err(fail(reason));
+    }
+    if id_text.is_empty() {
+        return Err(fail(
+            "missing `endpoint` (the endpoint id, 64 hex or 52 z-base-32 characters)".into(),
+        ));
+    }
+    let id = meshdns_iroh::parse_endpoint_id(&id_text).map_err(|e| fail(e.to_string()))?;
+    let text_list = |key: &str| -> Result<Vec<String>, String> {
+        match ep.get(key) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(list)) => list
+                .iter()
+                .map(|v| scalar_text(v).ok_or_else(|| format!("{key}: {v} is not a string")))
+                .collect(),
+            Some(v) => scalar_text(v)
+                .map(|s| vec![s])
+                .ok_or_else(|| format!("{key}: {v} is not a string")),
+        }
+    };
+    let addrs = text_list("addrs")
+        .map_err(&fail)?
+        .iter()
+        .map(|a| {
+            a.parse::<std::net::SocketAddr>()
+                .map_err(|_| fail(format!("address {a:?} is not ip:port (IPv6 as [ip]:port)")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let ttl = match ep.get("ttl") {
+        Some(v) => ttl_value(v).map_err(&fail)?,
+        None => meshdns_iroh::DEFAULT_TTL,
+    };
+    let info = meshdns_iroh::EndpointInfo {
+        id,
+        relay: ep.get("relay").and_then(scalar_text),
+        addrs,
+        user_data: ep.get("userData").and_then(scalar_text),
+        suffix: ep.get("suffix").and_then(scalar_text),
+        ttl,
+    };
+    meshdns_iroh::endpoint_txt(&info, origin).map_err(|e| fail(e.to_string()))
 }
 
 /// One record entry: `name`, `type`, `value` or `values`, optional `ttl`.
@@ -662,6 +736,71 @@ zones:
         assert!(shown[3].contains("outside zone example.org."));
         assert!(shown[4].contains("unknown key(s) colour"));
         assert!(shown[5].starts_with("z.yaml: zones[1]: origin \"bad..zone\""));
+    }
+
+    /// RFC 8032 §7.1 test 1 public key: a valid ed25519 point.
+    const KEY: &str = "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a";
+
+    #[test]
+    fn iroh_endpoints_become_txt_records_and_bad_ones_are_skipped() {
+        let yaml = format!(
+            r#"
+zones:
+  - origin: mesh.example.org
+    iroh:
+      - endpoint: {upper}
+        relay: https://relay.example.org
+        addrs: ["192.0.2.1:4433", "[2001:db8::1]:4433"]
+        suffix: nodes
+        userData: rack-7
+      - endpoint: abc
+      - {{ endpoint: {KEY}, addrs: ["192.0.2.1:0"] }}
+      - {{ endpoint: {KEY}, relay: "https://r.example/?a=b" }}
+      - {{ endpoint: {KEY}, relay: "https://r.example/", colour: red }}
+      - {{ endpoint: {KEY}, addrs: ["192.0.2.1"] }}
+"#,
+            upper = KEY.to_uppercase()
+        );
+        let p = parse("e.yaml", &FileKind::Auto, yaml.as_bytes(), &settings()).unwrap();
+        let recs = &p.zones[0].records;
+        let shown: Vec<String> = recs
+            .iter()
+            .map(|r| format!("{} {} {}", r.name, r.ttl, r.data))
+            .collect();
+        let id = meshdns_iroh::parse_endpoint_id(KEY).unwrap().to_z32();
+        let name = format!("_iroh.{id}.nodes.mesh.example.org.");
+        assert_eq!(
+            shown,
+            [
+                format!("{name} 5 \"relay=https://relay.example.org/\""),
+                format!("{name} 5 \"addr=192.0.2.1:4433\""),
+                format!("{name} 5 \"addr=[2001:db8::1]:4433\""),
+                format!("{name} 5 \"user-data=rack-7\""),
+            ]
+        );
+        let problems: Vec<String> = p.problems.iter().map(ToString::to_string).collect();
+        assert_eq!(problems.len(), 5, "{problems:#?}");
+        assert!(problems[0].starts_with("e.yaml: zones[0].iroh[1] (abc): \"abc\" is not an endpoint id: expected 64 hexadecimal"), "{}", problems[0]);
+        assert!(
+            problems[1].contains("iroh[2] (d75a980182b1): address 192.0.2.1:0 has port 0"),
+            "{}",
+            problems[1]
+        );
+        assert!(
+            problems[2].contains("contains '=', which iroh's TXT parser would cut off"),
+            "{}",
+            problems[2]
+        );
+        assert!(
+            problems[3].contains("unknown key(s) colour"),
+            "{}",
+            problems[3]
+        );
+        assert!(
+            problems[4].contains("\"192.0.2.1\" is not ip:port"),
+            "{}",
+            problems[4]
+        );
     }
 
     #[test]
