@@ -186,7 +186,7 @@ pub fn txt_strings(info: &EndpointInfo) -> Result<Vec<String>, InfoError> {
     if let Some(bad) = addrs.iter().find(|a| a.port() == 0) {
         return Err(InfoError::PortZero(*bad));
     }
-    addrs.sort_by(|a, b| (a.ip().to_string(), a.port()).cmp(&(b.ip().to_string(), b.port())));
+    addrs.sort_by_key(|a| (a.ip().to_string(), a.port()));
     addrs.dedup();
     out.extend(addrs.iter().map(|a| format!("addr={a}")));
     if let Some(data) = &info.user_data {
