@@ -1,16 +1,31 @@
-//! The operations endpoint: `/metrics`, `/healthz`, `/readyz`.
+//! The HTTP endpoint: `/metrics`, `/healthz`, `/readyz`, and DNS over HTTPS at `/dns-query`.
 //!
 //! The server knows nothing about where records come from; the caller hands in what to
 //! append to `/metrics` and how to judge readiness.
+//!
+//! DoH (RFC 8484 §4.1): `GET /dns-query?dns=<base64url, no padding>` and `POST /dns-query`
+//! with an `application/dns-message` body, answered by the same `answer()` as UDP and TCP (as
+//! a stream transport, so nothing is truncated) with `Content-Type: application/dns-message`.
+//! Per RFC 8484 §4.1 the ID should be 0 and it is echoed as sent. A packet `answer()` would
+//! drop (no header, or a response) gets 400. This listener speaks plain HTTP: terminate TLS in
+//! front of it (an ingress or a sidecar) where clients need HTTPS.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use std::collections::HashMap;
+use std::time::Instant;
+
 use axum::Router;
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use meshdns_zone::{AnswerConfig, Transport, answer};
+
+use crate::SharedCatalog;
+use crate::metrics::{DnsMetrics, Proto};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::warn;
@@ -27,15 +42,88 @@ pub struct HttpState {
     pub metrics: MetricsFn,
     /// `/readyz` verdict.
     pub readiness: ReadinessFn,
+    /// DNS over HTTPS, when enabled.
+    pub doh: Option<DohState>,
 }
+
+/// What `/dns-query` answers from.
+#[derive(Clone)]
+pub struct DohState {
+    /// The served snapshot.
+    pub catalog: SharedCatalog,
+    /// Where DoH queries are counted (transport `doh`).
+    pub metrics: Arc<DnsMetrics>,
+    /// Answer settings.
+    pub answer: AnswerConfig,
+}
+
+/// The media type of DNS messages over HTTP (RFC 8484 §6).
+pub const DNS_MESSAGE: &str = "application/dns-message";
 
 /// The router, for embedding or testing.
 pub fn router(state: HttpState) -> Router {
-    Router::new()
+    let mut r = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .with_state(state)
+        .route("/readyz", get(readyz));
+    if state.doh.is_some() {
+        r = r
+            .route("/dns-query", get(doh_get).post(doh_post))
+            .layer(DefaultBodyLimit::max(65_535));
+    }
+    r.with_state(state)
+}
+
+async fn doh_get(
+    State(s): State<HttpState>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Response {
+    let Some(encoded) = params.get("dns") else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "missing ?dns= (a base64url DNS message, RFC 8484)\n",
+        )
+            .into_response();
+    };
+    match data_encoding::BASE64URL_NOPAD.decode(encoded.trim_end_matches('=').as_bytes()) {
+        Ok(packet) => doh_answer(&s, &packet),
+        Err(_) => (StatusCode::BAD_REQUEST, "?dns= is not base64url\n").into_response(),
+    }
+}
+
+async fn doh_post(State(s): State<HttpState>, headers: HeaderMap, body: Bytes) -> Response {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !content_type.starts_with(DNS_MESSAGE) {
+        return (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("Content-Type must be {DNS_MESSAGE}\n"),
+        )
+            .into_response();
+    }
+    doh_answer(&s, &body)
+}
+
+fn doh_answer(s: &HttpState, packet: &[u8]) -> Response {
+    let Some(doh) = &s.doh else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let mut out = Vec::with_capacity(512);
+    let started = Instant::now();
+    let outcome = answer(
+        &doh.catalog.load(),
+        packet,
+        Transport::Stream,
+        &doh.answer,
+        &mut out,
+    );
+    doh.metrics.record(Proto::Doh, &outcome, started.elapsed());
+    if !outcome.reply {
+        return (StatusCode::BAD_REQUEST, "not a DNS query\n").into_response();
+    }
+    ([(header::CONTENT_TYPE, DNS_MESSAGE)], out).into_response()
 }
 
 async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {

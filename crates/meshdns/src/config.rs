@@ -57,6 +57,8 @@ pub struct ServeFile {
     pub log_level: Option<String>,
     /// `text` or `json`.
     pub log_format: Option<String>,
+    /// Serve DNS over HTTPS at `/dns-query` on the HTTP listener (default true).
+    pub doh: Option<bool>,
 }
 
 /// Flags of `meshdns serve`.
@@ -107,6 +109,9 @@ pub struct ServeArgs {
     /// Log format: text or json [default: text].
     #[arg(long)]
     pub log_format: Option<String>,
+    /// Do not serve DNS over HTTPS (/dns-query) on the HTTP listener.
+    #[arg(long)]
+    pub no_doh: bool,
 }
 
 /// The settings `serve` runs with, after merging file and flags.
@@ -140,6 +145,8 @@ pub struct Settings {
     pub log_level: String,
     /// Log as JSON.
     pub log_json: bool,
+    /// Serve `/dns-query`.
+    pub doh: bool,
 }
 
 fn duration(what: &str, text: &str) -> Result<Duration> {
@@ -294,6 +301,7 @@ pub fn settings(args: &ServeArgs) -> Result<Settings> {
             .or(file.log_level)
             .unwrap_or_else(|| "info".into()),
         log_json: log_format == "json",
+        doh: !args.no_doh && file.doh.unwrap_or(true),
     })
 }
 

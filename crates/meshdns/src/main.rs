@@ -14,7 +14,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use arc_swap::ArcSwap;
 use clap::{Parser, Subcommand};
-use meshdns_server::http::{HttpState, router, serve_http};
+use meshdns_server::http::{DohState, HttpState, router, serve_http};
 use meshdns_server::{DnsMetrics, Server, ServerConfig, SharedCatalog};
 use meshdns_sources::{
     FileKind, FileSource, FileSources, ParseSettings, SourceConfig, SourceInput, SourceStatus,
@@ -175,6 +175,13 @@ async fn run(settings: Settings) -> Result<()> {
                     let status = status.clone();
                     Arc::new(move || status.readiness())
                 },
+                doh: settings.doh.then(|| DohState {
+                    catalog: catalog.clone(),
+                    metrics: metrics.clone(),
+                    answer: AnswerConfig {
+                        edns_payload: settings.edns_payload,
+                    },
+                }),
             };
             Some(
                 serve_http(addr, router(state), shutdown.clone(), &tasks)

@@ -8,6 +8,7 @@
 
 mod check;
 mod dig;
+mod doh;
 mod process;
 
 pub use process::*;
