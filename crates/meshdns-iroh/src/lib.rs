@@ -32,6 +32,8 @@
 
 use std::net::SocketAddr;
 
+pub mod pkarr;
+
 pub use iroh_base::EndpointId;
 use meshdns_zone::{Name, RData, Record};
 

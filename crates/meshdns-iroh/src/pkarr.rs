@@ -1,0 +1,322 @@
+//! pkarr signed packets, as iroh endpoints publish them to a relay (iroh-dns-server's
+//! `PUT /pkarr/<z32>`).
+//!
+//! A relay payload is `signature(64) ‖ timestamp(8, big-endian µs since the epoch) ‖ DNS
+//! message`; the key comes from the URL. The signature is ed25519, by the endpoint key, over
+//! the BEP 44 signable `3:seqi<timestamp>e1:v<length>:<DNS message>`. The DNS message is at
+//! most 1000 bytes; its answer records are named relative to the key (`_iroh.<z32>`, or
+//! `<z32>` itself) and may use name compression.
+//!
+//! [`SignedPacket::from_relay_payload`] checks all of that, and [`SignedPacket::records`]
+//! places the records under a served origin (`_iroh.<z32>.<origin>`). A, AAAA and TXT are
+//! served; SOA and NS are dropped, as iroh-dns-server does, and so are other types. A packet
+//! naming anything outside its own key is refused whole.
+
+use meshdns_zone::{Name, RData, RType, Record};
+
+use crate::EndpointId;
+
+/// Largest DNS message a signed packet may carry.
+pub const MAX_DNS_PACKET: usize = 1000;
+/// Signature and timestamp before the DNS message in a relay payload.
+pub const PAYLOAD_HEADER: usize = 64 + 8;
+
+/// Why a relay payload is refused (HTTP 400 at the relay).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PacketError {
+    /// Shorter than signature, timestamp and a DNS header.
+    #[error(
+        "payload of {0} bytes is too short (at least 84 expected: signature, timestamp and a DNS header)"
+    )]
+    TooShort(usize),
+    /// A DNS message over 1000 bytes.
+    #[error("DNS message of {0} bytes is over the {MAX_DNS_PACKET}-byte limit")]
+    TooLong(usize),
+    /// The signature does not verify for this key.
+    #[error("signature does not verify for this key")]
+    Signature,
+    /// The DNS message does not parse.
+    #[error("DNS message does not parse: {0}")]
+    Dns(&'static str),
+    /// A record named outside the signer's key.
+    #[error("record name {0:?} is not under the signer's key")]
+    Outside(String),
+}
+
+/// A verified signed packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedPacket {
+    /// The signer, whose zone this is.
+    pub key: EndpointId,
+    /// Microseconds since the Unix epoch; newer replaces older.
+    pub timestamp_us: u64,
+    payload: Vec<u8>,
+}
+
+fn signable(timestamp_us: u64, packet: &[u8]) -> Vec<u8> {
+    let mut s = format!("3:seqi{timestamp_us}e1:v{}:", packet.len()).into_bytes();
+    s.extend_from_slice(packet);
+    s
+}
+
+impl SignedPacket {
+    /// Verifies a relay payload for `key`.
+    pub fn from_relay_payload(
+        key: &EndpointId,
+        payload: &[u8],
+    ) -> Result<SignedPacket, PacketError> {
+        if payload.len() < PAYLOAD_HEADER + 12 {
+            return Err(PacketError::TooShort(payload.len()));
+        }
+        let packet = &payload[PAYLOAD_HEADER..];
+        if packet.len() > MAX_DNS_PACKET {
+            return Err(PacketError::TooLong(packet.len()));
+        }
+        let signature: [u8; 64] = payload[..64].try_into().expect("length checked");
+        let timestamp_us = u64::from_be_bytes(payload[64..72].try_into().expect("length checked"));
+        key.verify(
+            &signable(timestamp_us, packet),
+            &iroh_base::Signature::from_bytes(&signature),
+        )
+        .map_err(|_| PacketError::Signature)?;
+        let signed = SignedPacket {
+            key: *key,
+            timestamp_us,
+            payload: payload.to_vec(),
+        };
+        // Refuse now what could never be served.
+        signed.records(&Name::root())?;
+        Ok(signed)
+    }
+
+    /// The relay payload (`signature ‖ timestamp ‖ DNS message`), as `GET /pkarr/<z32>` returns it.
+    pub fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+
+    /// The DNS message.
+    pub fn dns_message(&self) -> &[u8] {
+        &self.payload[PAYLOAD_HEADER..]
+    }
+
+    /// The packet's A, AAAA and TXT records, renamed from `<name>.<z32>` to
+    /// `<name>.<z32>.<origin>`.
+    pub fn records(&self, origin: &Name) -> Result<Vec<Record>, PacketError> {
+        let p = self.dns_message();
+        let z32 = self.key.to_z32();
+        let u16_at = |at: usize| {
+            p.get(at..at + 2)
+                .map(|b| u16::from_be_bytes([b[0], b[1]]))
+                .ok_or(PacketError::Dns("truncated"))
+        };
+        let (qd, an) = (u16_at(4)?, u16_at(6)?);
+        let mut pos = 12;
+        for _ in 0..qd {
+            pos = read_name(p, pos)
+                .ok_or(PacketError::Dns("bad question name"))?
+                .1
+                + 4;
+        }
+        let mut records = Vec::new();
+        for _ in 0..an {
+            let (owner, next) = read_name(p, pos).ok_or(PacketError::Dns("bad record name"))?;
+            let rtype = RType(u16_at(next)?);
+            let class = u16_at(next + 2)?;
+            let ttl = u32::from(u16_at(next + 4)?) << 16 | u32::from(u16_at(next + 6)?);
+            let rdlen = usize::from(u16_at(next + 8)?);
+            let rdata = p
+                .get(next + 10..next + 10 + rdlen)
+                .ok_or(PacketError::Dns("record data runs past the end"))?;
+            pos = next + 10 + rdlen;
+            let relative =
+                under_key(&owner, &z32).ok_or_else(|| PacketError::Outside(wire_text(&owner)))?;
+            if class != 1 || !matches!(rtype, RType::A | RType::AAAA | RType::TXT) {
+                continue;
+            }
+            let data = RData::from_wire(rtype, rdata)
+                .ok_or(PacketError::Dns("record data does not parse"))?;
+            let mut wire = relative.to_vec();
+            wire.extend_from_slice(origin.wire());
+            let name =
+                Name::from_wire(&wire).ok_or(PacketError::Dns("name too long under the origin"))?;
+            records.push(Record { name, ttl, data });
+        }
+        Ok(records)
+    }
+}
+
+/// If `owner` (wire, lower-cased) ends with the label `z32` just before the root, the owner's
+/// labels without the root byte.
+fn under_key<'a>(owner: &'a [u8], z32: &str) -> Option<&'a [u8]> {
+    let body = &owner[..owner.len() - 1];
+    let tail = body.len().checked_sub(z32.len() + 1)?;
+    (body[tail] as usize == z32.len()
+        && &body[tail + 1..] == z32.as_bytes()
+        && label_boundary(body, tail))
+    .then_some(body)
+}
+
+fn label_boundary(wire: &[u8], at: usize) -> bool {
+    let mut pos = 0;
+    while pos < at {
+        pos += 1 + wire[pos] as usize;
+    }
+    pos == at
+}
+
+fn wire_text(wire: &[u8]) -> String {
+    Name::from_wire(wire).map_or_else(|| format!("{wire:?}"), |n| n.to_string())
+}
+
+/// Reads a possibly compressed name at `pos`; returns it lower-cased and uncompressed, and
+/// where the record continues.
+fn read_name(p: &[u8], mut pos: usize) -> Option<(Vec<u8>, usize)> {
+    let mut out = Vec::with_capacity(64);
+    let mut resume = None;
+    for _ in 0..128 {
+        let len = *p.get(pos)?;
+        match len {
+            0 => {
+                out.push(0);
+                return (out.len() <= 255).then(|| (out, resume.unwrap_or(pos + 1)));
+            }
+            1..=63 => {
+                out.push(len);
+                out.extend(
+                    p.get(pos + 1..pos + 1 + len as usize)?
+                        .iter()
+                        .map(u8::to_ascii_lowercase),
+                );
+                pos += 1 + len as usize;
+            }
+            0xC0..=0xFF => {
+                let target = usize::from(len & 0x3F) << 8 | usize::from(*p.get(pos + 1)?);
+                resume.get_or_insert(pos + 2);
+                if target >= pos {
+                    return None; // pointers must point backwards
+                }
+                pos = target;
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use iroh_base::SecretKey;
+
+    use super::*;
+
+    fn origin() -> Name {
+        "dns.example.org.".parse().unwrap()
+    }
+
+    /// A relay payload signed by `secret` for a hand-built DNS message.
+    fn sign(secret: &SecretKey, timestamp_us: u64, dns: &[u8]) -> Vec<u8> {
+        let sig = secret.sign(&signable(timestamp_us, dns));
+        let mut out = sig.to_bytes().to_vec();
+        out.extend_from_slice(&timestamp_us.to_be_bytes());
+        out.extend_from_slice(dns);
+        out
+    }
+
+    fn txt_message(owner: &[u8], text: &str) -> Vec<u8> {
+        let mut m = vec![0, 0, 0x84, 0, 0, 0, 0, 1, 0, 0, 0, 0];
+        m.extend_from_slice(owner);
+        m.extend_from_slice(&[0, 16, 0, 1, 0, 0, 0, 30]);
+        m.extend_from_slice(&((text.len() + 1) as u16).to_be_bytes());
+        m.push(text.len() as u8);
+        m.extend_from_slice(text.as_bytes());
+        m
+    }
+
+    fn owner(labels: &[&str]) -> Vec<u8> {
+        let mut w = Vec::new();
+        for l in labels {
+            w.push(l.len() as u8);
+            w.extend_from_slice(l.as_bytes());
+        }
+        w.push(0);
+        w
+    }
+
+    #[test]
+    fn iroh_published_packets_verify_and_land_under_the_origin() {
+        let secret = SecretKey::generate();
+        let id = secret.public();
+        let strings = [
+            "relay=https://relay.example.org/",
+            "addr=192.0.2.1:4433",
+            "addr=[2001:db8::1]:4433",
+        ];
+        let packet =
+            iroh_dns::pkarr::SignedPacket::from_txt_strings(&secret, "_iroh", strings, 30).unwrap();
+        let payload = packet.to_relay_payload();
+        let signed = SignedPacket::from_relay_payload(&id, &payload).unwrap();
+        assert_eq!(signed.payload(), payload.as_slice());
+        assert_eq!(signed.timestamp_us, packet.timestamp().as_micros());
+        let records = signed.records(&origin()).unwrap();
+        let name = format!("_iroh.{}.dns.example.org.", id.to_z32());
+        let shown: Vec<String> = records
+            .iter()
+            .map(|r| format!("{} {} {}", r.name, r.ttl, r.data))
+            .collect();
+        assert_eq!(shown, strings.map(|s| format!("{name} 30 \"{s}\"")));
+    }
+
+    #[test]
+    fn bad_payloads_are_refused_with_a_reason() {
+        let secret = SecretKey::generate();
+        let id = secret.public();
+        let good = sign(
+            &secret,
+            1_000_000,
+            &txt_message(&owner(&["_iroh", &id.to_z32()]), "addr=192.0.2.1:1"),
+        );
+        assert!(SignedPacket::from_relay_payload(&id, &good).is_ok());
+        // Another key in the path.
+        let other = SecretKey::generate().public();
+        assert_eq!(
+            SignedPacket::from_relay_payload(&other, &good),
+            Err(PacketError::Signature)
+        );
+        // A flipped bit in the message.
+        let mut flipped = good.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        assert_eq!(
+            SignedPacket::from_relay_payload(&id, &flipped),
+            Err(PacketError::Signature)
+        );
+        // Truncated.
+        assert_eq!(
+            SignedPacket::from_relay_payload(&id, &good[..80]),
+            Err(PacketError::TooShort(80))
+        );
+        // Oversized message (validly signed).
+        let big = sign(&secret, 1, &[0u8; 1001]);
+        assert_eq!(
+            SignedPacket::from_relay_payload(&id, &big),
+            Err(PacketError::TooLong(1001))
+        );
+        // A name outside the signer's key (validly signed).
+        let outside = sign(
+            &secret,
+            2,
+            &txt_message(&owner(&["_iroh", "someone-else"]), "addr=192.0.2.1:1"),
+        );
+        assert!(matches!(
+            SignedPacket::from_relay_payload(&id, &outside),
+            Err(PacketError::Outside(_))
+        ));
+        // A compression pointer that points forwards.
+        let mut m = txt_message(&owner(&["_iroh", &id.to_z32()]), "x=y");
+        m[12] = 0xC0;
+        m[13] = 0xFF;
+        assert!(matches!(
+            SignedPacket::from_relay_payload(&id, &sign(&secret, 3, &m)),
+            Err(PacketError::Dns(_))
+        ));
+    }
+}
