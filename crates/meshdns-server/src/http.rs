@@ -9,6 +9,10 @@
 //! Per RFC 8484 §4.1 the ID should be 0 and it is echoed as sent. A packet `answer()` would
 //! drop (no header, or a response) gets 400. This listener speaks plain HTTP: terminate TLS in
 //! front of it (an ingress or a sidecar) where clients need HTTPS.
+//!
+//! pkarr relay (iroh-dns-server's API): `PUT /pkarr/<z32>` with the relay payload (204, 400
+//! with the reason, 409 when not newer than the stored packet) and `GET /pkarr/<z32>` (200 with
+//! `application/x-pkarr-signed-packet`, 404 when unknown).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,7 +22,7 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -44,7 +48,20 @@ pub struct HttpState {
     pub readiness: ReadinessFn,
     /// DNS over HTTPS, when enabled.
     pub doh: Option<DohState>,
+    /// The pkarr relay (`/pkarr/<key>`), when enabled.
+    pub pkarr: Option<Arc<dyn PkarrRelay>>,
 }
+
+/// What `/pkarr/<key>` stores into and serves from (iroh-dns-server's relay API).
+pub trait PkarrRelay: Send + Sync {
+    /// Stores a publish: `Ok` (204), or an HTTP status and the reason.
+    fn put(&self, key: &str, body: &[u8]) -> Result<(), (StatusCode, String)>;
+    /// The stored relay payload (200), nothing (404), or a status and reason (400).
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, (StatusCode, String)>;
+}
+
+/// The media type of pkarr relay payloads.
+pub const PKARR_PACKET: &str = "application/x-pkarr-signed-packet";
 
 /// What `/dns-query` answers from.
 #[derive(Clone)]
@@ -67,11 +84,33 @@ pub fn router(state: HttpState) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz));
     if state.doh.is_some() {
-        r = r
-            .route("/dns-query", get(doh_get).post(doh_post))
-            .layer(DefaultBodyLimit::max(65_535));
+        r = r.route("/dns-query", get(doh_get).post(doh_post));
     }
-    r.with_state(state)
+    if state.pkarr.is_some() {
+        r = r.route("/pkarr/{key}", get(pkarr_get).put(pkarr_put));
+    }
+    r.layer(DefaultBodyLimit::max(65_535)).with_state(state)
+}
+
+async fn pkarr_put(State(s): State<HttpState>, Path(key): Path<String>, body: Bytes) -> Response {
+    let Some(relay) = &s.pkarr else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    match relay.put(&key, &body) {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err((status, reason)) => (status, format!("{reason}\n")).into_response(),
+    }
+}
+
+async fn pkarr_get(State(s): State<HttpState>, Path(key): Path<String>) -> Response {
+    let Some(relay) = &s.pkarr else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    match relay.get(&key) {
+        Ok(Some(payload)) => ([(header::CONTENT_TYPE, PKARR_PACKET)], payload).into_response(),
+        Ok(None) => StatusCode::NOT_FOUND.into_response(),
+        Err((status, reason)) => (status, format!("{reason}\n")).into_response(),
+    }
 }
 
 async fn doh_get(

@@ -4,13 +4,16 @@
 //! zone files), watched and reloaded ([`watch`]). Parsing ([`records`], [`zonefile`]) and
 //! snapshot assembly ([`snapshot`]) are pure; only [`watch`] touches the filesystem.
 
+pub mod pkarr;
 pub mod records;
 pub mod snapshot;
 pub mod watch;
 pub mod zonefile;
 
+pub use pkarr::{PkarrConfig, PkarrStore, PutError};
 pub use records::{FileKind, ParseSettings, Parsed, Problem, ZoneContent, parse};
 pub use snapshot::{CompiledSource, SourceInput, assemble, compile};
 pub use watch::{
-    FileSource, FileSources, SourceConfig, SourceCounters, SourceStatus, WatchHandle, spawn_watcher,
+    FileSource, FileSources, Poker, SourceConfig, SourceCounters, SourceStatus, WatchHandle,
+    spawn_watcher,
 };

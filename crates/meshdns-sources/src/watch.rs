@@ -30,6 +30,7 @@ use meshdns_zone::{BuildDefaults, Catalog, Name};
 use notify::Watcher as _;
 use tracing::{debug, error, info, warn};
 
+use crate::pkarr::PkarrStore;
 use crate::records::{FileKind, ParseSettings, Problem, ZoneContent, parse};
 use crate::snapshot::{CompiledSource, SourceInput, assemble, compile};
 
@@ -134,6 +135,7 @@ struct FileState {
 /// The file sources: their last good contents and the snapshot they publish.
 pub struct FileSources {
     config: SourceConfig,
+    pkarr: Option<(Arc<PkarrStore>, u64, CompiledSource)>,
     labels: Vec<String>,
     states: Vec<FileState>,
     serial: u32,
@@ -164,6 +166,7 @@ impl FileSources {
         }
         FileSources {
             config,
+            pkarr: None,
             labels,
             states,
             serial: 0,
@@ -173,13 +176,37 @@ impl FileSources {
         }
     }
 
-    /// Checks every file, loads those that changed, and publishes a new snapshot when anything
-    /// did (always on the first call). Returns whether a snapshot was published.
+    /// Serves the records of a pkarr relay's store too, after every file's (files win a
+    /// (name, type) both give).
+    pub fn with_pkarr(mut self, store: Arc<PkarrStore>) -> FileSources {
+        self.pkarr = Some((store, 0, CompiledSource::default()));
+        self
+    }
+
+    /// Checks every file (and the pkarr store), loads what changed, and publishes a new
+    /// snapshot when anything did (always on the first call). Returns whether a snapshot was
+    /// published.
     pub fn refresh(&mut self) -> bool {
         let first = self.serial == 0;
         let mut changed = false;
         for i in 0..self.config.files.len() {
             changed |= self.check_file(i);
+        }
+        if let Some((store, _, _)) = &self.pkarr {
+            store.expire();
+        }
+        let pkarr_version = self
+            .pkarr
+            .as_ref()
+            .map(|(store, seen, _)| (store.version(), *seen));
+        if let Some((now, seen)) = pkarr_version
+            && now != seen
+        {
+            let defaults = self.build_defaults();
+            let (store, seen, compiled) = self.pkarr.as_mut().expect("checked above");
+            *compiled = store.compile(defaults);
+            *seen = now;
+            changed = true;
         }
         if changed || first {
             self.publish();
@@ -296,7 +323,7 @@ impl FileSources {
         let started = Instant::now();
         let defaults = self.build_defaults();
         let empty = CompiledSource::default();
-        let inputs: Vec<SourceInput<'_>> = self
+        let mut inputs: Vec<SourceInput<'_>> = self
             .labels
             .iter()
             .zip(&self.states)
@@ -305,6 +332,13 @@ impl FileSources {
                 compiled: s.last_good.as_ref().unwrap_or(&empty),
             })
             .collect();
+        // pkarr publishes come after every file: a file's (name, type) wins.
+        if let Some((_, _, compiled)) = &self.pkarr {
+            inputs.push(SourceInput {
+                label: "pkarr",
+                compiled,
+            });
+        }
         let (catalog, refused) = assemble(&inputs, &self.config.zones, defaults);
         let records = catalog.record_count();
         let zones = catalog.zones().len();
@@ -403,9 +437,21 @@ fn unix_now() -> f64 {
         .unwrap_or(0.0)
 }
 
+#[derive(Debug)]
 enum Msg {
     Changed,
     Stop,
+}
+
+/// Asks the watcher thread to check its sources now.
+#[derive(Debug, Clone)]
+pub struct Poker(mpsc::Sender<Msg>);
+
+impl Poker {
+    /// Requests a check (coalesced with others that arrive within the debounce).
+    pub fn poke(&self) {
+        let _ = self.0.send(Msg::Changed);
+    }
 }
 
 /// A running watcher thread; [`WatchHandle::stop`] ends it.
@@ -415,6 +461,12 @@ pub struct WatchHandle {
 }
 
 impl WatchHandle {
+    /// A handle that asks for a check now (after a pkarr publish, say) rather than at the
+    /// next poll.
+    pub fn poker(&self) -> Poker {
+        Poker(self.tx.clone())
+    }
+
     /// Stops watching and waits for the thread to end.
     pub fn stop(mut self) {
         let _ = self.tx.send(Msg::Stop);

@@ -59,6 +59,12 @@ pub struct ServeFile {
     pub log_format: Option<String>,
     /// Serve DNS over HTTPS at `/dns-query` on the HTTP listener (default true).
     pub doh: Option<bool>,
+    /// Origins under which pkarr publishes are served; enables `/pkarr/<z32>`.
+    pub pkarr: Option<Vec<String>>,
+    /// Directory for what must survive a restart (pkarr packets).
+    pub data_dir: Option<PathBuf>,
+    /// Drop pkarr packets older than this (`7d`).
+    pub pkarr_max_age: Option<String>,
 }
 
 /// Flags of `meshdns serve`.
@@ -112,6 +118,16 @@ pub struct ServeArgs {
     /// Do not serve DNS over HTTPS (/dns-query) on the HTTP listener.
     #[arg(long)]
     pub no_doh: bool,
+    /// Accept pkarr publishes on the HTTP listener (PUT /pkarr/<z32>) and serve them under
+    /// ORIGIN as _iroh.<z32>.ORIGIN (repeatable).
+    #[arg(long = "pkarr", value_name = "ORIGIN")]
+    pub pkarr: Vec<String>,
+    /// Where pkarr packets are kept across restarts [default: $XDG_DATA_HOME/meshdns, else ~/.local/share/meshdns].
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Drop pkarr packets older than this [default: 7d].
+    #[arg(long)]
+    pub pkarr_max_age: Option<String>,
 }
 
 /// The settings `serve` runs with, after merging file and flags.
@@ -147,6 +163,12 @@ pub struct Settings {
     pub log_json: bool,
     /// Serve `/dns-query`.
     pub doh: bool,
+    /// pkarr origins (empty: relay off).
+    pub pkarr_origins: Vec<Name>,
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// pkarr packet lifetime.
+    pub pkarr_max_age: Duration,
 }
 
 fn duration(what: &str, text: &str) -> Result<Duration> {
@@ -175,6 +197,17 @@ pub fn zone_file_source(spec: &str, base: &Path) -> Result<FileSource> {
         path: base.join(path),
         kind: FileKind::ZoneFile { origin },
     })
+}
+
+/// `$XDG_DATA_HOME/meshdns`, else `~/.local/share/meshdns`, else `./meshdns-data`.
+fn default_data_dir() -> PathBuf {
+    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(xdg).join("meshdns");
+    }
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => PathBuf::from(home).join(".local/share/meshdns"),
+        None => PathBuf::from("meshdns-data"),
+    }
 }
 
 fn origins(list: &[String]) -> Result<Vec<Name>> {
@@ -302,6 +335,23 @@ pub fn settings(args: &ServeArgs) -> Result<Settings> {
             .unwrap_or_else(|| "info".into()),
         log_json: log_format == "json",
         doh: !args.no_doh && file.doh.unwrap_or(true),
+        pkarr_origins: origins(if args.pkarr.is_empty() {
+            file.pkarr.as_deref().unwrap_or_default()
+        } else {
+            &args.pkarr
+        })?,
+        data_dir: args
+            .data_dir
+            .clone()
+            .or(file.data_dir.map(|d| base.join(d)))
+            .unwrap_or_else(default_data_dir),
+        pkarr_max_age: duration(
+            "pkarr max age",
+            args.pkarr_max_age
+                .as_deref()
+                .or(file.pkarr_max_age.as_deref())
+                .unwrap_or("7d"),
+        )?,
     })
 }
 

@@ -13,12 +13,13 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use arc_swap::ArcSwap;
+use axum::http::StatusCode;
 use clap::{Parser, Subcommand};
-use meshdns_server::http::{DohState, HttpState, router, serve_http};
+use meshdns_server::http::{DohState, HttpState, PkarrRelay, router, serve_http};
 use meshdns_server::{DnsMetrics, Server, ServerConfig, SharedCatalog};
 use meshdns_sources::{
-    FileKind, FileSource, FileSources, ParseSettings, SourceConfig, SourceInput, SourceStatus,
-    assemble, compile, parse, spawn_watcher,
+    FileKind, FileSource, FileSources, ParseSettings, PkarrConfig, PkarrStore, Poker, PutError,
+    SourceConfig, SourceInput, SourceStatus, assemble, compile, parse, spawn_watcher,
 };
 use meshdns_zone::{AnswerConfig, BuildDefaults, Catalog, Name};
 use tokio_util::sync::CancellationToken;
@@ -110,10 +111,29 @@ fn serve(args: &ServeArgs) -> Result<()> {
 async fn run(settings: Settings) -> Result<()> {
     let catalog: SharedCatalog = Arc::new(ArcSwap::from_pointee(Catalog::empty()));
     let status = Arc::new(SourceStatus::default());
+    let pkarr = if settings.pkarr_origins.is_empty() {
+        None
+    } else {
+        let dir = settings.data_dir.join("pkarr");
+        let store = PkarrStore::open(PkarrConfig {
+            origins: settings.pkarr_origins.clone(),
+            data_dir: Some(dir.clone()),
+            max_age: settings.pkarr_max_age,
+        })
+        .with_context(|| format!("cannot open the pkarr store in {}", dir.display()))?;
+        if settings.http.is_none() {
+            warn!(
+                "--pkarr without --http: stored packets are served, but no new ones can be published"
+            );
+        }
+        Some(Arc::new(store))
+    };
+    let mut declared = settings.zones.clone();
+    declared.extend(settings.pkarr_origins.iter().cloned());
     let mut sources = FileSources::new(
         SourceConfig {
             files: settings.files.clone(),
-            zones: settings.zones.clone(),
+            zones: declared,
             settings: ParseSettings {
                 default_ttl: settings.default_ttl,
                 tailscale_zones: settings.tailscale_zones.clone(),
@@ -124,6 +144,9 @@ async fn run(settings: Settings) -> Result<()> {
         catalog.clone(),
         status.clone(),
     );
+    if let Some(store) = &pkarr {
+        sources = sources.with_pkarr(store.clone());
+    }
     // The first snapshot is in place before the first socket is bound.
     sources.refresh();
     if let Err(reason) = status.readiness() {
@@ -161,20 +184,33 @@ async fn run(settings: Settings) -> Result<()> {
         }
     };
 
+    let watcher = spawn_watcher(sources).context("cannot start the file watcher")?;
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
     let http_addr = match settings.http {
         Some(addr) => {
             let state = HttpState {
                 metrics: {
-                    let (metrics, catalog, status) =
-                        (metrics.clone(), catalog.clone(), status.clone());
-                    Arc::new(move || telemetry::render(&metrics, &catalog.load(), &status))
+                    let (metrics, catalog, status, pkarr) = (
+                        metrics.clone(),
+                        catalog.clone(),
+                        status.clone(),
+                        pkarr.clone(),
+                    );
+                    Arc::new(move || {
+                        telemetry::render(&metrics, &catalog.load(), &status, pkarr.as_deref())
+                    })
                 },
                 readiness: {
                     let status = status.clone();
                     Arc::new(move || status.readiness())
                 },
+                pkarr: pkarr.clone().map(|store| {
+                    Arc::new(PkarrHttp {
+                        store,
+                        poker: watcher.poker(),
+                    }) as Arc<dyn PkarrRelay>
+                }),
                 doh: settings.doh.then(|| DohState {
                     catalog: catalog.clone(),
                     metrics: metrics.clone(),
@@ -191,8 +227,6 @@ async fn run(settings: Settings) -> Result<()> {
         }
         None => None,
     };
-    let watcher = spawn_watcher(sources).context("cannot start the file watcher")?;
-
     let dns: Vec<String> = server.udp_addrs().iter().map(ToString::to_string).collect();
     info!(dns = %dns.join(","), http = %http_addr.map_or("off".to_string(), |a| a.to_string()), "meshdns ready");
 
@@ -208,6 +242,38 @@ async fn run(settings: Settings) -> Result<()> {
         .ok();
     info!("stopped");
     Ok(())
+}
+
+/// The pkarr relay as the HTTP endpoint sees it: the store, plus a nudge to the watcher so a
+/// publish is served at once.
+struct PkarrHttp {
+    store: Arc<PkarrStore>,
+    poker: Poker,
+}
+
+impl PkarrRelay for PkarrHttp {
+    fn put(&self, key: &str, body: &[u8]) -> Result<(), (StatusCode, String)> {
+        match self.store.put(key, body) {
+            Ok(()) => {
+                self.poker.poke();
+                Ok(())
+            }
+            Err(e) => {
+                let status = match e {
+                    PutError::Key(_) | PutError::Payload(_) => StatusCode::BAD_REQUEST,
+                    PutError::Stale => StatusCode::CONFLICT,
+                    PutError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                };
+                Err((status, e.to_string()))
+            }
+        }
+    }
+
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, (StatusCode, String)> {
+        self.store
+            .get(key)
+            .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))
+    }
 }
 
 async fn wait_for_signal() {

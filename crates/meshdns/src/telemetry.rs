@@ -4,11 +4,18 @@ use std::fmt::Write as _;
 
 use meshdns_server::DnsMetrics;
 use meshdns_server::metrics::{header, label_value};
-use meshdns_sources::SourceStatus;
+use std::sync::atomic::Ordering::Relaxed;
+
+use meshdns_sources::{PkarrStore, SourceStatus};
 use meshdns_zone::Catalog;
 
 /// Renders every meshdns metric in Prometheus text format.
-pub fn render(dns: &DnsMetrics, catalog: &Catalog, status: &SourceStatus) -> String {
+pub fn render(
+    dns: &DnsMetrics,
+    catalog: &Catalog,
+    status: &SourceStatus,
+    pkarr: Option<&PkarrStore>,
+) -> String {
     let mut out = String::with_capacity(8192);
     dns.render(&mut out);
     header(
@@ -86,6 +93,44 @@ pub fn render(dns: &DnsMetrics, catalog: &Catalog, status: &SourceStatus) -> Str
             "meshdns_source_up{{source=\"{}\"}} {}",
             label_value(source),
             u8::from(c.last_error.is_none())
+        );
+    }
+    if let Some(store) = pkarr {
+        let c = &store.counters;
+        header(
+            &mut out,
+            "meshdns_pkarr_publishes_total",
+            "pkarr publishes, by result (accepted, or the reason for refusing).",
+            "counter",
+        );
+        let _ = writeln!(
+            out,
+            "meshdns_pkarr_publishes_total{{result=\"accepted\"}} {}",
+            c.accepted.load(Relaxed)
+        );
+        for (reason, n) in c.rejected.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            let _ = writeln!(
+                out,
+                "meshdns_pkarr_publishes_total{{result=\"{reason}\"}} {n}"
+            );
+        }
+        header(
+            &mut out,
+            "meshdns_pkarr_packets",
+            "Signed packets stored.",
+            "gauge",
+        );
+        let _ = writeln!(out, "meshdns_pkarr_packets {}", store.len());
+        header(
+            &mut out,
+            "meshdns_pkarr_expired_total",
+            "Packets dropped for age.",
+            "counter",
+        );
+        let _ = writeln!(
+            out,
+            "meshdns_pkarr_expired_total {}",
+            c.expired.load(Relaxed)
         );
     }
     out

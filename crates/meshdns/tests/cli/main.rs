@@ -9,6 +9,7 @@
 mod check;
 mod dig;
 mod doh;
+mod pkarr;
 mod process;
 
 pub use process::*;
