@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -54,8 +54,13 @@ pub struct HttpState {
 
 /// What `/pkarr/<key>` stores into and serves from (iroh-dns-server's relay API).
 pub trait PkarrRelay: Send + Sync {
-    /// Stores a publish: `Ok` (204), or an HTTP status and the reason.
-    fn put(&self, key: &str, body: &[u8]) -> Result<(), (StatusCode, String)>;
+    /// Stores a publish from `client`: `Ok` (204), or an HTTP status and the reason.
+    fn put(
+        &self,
+        client: std::net::IpAddr,
+        key: &str,
+        body: &[u8],
+    ) -> Result<(), (StatusCode, String)>;
     /// The stored relay payload (200), nothing (404), or a status and reason (400).
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>, (StatusCode, String)>;
 }
@@ -92,11 +97,16 @@ pub fn router(state: HttpState) -> Router {
     r.layer(DefaultBodyLimit::max(65_535)).with_state(state)
 }
 
-async fn pkarr_put(State(s): State<HttpState>, Path(key): Path<String>, body: Bytes) -> Response {
+async fn pkarr_put(
+    State(s): State<HttpState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(key): Path<String>,
+    body: Bytes,
+) -> Response {
     let Some(relay) = &s.pkarr else {
         return StatusCode::NOT_FOUND.into_response();
     };
-    match relay.put(&key, &body) {
+    match relay.put(peer.ip(), &key, &body) {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err((status, reason)) => (status, format!("{reason}\n")).into_response(),
     }
@@ -195,7 +205,8 @@ pub async fn serve_http(
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     tracker.spawn(async move {
-        let served = axum::serve(listener, router)
+        let service = router.into_make_service_with_connect_info::<SocketAddr>();
+        let served = axum::serve(listener, service)
             .with_graceful_shutdown(shutdown.cancelled_owned())
             .await;
         if let Err(e) = served {

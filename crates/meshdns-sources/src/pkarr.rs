@@ -10,10 +10,11 @@
 //! than the stored one is refused ([`PutError::Stale`], HTTP 409) and changes nothing.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use meshdns_iroh::pkarr::{PacketError, SignedPacket};
 use meshdns_iroh::{EndpointId, parse_endpoint_id};
@@ -32,6 +33,8 @@ pub struct PkarrConfig {
     pub data_dir: Option<PathBuf>,
     /// Packets older than this (by their own timestamp) are dropped.
     pub max_age: Duration,
+    /// Publishes a minute allowed per client address (bursts of as many); 0 means no limit.
+    pub put_per_minute: u32,
 }
 
 /// Why a publish was refused; each maps to an HTTP status at the relay.
@@ -46,6 +49,9 @@ pub enum PutError {
     /// Not newer than the stored packet (409).
     #[error("a packet with the same or a newer timestamp is already stored")]
     Stale,
+    /// The client is over its publish rate (429).
+    #[error("too many publishes from this address; try again later")]
+    RateLimited,
     /// The packet could not be persisted (500).
     #[error("cannot store the packet: {0}")]
     Io(String),
@@ -61,6 +67,7 @@ impl PutError {
             PutError::Payload(PacketError::TooLong(_) | PacketError::TooShort(_)) => "size",
             PutError::Payload(PacketError::Dns(_)) => "dns",
             PutError::Stale => "stale",
+            PutError::RateLimited => "rate_limited",
             PutError::Io(_) => "io",
         }
     }
@@ -81,6 +88,7 @@ pub struct PkarrCounters {
 #[derive(Debug)]
 pub struct PkarrStore {
     config: PkarrConfig,
+    buckets: Mutex<std::collections::HashMap<IpAddr, (f64, Instant)>>,
     packets: Mutex<BTreeMap<[u8; 32], SignedPacket>>,
     version: AtomicU64,
     /// Publish counters.
@@ -126,6 +134,7 @@ impl PkarrStore {
         }
         let store = PkarrStore {
             config,
+            buckets: Mutex::default(),
             packets: Mutex::new(packets),
             version: AtomicU64::new(1),
             counters: PkarrCounters::default(),
@@ -145,9 +154,13 @@ impl PkarrStore {
             .map(|d| d.join(format!("{}.pkarr", id.to_z32())))
     }
 
-    /// Stores a publish for the key in the URL path (`z32`, or 64 hex).
-    pub fn put(&self, key: &str, body: &[u8]) -> Result<(), PutError> {
-        let result = self.try_put(key, body);
+    /// Stores a publish for the key in the URL path (`z32`, or 64 hex) from `client` (rate
+    /// limited per address when configured).
+    pub fn put(&self, client: Option<IpAddr>, key: &str, body: &[u8]) -> Result<(), PutError> {
+        let result = match client {
+            Some(ip) if !self.allow(ip, Instant::now()) => Err(PutError::RateLimited),
+            _ => self.try_put(key, body),
+        };
         match &result {
             Ok(()) => {
                 self.counters.accepted.fetch_add(1, Relaxed);
@@ -162,6 +175,32 @@ impl PkarrStore {
             }
         }
         result
+    }
+
+    /// Token bucket per client address: `put_per_minute` tokens, refilled at that rate.
+    fn allow(&self, ip: IpAddr, now: Instant) -> bool {
+        let rate = self.config.put_per_minute;
+        if rate == 0 {
+            return true;
+        }
+        let capacity = f64::from(rate);
+        let refill = |tokens: f64, at: Instant| {
+            (tokens + now.duration_since(at).as_secs_f64() * capacity / 60.0).min(capacity)
+        };
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        if buckets.len() > 100_000 {
+            // Forget addresses whose bucket has refilled: they are back to the default anyway.
+            buckets.retain(|_, (tokens, at)| refill(*tokens, *at) < capacity);
+        }
+        let (tokens, at) = buckets.entry(ip).or_insert((capacity, now));
+        *tokens = refill(*tokens, *at);
+        *at = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
     }
 
     fn try_put(&self, key: &str, body: &[u8]) -> Result<(), PutError> {
@@ -275,6 +314,7 @@ mod tests {
             origins: vec!["dns.example.org.".parse().unwrap()],
             data_dir: dir,
             max_age,
+            put_per_minute: 0,
         }
     }
 
@@ -286,24 +326,27 @@ mod tests {
         let store =
             PkarrStore::open(config(Some(dir.path().into()), Duration::from_secs(3600))).unwrap();
         let first = payload(&secret, "addr=192.0.2.1:1");
-        store.put(&key, &first).unwrap();
+        store.put(None, &key, &first).unwrap();
         assert_eq!(
-            store.put(&key, &first),
+            store.put(None, &key, &first),
             Err(PutError::Stale),
             "the same packet again is not newer"
         );
         let second = payload(&secret, "addr=192.0.2.2:2");
-        store.put(&key, &second).unwrap();
+        store.put(None, &key, &second).unwrap();
         assert_eq!(
-            store.put(&key, &first),
+            store.put(None, &key, &first),
             Err(PutError::Stale),
             "an older packet changes nothing"
         );
         assert_eq!(store.get(&key).unwrap().as_deref(), Some(second.as_slice()));
-        assert!(matches!(store.put("nope", &second), Err(PutError::Key(_))));
+        assert!(matches!(
+            store.put(None, "nope", &second),
+            Err(PutError::Key(_))
+        ));
         let other = SecretKey::generate().public().to_z32();
         assert!(matches!(
-            store.put(&other, &second),
+            store.put(None, &other, &second),
             Err(PutError::Payload(PacketError::Signature))
         ));
         assert_eq!(store.counters.accepted.load(Relaxed), 2);
@@ -332,5 +375,30 @@ mod tests {
         let expiring = PkarrStore::open(config(Some(dir.path().into()), Duration::ZERO)).unwrap();
         assert!(expiring.is_empty());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn publishes_are_rate_limited_per_address_when_configured() {
+        let mut c = config(None, Duration::from_secs(3600));
+        c.put_per_minute = 2;
+        let store = PkarrStore::open(c).unwrap();
+        let (a, b): (IpAddr, IpAddr) = ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
+        let t0 = Instant::now();
+        assert!(store.allow(a, t0) && store.allow(a, t0), "a burst of two");
+        assert!(!store.allow(a, t0), "the third waits");
+        assert!(store.allow(b, t0), "other addresses are not affected");
+        assert!(
+            !store.allow(a, t0 + Duration::from_secs(10)),
+            "one token takes 30 s to come back"
+        );
+        assert!(store.allow(a, t0 + Duration::from_secs(31)));
+        let secret = SecretKey::generate();
+        let key = secret.public().to_z32();
+        let blocked = store.put(Some(a), &key, &payload(&secret, "addr=192.0.2.1:1"));
+        assert_eq!(blocked, Err(PutError::RateLimited));
+        assert_eq!(
+            store.counters.rejected.lock().unwrap().get("rate_limited"),
+            Some(&1)
+        );
     }
 }

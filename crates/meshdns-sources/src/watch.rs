@@ -58,6 +58,9 @@ pub struct SourceConfig {
     pub debounce: Duration,
 }
 
+/// How the pkarr relay's records are named in logs and metrics.
+pub const PKARR_LABEL: &str = "pkarr";
+
 /// Counters of one source, as `/metrics` shows them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SourceCounters {
@@ -180,6 +183,12 @@ impl FileSources {
     /// (name, type) both give).
     pub fn with_pkarr(mut self, store: Arc<PkarrStore>) -> FileSources {
         self.pkarr = Some((store, 0, CompiledSource::default()));
+        // Counted like a file (its records refused by precedence, its rebuilds), after them.
+        self.labels.push(PKARR_LABEL.to_string());
+        self.status
+            .lock()
+            .sources
+            .push((PKARR_LABEL.to_string(), SourceCounters::default()));
         self
     }
 
@@ -207,6 +216,11 @@ impl FileSources {
             *compiled = store.compile(defaults);
             *seen = now;
             changed = true;
+            let i = self.labels.len() - 1;
+            self.with_counters(i, |c| {
+                c.reloads_ok += 1;
+                c.last_success_unix = Some(unix_now());
+            });
         }
         if changed || first {
             self.publish();
@@ -335,7 +349,7 @@ impl FileSources {
         // pkarr publishes come after every file: a file's (name, type) wins.
         if let Some((_, _, compiled)) = &self.pkarr {
             inputs.push(SourceInput {
-                label: "pkarr",
+                label: PKARR_LABEL,
                 compiled,
             });
         }

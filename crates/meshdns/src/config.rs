@@ -65,6 +65,8 @@ pub struct ServeFile {
     pub data_dir: Option<PathBuf>,
     /// Drop pkarr packets older than this (`7d`).
     pub pkarr_max_age: Option<String>,
+    /// Publishes a minute allowed per client address; 0 (default) means no limit.
+    pub pkarr_put_limit: Option<u32>,
 }
 
 /// Flags of `meshdns serve`.
@@ -128,6 +130,10 @@ pub struct ServeArgs {
     /// Drop pkarr packets older than this [default: 7d].
     #[arg(long)]
     pub pkarr_max_age: Option<String>,
+    /// At most N pkarr publishes a minute per client IP address, in bursts of N; 0 = no limit
+    /// [default: 0, for cluster-internal use].
+    #[arg(long, value_name = "N")]
+    pub pkarr_put_limit: Option<u32>,
 }
 
 /// The settings `serve` runs with, after merging file and flags.
@@ -169,6 +175,8 @@ pub struct Settings {
     pub data_dir: PathBuf,
     /// pkarr packet lifetime.
     pub pkarr_max_age: Duration,
+    /// pkarr publishes a minute per client address (0 = no limit).
+    pub pkarr_put_limit: u32,
 }
 
 fn duration(what: &str, text: &str) -> Result<Duration> {
@@ -352,6 +360,7 @@ pub fn settings(args: &ServeArgs) -> Result<Settings> {
                 .or(file.pkarr_max_age.as_deref())
                 .unwrap_or("7d"),
         )?,
+        pkarr_put_limit: args.pkarr_put_limit.or(file.pkarr_put_limit).unwrap_or(0),
     })
 }
 

@@ -119,6 +119,7 @@ async fn run(settings: Settings) -> Result<()> {
             origins: settings.pkarr_origins.clone(),
             data_dir: Some(dir.clone()),
             max_age: settings.pkarr_max_age,
+            put_per_minute: settings.pkarr_put_limit,
         })
         .with_context(|| format!("cannot open the pkarr store in {}", dir.display()))?;
         if settings.http.is_none() {
@@ -252,8 +253,13 @@ struct PkarrHttp {
 }
 
 impl PkarrRelay for PkarrHttp {
-    fn put(&self, key: &str, body: &[u8]) -> Result<(), (StatusCode, String)> {
-        match self.store.put(key, body) {
+    fn put(
+        &self,
+        client: std::net::IpAddr,
+        key: &str,
+        body: &[u8],
+    ) -> Result<(), (StatusCode, String)> {
+        match self.store.put(Some(client), key, body) {
             Ok(()) => {
                 self.poker.poke();
                 Ok(())
@@ -262,6 +268,7 @@ impl PkarrRelay for PkarrHttp {
                 let status = match e {
                     PutError::Key(_) | PutError::Payload(_) => StatusCode::BAD_REQUEST,
                     PutError::Stale => StatusCode::CONFLICT,
+                    PutError::RateLimited => StatusCode::TOO_MANY_REQUESTS,
                     PutError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
                 };
                 Err((status, e.to_string()))

@@ -182,3 +182,35 @@ async fn iroh_publishes_and_resolves_through_meshdns() {
         .expect("resolves after a restart, from the stored packet");
     assert_eq!(found.ip_addrs().copied().collect::<BTreeSet<_>>(), want);
 }
+
+#[test]
+fn publishes_over_the_configured_rate_get_429() {
+    let data = tempfile::tempdir().unwrap();
+    let m = Meshdns::serve(&[
+        "--pkarr",
+        ORIGIN,
+        "--data-dir",
+        data.path().to_str().unwrap(),
+        "--http",
+        "127.0.0.1:0",
+        "--pkarr-put-limit",
+        "1",
+    ]);
+    let secret = SecretKey::generate();
+    let path = format!("/pkarr/{}", secret.public().to_z32());
+    let packet = |port: u16| {
+        EndpointInfo::new(secret.public())
+            .with_ip_addrs(vec![SocketAddr::from(([192, 0, 2, 1], port))])
+            .to_pkarr_signed_packet(&secret, 30)
+            .unwrap()
+            .to_relay_payload()
+    };
+    assert_eq!(http(m.http.unwrap(), "PUT", &path, None, &packet(1)).0, 204);
+    let (status, _, text) = http(m.http.unwrap(), "PUT", &path, None, &packet(2));
+    assert_eq!(status, 429, "{}", String::from_utf8_lossy(&text));
+    let (_, metrics) = m.get("/metrics");
+    assert!(
+        metrics.contains(r#"meshdns_pkarr_publishes_total{result="rate_limited"} 1"#),
+        "{metrics}"
+    );
+}
