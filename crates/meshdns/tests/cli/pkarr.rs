@@ -214,3 +214,70 @@ fn publishes_over_the_configured_rate_get_429() {
         "{metrics}"
     );
 }
+
+#[tokio::test]
+async fn a_records_file_takes_precedence_over_a_pkarr_publish_for_the_same_name() {
+    let data = tempfile::tempdir().unwrap();
+    let secret = SecretKey::generate();
+    let id = secret.public();
+    let file = write(
+        data.path(),
+        "pinned.yaml",
+        &format!(
+            "zones:\n  - origin: {ORIGIN}\n    iroh:\n      - {{ endpoint: {}, addrs: [\"198.51.100.1:1\"] }}\n",
+            id.to_z32()
+        ),
+    );
+    let m = Meshdns::serve(&[
+        "--records",
+        &file,
+        "--pkarr",
+        ORIGIN,
+        "--data-dir",
+        data.path().to_str().unwrap(),
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    let payload = EndpointInfo::new(id)
+        .with_ip_addrs(vec!["192.0.2.1:2".parse().unwrap()])
+        .to_pkarr_signed_packet(&secret, 30)
+        .unwrap()
+        .to_relay_payload();
+    assert_eq!(
+        http(
+            m.http.unwrap(),
+            "PUT",
+            &format!("/pkarr/{}", id.to_z32()),
+            None,
+            &payload
+        )
+        .0,
+        204
+    );
+    // Wait until the publish has been considered (the pkarr source was rebuilt).
+    let mut considered = false;
+    for _ in 0..250 {
+        let (_, metrics) = m.get("/metrics");
+        if metrics.contains(r#"meshdns_source_skipped_entries_total{source="pkarr"} 1"#) {
+            considered = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        considered,
+        "the refused pkarr record is counted; log:\n{}",
+        m.log_text()
+    );
+    assert!(m.log_text().contains("already provided by"), "and logged");
+    let found = DnsResolver::with_nameserver(m.dns)
+        .lookup_endpoint_by_id(&id, ORIGIN)
+        .await
+        .unwrap();
+    let addrs: Vec<SocketAddr> = found.ip_addrs().copied().collect();
+    assert_eq!(
+        addrs,
+        ["198.51.100.1:1".parse::<SocketAddr>().unwrap()],
+        "the file's records, never mixed"
+    );
+}
