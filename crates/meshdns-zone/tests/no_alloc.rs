@@ -31,23 +31,12 @@ unsafe impl GlobalAlloc for Counting {
     }
 }
 
+mod common;
+
+use common::query;
+
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-fn query(name: &str, qtype: u16, edns: bool) -> Vec<u8> {
-    let mut p = vec![0xAB, 0xCD, 0, 0, 0, 1, 0, 0, 0, 0, 0, u8::from(edns)];
-    for label in name.trim_end_matches('.').split('.') {
-        p.push(label.len() as u8);
-        p.extend_from_slice(label.as_bytes());
-    }
-    p.push(0);
-    p.extend_from_slice(&qtype.to_be_bytes());
-    p.extend_from_slice(&[0, 1]);
-    if edns {
-        p.extend_from_slice(&[0, 0, 41, 0x04, 0xD0, 0, 0, 0, 0, 0, 0]);
-    }
-    p
-}
 
 #[test]
 fn answering_allocates_nothing() {

@@ -6,19 +6,9 @@ use meshdns_zone::{
     AnswerConfig, BuildDefaults, CatalogBuilder, Name, RData, RType, Record, Transport, answer,
 };
 
-/// xorshift64*: deterministic, so a failure reproduces.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+mod common;
+
+use common::{Rng, query};
 
 fn catalog() -> meshdns_zone::Catalog {
     let origin: Name = "example.org.".parse().unwrap();
@@ -55,8 +45,7 @@ fn catalog() -> meshdns_zone::Catalog {
 
 /// Valid queries (with EDNS) to mutate.
 fn seeds() -> Vec<Vec<u8>> {
-    let mut v = Vec::new();
-    for (name, t) in [
+    [
         ("www", 1u16),
         ("alias", 1),
         ("loop1", 1),
@@ -64,19 +53,10 @@ fn seeds() -> Vec<Vec<u8>> {
         ("a.sub", 1),
         ("many", 1),
         ("nope", 255),
-    ] {
-        let mut p = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 1];
-        for label in name.split('.').chain(["example", "org"]) {
-            p.push(label.len() as u8);
-            p.extend_from_slice(label.as_bytes());
-        }
-        p.push(0);
-        p.extend_from_slice(&t.to_be_bytes());
-        p.extend_from_slice(&[0, 1]);
-        p.extend_from_slice(&[0, 0, 41, 0x04, 0xD0, 0, 0, 0, 0, 0, 0]);
-        v.push(p);
-    }
-    v
+    ]
+    .iter()
+    .map(|(name, t)| query(&format!("{name}.example.org"), *t, true))
+    .collect()
 }
 
 #[test]
