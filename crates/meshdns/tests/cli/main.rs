@@ -9,6 +9,7 @@
 mod check;
 mod dig;
 mod doh;
+mod doh_iroh;
 mod pkarr;
 mod process;
 
