@@ -14,7 +14,7 @@
 //! _iroh.<z32>.<origin>. 5 IN TXT "user-data=rack-7"
 //! ```
 //!
-//! - `relay=<url>`: the home relay, when known, as iroh prints a relay URL.
+//! - `relay=<url>`: the home relay, when known, as configured (checked to parse as iroh does).
 //! - `addr=<ip:port>`: one record per direct address, IPv6 in brackets. Sorted by (address
 //!   text, port) and deduplicated, so the same set always gives the same bytes.
 //! - `user-data=<text>`: when given, at most 245 bytes (a 255-byte string minus the key).
@@ -32,6 +32,7 @@
 
 use std::net::SocketAddr;
 
+pub mod connector;
 pub mod pkarr;
 
 pub use iroh_base::EndpointId;
@@ -172,10 +173,12 @@ pub fn txt_strings(info: &EndpointInfo) -> Result<Vec<String>, InfoError> {
         .map(str::trim)
         .filter(|r| !r.is_empty())
     {
-        let url: iroh_base::RelayUrl = relay
-            .parse()
+        // Validated as iroh will parse it, but published as given (as datum's controller
+        // does): iroh reads `https://r.example` and `https://r.example/` as the same relay.
+        relay
+            .parse::<iroh_base::RelayUrl>()
             .map_err(|_| InfoError::RelayNotUrl(relay.to_string()))?;
-        let text = url.to_string();
+        let text = relay;
         if text.contains('=') {
             return Err(InfoError::RelayHasEquals(relay.to_string()));
         }

@@ -87,7 +87,7 @@ fn records_have_the_documented_name_order_and_bytes() {
     assert_eq!(
         strings,
         [
-            "\"relay=https://relay.example.org/\"",
+            "\"relay=https://relay.example.org\"",
             "\"addr=192.0.2.10:1\"",
             "\"addr=192.0.2.10:4433\"",
             "\"addr=192.0.2.9:4433\"",

@@ -772,7 +772,7 @@ zones:
         assert_eq!(
             shown,
             [
-                format!("{name} 5 \"relay=https://relay.example.org/\""),
+                format!("{name} 5 \"relay=https://relay.example.org\""),
                 format!("{name} 5 \"addr=192.0.2.1:4433\""),
                 format!("{name} 5 \"addr=[2001:db8::1]:4433\""),
                 format!("{name} 5 \"user-data=rack-7\""),
