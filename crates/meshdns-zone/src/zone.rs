@@ -245,17 +245,6 @@ impl Zone {
         Some(self.node_at(*id))
     }
 
-    /// Every non-empty node, ordered by name in canonical order (RFC 4034 §6.1).
-    pub fn nodes_sorted(&self) -> Vec<(Name, Node<'_>)> {
-        let mut all: Vec<(Name, Node<'_>)> = (0..self.nodes.len() as u32)
-            .map(|id| self.node_at(id))
-            .filter(|n| !n.is_empty())
-            .filter_map(|n| Some((Name::from_wire(n.name)?, n)))
-            .collect();
-        all.sort_by(|a, b| canonical_cmp(&a.0, &b.0));
-        all
-    }
-
     /// Looks `name` up. `name` is lower-cased wire format at or below the origin.
     pub fn lookup(&self, name: &[u8]) -> Lookup<'_> {
         debug_assert!(is_wire_subdomain(name, self.origin.wire()));
