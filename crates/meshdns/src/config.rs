@@ -23,6 +23,10 @@ pub struct ConfigFile {
     /// Settings of `meshdns serve`.
     #[serde(default)]
     pub serve: ServeFile,
+    /// The iroh controller's block (datum's `connector.iroh` keys): accepted here so one file
+    /// can configure everything; `meshdns render iroh` reads it (see `render::load_iroh_config`).
+    #[serde(default, rename = "iroh")]
+    pub _iroh: Option<serde::de::IgnoredAny>,
 }
 
 /// The `serve:` block. Every field is optional; see [`ServeArgs`] for meanings and defaults.
@@ -395,6 +399,14 @@ mod tests {
         assert_eq!(s.default_ttl, 60);
         assert_eq!(s.workers, 1);
         assert_eq!(s.tailscale_zones[0].to_string(), "ts.net.");
+    }
+
+    #[test]
+    fn one_file_can_carry_the_iroh_block_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("meshdns.yaml");
+        std::fs::write(&cfg, "serve:\n  listen: ['127.0.0.1:5353']\niroh:\n  dnsZoneRef: {namespace: dns, name: z}\n").unwrap();
+        assert!(settings(&ServeArgs { config: Some(cfg), ..Default::default() }).is_ok());
     }
 
     #[test]

@@ -4,10 +4,12 @@
 //! (`meshdns-sources`), the DNS server (`meshdns-server`) and the zone core (`meshdns-zone`).
 
 mod config;
+mod render;
 mod telemetry;
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -45,6 +47,29 @@ enum Command {
     /// Parse records and zone files as `serve` would and print every problem
     /// (`FILE: ENTRY: REASON`); exit 1 if a file cannot be used.
     Check(CheckArgs),
+    /// Run a controller's planner on manifest files and print what it would converge to.
+    #[command(subcommand)]
+    Render(RenderTarget),
+}
+
+#[derive(Debug, Subcommand)]
+enum RenderTarget {
+    /// The iroh controller: DNSRecordSets for Connectors, then each Connector's
+    /// IrohDNSPublished condition.
+    Iroh(RenderIrohArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RenderIrohArgs {
+    /// Config file with an `iroh:` block, or datum's NetworkServicesOperator config.
+    #[arg(long, short = 'c')]
+    config: PathBuf,
+    /// The cluster the Connectors live in (recorded in the cluster label).
+    #[arg(long, default_value = "local")]
+    cluster: String,
+    /// Manifest files or directories (YAML, several documents, List kinds).
+    #[arg(short = 'f', long = "filename", required = true)]
+    files: Vec<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -69,6 +94,16 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("meshdns serve: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Render(RenderTarget::Iroh(args)) => match render_iroh(&args) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("meshdns render iroh: {e:#}");
                 ExitCode::FAILURE
             }
         },
@@ -300,6 +335,14 @@ async fn wait_for_signal() {
         _ = term.recv() => info!(signal = "SIGTERM", "signal received"),
         _ = int.recv() => info!(signal = "SIGINT", "signal received"),
     }
+}
+
+fn render_iroh(args: &RenderIrohArgs) -> Result<String> {
+    let settings = render::load_iroh_config(&args.config)?
+        .settings()
+        .with_context(|| format!("{}", args.config.display()))?;
+    let objects = render::load_manifests(&args.files)?;
+    render::render_iroh(&objects, &settings, &args.cluster)
 }
 
 /// `meshdns check`: the same parse and assembly as `serve`, printed instead of served.

@@ -12,5 +12,6 @@ mod doh;
 mod doh_iroh;
 mod pkarr;
 mod process;
+mod render;
 
 pub use process::*;

@@ -1,0 +1,330 @@
+//! `meshdns render`: run a controller's planner on manifest files and print what it would
+//! converge to, without a cluster.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use meshdns_iroh::connector::{
+    ClaimAction, ConditionPlan, ConnectorInput, Decision, IrohSettings, RecordSetPlan, claim, plan,
+};
+use serde::Deserialize;
+use serde_yaml::{Mapping, Value};
+
+/// The controller's `iroh:` block (the keys of datum's `connector.iroh` block). Keys render
+/// has no use for (`dnsEnabled`, `downstreamKubeconfigPath`) are accepted and ignored.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IrohFile {
+    /// The DNSZone the records go into (its namespace is where DNSRecordSets are written).
+    #[serde(default)]
+    pub dns_zone_ref: ZoneRef,
+    /// First label of record names (must be `_iroh`).
+    #[serde(default = "default_prefix")]
+    pub record_prefix: String,
+    /// Labels between the z32 label and the zone origin.
+    #[serde(default)]
+    pub record_suffix: String,
+    /// TTL of every entry.
+    #[serde(default = "default_ttl")]
+    pub ttl_seconds: u32,
+}
+
+/// `{namespace, name}` of the DNSZone.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ZoneRef {
+    /// Namespace.
+    #[serde(default)]
+    pub namespace: String,
+    /// Name.
+    #[serde(default)]
+    pub name: String,
+}
+
+fn default_prefix() -> String {
+    meshdns_iroh::IROH_LABEL.to_string()
+}
+
+fn default_ttl() -> u32 {
+    meshdns_iroh::DEFAULT_TTL
+}
+
+impl IrohFile {
+    /// The planner's settings, or every problem with them.
+    pub fn settings(&self) -> Result<IrohSettings> {
+        let s = IrohSettings {
+            zone_namespace: self.dns_zone_ref.namespace.clone(),
+            zone_name: self.dns_zone_ref.name.clone(),
+            record_prefix: self.record_prefix.clone(),
+            record_suffix: self.record_suffix.clone(),
+            ttl: self.ttl_seconds,
+        };
+        let problems = s.problems();
+        if !problems.is_empty() {
+            bail!("{}", problems.join("; "));
+        }
+        Ok(s)
+    }
+}
+
+/// Reads the iroh block from a meshdns config file (`iroh:`) or from datum's
+/// `NetworkServicesOperator` config file as it is (`connector.iroh`).
+pub fn load_iroh_config(path: &Path) -> Result<IrohFile> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let doc: Value =
+        serde_yaml::from_str(&text).with_context(|| format!("{}: not YAML", path.display()))?;
+    let block = if doc.get("kind").and_then(Value::as_str) == Some("NetworkServicesOperator") {
+        doc.get("connector").and_then(|c| c.get("iroh"))
+    } else {
+        doc.get("iroh")
+    };
+    let Some(block) = block else {
+        bail!(
+            "{}: no `iroh:` block (or `connector.iroh` in a NetworkServicesOperator config)",
+            path.display()
+        );
+    };
+    serde_yaml::from_value(block.clone()).with_context(|| format!("{}: iroh block", path.display()))
+}
+
+/// Every Kubernetes object in the files and directories given (YAML, several documents per
+/// file, `List` kinds expanded), in path order.
+pub fn load_manifests(paths: &[PathBuf]) -> Result<Vec<Value>> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
+                .with_context(|| format!("cannot read directory {}", p.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| {
+                    f.extension()
+                        .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
+                })
+                .collect();
+            entries.sort();
+            files.extend(entries);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    let mut objects = Vec::new();
+    for f in files {
+        let text =
+            std::fs::read_to_string(&f).with_context(|| format!("cannot read {}", f.display()))?;
+        for (i, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
+            let value = Value::deserialize(doc)
+                .with_context(|| format!("{}: document {}: not YAML", f.display(), i + 1))?;
+            push_objects(value, &mut objects);
+        }
+    }
+    Ok(objects)
+}
+
+fn push_objects(value: Value, out: &mut Vec<Value>) {
+    if value.is_null() {
+        return;
+    }
+    if value.get("kind").and_then(Value::as_str) == Some("List") {
+        if let Some(Value::Sequence(items)) = value.get("items") {
+            for item in items {
+                push_objects(item.clone(), out);
+            }
+        }
+        return;
+    }
+    out.push(value);
+}
+
+fn text<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
+    path.iter()
+        .try_fold(v, |v, k| v.get(*k))
+        .and_then(Value::as_str)
+}
+
+/// Connectors (with their class's controller) from the objects.
+fn connectors(objects: &[Value], cluster: &str) -> Vec<ConnectorInput> {
+    let classes: BTreeMap<&str, &str> = objects
+        .iter()
+        .filter(|o| text(o, &["kind"]) == Some("ConnectorClass"))
+        .filter_map(|o| {
+            let name = text(o, &["metadata", "name"])?;
+            // The CRD's default when the field is absent.
+            Some((
+                name,
+                text(o, &["spec", "controllerName"])
+                    .unwrap_or(meshdns_iroh::connector::IROH_CLASSES[0]),
+            ))
+        })
+        .collect();
+    let mut out: Vec<ConnectorInput> = objects
+        .iter()
+        .filter(|o| text(o, &["kind"]) == Some("Connector"))
+        .map(|o| {
+            let key = |k: &str| {
+                text(o, &["status", "connectionDetails", "publicKey", k]).map(str::to_string)
+            };
+            let addresses = o
+                .get("status")
+                .and_then(|s| s.get("connectionDetails"))
+                .and_then(|c| c.get("publicKey"))
+                .and_then(|p| p.get("addresses"))
+                .and_then(Value::as_sequence)
+                .map(|list| {
+                    list.iter()
+                        .map(|a| {
+                            let address = text(a, &["address"]).unwrap_or_default().to_string();
+                            (address, a.get("port").and_then(Value::as_i64).unwrap_or(0))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let class = text(o, &["spec", "connectorClassName"]).unwrap_or_default();
+            ConnectorInput {
+                cluster: cluster.to_string(),
+                namespace: text(o, &["metadata", "namespace"])
+                    .unwrap_or("default")
+                    .to_string(),
+                name: text(o, &["metadata", "name"])
+                    .unwrap_or_default()
+                    .to_string(),
+                uid: text(o, &["metadata", "uid"])
+                    .unwrap_or_default()
+                    .to_string(),
+                generation: o
+                    .get("metadata")
+                    .and_then(|m| m.get("generation"))
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0),
+                class_controller: classes.get(class).map(|c| c.to_string()),
+                public_key_id: key("id"),
+                home_relay: key("homeRelay"),
+                addresses,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    out
+}
+
+fn map(entries: Vec<(&str, Value)>) -> Value {
+    let mut m = Mapping::new();
+    for (k, v) in entries {
+        m.insert(Value::from(k), v);
+    }
+    Value::Mapping(m)
+}
+
+fn string_map(m: &BTreeMap<String, String>) -> Value {
+    Value::Mapping(
+        m.iter()
+            .map(|(k, v)| (Value::from(k.as_str()), Value::from(v.as_str())))
+            .collect(),
+    )
+}
+
+fn record_set(p: &RecordSetPlan) -> Value {
+    let mut metadata = vec![
+        ("name", Value::from(p.name.as_str())),
+        ("namespace", Value::from(p.namespace.as_str())),
+        ("labels", string_map(&p.labels)),
+    ];
+    if !p.annotations.is_empty() {
+        metadata.push(("annotations", string_map(&p.annotations)));
+    }
+    let records = p
+        .records
+        .iter()
+        .map(|r| {
+            map(vec![
+                ("name", Value::from(r.name.as_str())),
+                ("ttl", Value::from(r.ttl)),
+                (
+                    "txt",
+                    map(vec![("content", Value::from(r.content.as_str()))]),
+                ),
+            ])
+        })
+        .collect();
+    map(vec![
+        (
+            "apiVersion",
+            Value::from("dns.networking.miloapis.com/v1alpha1"),
+        ),
+        ("kind", Value::from("DNSRecordSet")),
+        ("metadata", map(metadata)),
+        (
+            "spec",
+            map(vec![
+                (
+                    "dnsZoneRef",
+                    map(vec![("name", Value::from(p.zone_name.as_str()))]),
+                ),
+                ("recordType", Value::from("TXT")),
+                ("records", Value::Sequence(records)),
+            ]),
+        ),
+    ])
+}
+
+fn connector_status(c: &ConnectorInput, cond: &ConditionPlan) -> Value {
+    let condition = map(vec![
+        ("type", Value::from(meshdns_iroh::connector::CONDITION_TYPE)),
+        ("status", Value::from(cond.status)),
+        ("reason", Value::from(cond.reason)),
+        ("message", Value::from(cond.message.as_str())),
+        ("observedGeneration", Value::from(c.generation)),
+    ]);
+    map(vec![
+        (
+            "apiVersion",
+            Value::from("networking.datumapis.com/v1alpha1"),
+        ),
+        ("kind", Value::from("Connector")),
+        (
+            "metadata",
+            map(vec![
+                ("name", Value::from(c.name.as_str())),
+                ("namespace", Value::from(c.namespace.as_str())),
+            ]),
+        ),
+        (
+            "status",
+            map(vec![("conditions", Value::Sequence(vec![condition]))]),
+        ),
+    ])
+}
+
+/// What the iroh controller would converge to, as multi-document YAML: the DNSRecordSets
+/// (ordered by name), then each Connector whose class routes to iroh (ordered by namespace and
+/// name) with its `IrohDNSPublished` condition. When several Connectors share a key, the first
+/// in that order owns the record here; in a cluster, whichever creates it first does.
+pub fn render_iroh(objects: &[Value], settings: &IrohSettings, cluster: &str) -> Result<String> {
+    let mut owned: BTreeMap<String, RecordSetPlan> = BTreeMap::new();
+    let mut shown = Vec::new();
+    for c in connectors(objects, cluster) {
+        let cond = match plan(&c, settings) {
+            Decision::Ignore => continue,
+            Decision::Pending => ConditionPlan::pending(),
+            Decision::Invalid(why) => ConditionPlan::invalid(&why),
+            Decision::Publish(p) => {
+                let existing = owned.get(&p.name).map(|o| (&o.labels, &o.annotations));
+                match claim(&c.uid, existing) {
+                    ClaimAction::Create => {
+                        owned.insert(p.name.clone(), p);
+                        ConditionPlan::owner()
+                    }
+                    ClaimAction::Apply => ConditionPlan::owner(),
+                    ClaimAction::Defer { owner, uid } => ConditionPlan::deferred(&owner, &uid),
+                }
+            }
+        };
+        shown.push(connector_status(&c, &cond));
+    }
+    let mut out = String::new();
+    for doc in owned.values().map(record_set).chain(shown) {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml::to_string(&doc)?);
+    }
+    Ok(out)
+}
