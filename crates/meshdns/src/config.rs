@@ -406,7 +406,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cfg = dir.path().join("meshdns.yaml");
         std::fs::write(&cfg, "serve:\n  listen: ['127.0.0.1:5353']\niroh:\n  dnsZoneRef: {namespace: dns, name: z}\n").unwrap();
-        assert!(settings(&ServeArgs { config: Some(cfg), ..Default::default() }).is_ok());
+        assert!(
+            settings(&ServeArgs {
+                config: Some(cfg),
+                ..Default::default()
+            })
+            .is_ok()
+        );
     }
 
     #[test]
