@@ -182,7 +182,16 @@ pub fn parse(
                     o.clone()
                 }
                 _ => match Name::parse(first.text, current_origin.as_ref()) {
-                    Ok(n) => n,
+                    Ok(n) => {
+                        // A new owner: remember it (the common case, a run of records at one
+                        // name, then costs no parse and no extra copy).
+                        last_owner = Some(n.clone());
+                        last_owner_text = Some(first.text);
+                        if last_owner_origin != current_origin {
+                            last_owner_origin.clone_from(&current_origin);
+                        }
+                        n
+                    }
                     Err(e) => {
                         skip(&mut problems, format!("owner {:?}: {e}", first.text));
                         last_owner = None;
@@ -191,11 +200,6 @@ pub fn parse(
                 },
             }
         };
-        if !entry.inherit_owner {
-            last_owner_text = Some(first.text);
-            last_owner_origin.clone_from(&current_origin);
-        }
-        last_owner = Some(owner.clone());
         let mut ttl = None;
         let mut class_ok = true;
         while let Some(tok) = rest.first() {

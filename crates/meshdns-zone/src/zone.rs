@@ -582,9 +582,10 @@ impl CatalogBuilder {
     /// Makes sure a zone with this origin exists (with a synthesised SOA and NS if nobody gives
     /// one).
     pub fn declare(&mut self, origin: &Name) {
-        self.zones
-            .entry(origin.clone())
-            .or_insert_with(|| ZoneBuilder::new(origin));
+        // Looked up first: `entry` would clone the origin on every record added.
+        if !self.zones.contains_key(origin) {
+            self.zones.insert(origin.clone(), ZoneBuilder::new(origin));
+        }
     }
 
     /// Makes room for about `records` more records in zone `origin` (declaring it), so a large
