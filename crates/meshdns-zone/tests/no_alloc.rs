@@ -5,9 +5,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use meshdns_zone::{
-    AnswerConfig, BuildDefaults, CatalogBuilder, Name, RData, RType, Record, Transport, answer,
-};
+use meshdns_zone::{AnswerConfig, RType, Transport, answer};
 
 struct Counting;
 
@@ -52,36 +50,22 @@ static GLOBAL: Counting = Counting;
 
 #[test]
 fn answering_allocates_nothing() {
-    let origin: Name = "example.org.".parse().unwrap();
-    let mut b = CatalogBuilder::new(BuildDefaults {
-        default_ttl: 5,
-        serial: 1,
-    });
-    let mut add = |name: &str, t: RType, v: &str| {
-        let data = RData::parse(t, v, &origin).unwrap();
-        b.add(
-            &origin,
-            Record {
-                name: Name::parse(name, Some(&origin)).unwrap(),
-                ttl: 60,
-                data,
-            },
-            0,
-        )
-        .unwrap();
-    };
-    add("www", RType::A, "192.0.2.1");
-    add("www", RType::AAAA, "2001:db8::1");
-    add("alias", RType::CNAME, "www");
-    add("_iroh.k.nodes", RType::TXT, "\"relay=https://r.example./\"");
-    add("*.wild", RType::A, "192.0.2.7");
-    add("sub", RType::NS, "ns.sub");
-    add("ns.sub", RType::A, "192.0.2.9");
-    add("mx", RType::MX, "10 www");
-    for i in 0..100 {
-        add("many", RType::A, &format!("10.0.0.{i}"));
-    }
-    let (catalog, _) = b.build();
+    let mut records: Vec<(&str, RType, String)> = vec![
+        ("www", RType::A, "192.0.2.1".into()),
+        ("www", RType::AAAA, "2001:db8::1".into()),
+        ("alias", RType::CNAME, "www".into()),
+        (
+            "_iroh.k.nodes",
+            RType::TXT,
+            "\"relay=https://r.example./\"".into(),
+        ),
+        ("*.wild", RType::A, "192.0.2.7".into()),
+        ("sub", RType::NS, "ns.sub".into()),
+        ("ns.sub", RType::A, "192.0.2.9".into()),
+        ("mx", RType::MX, "10 www".into()),
+    ];
+    records.extend((0..100).map(|i| ("many", RType::A, format!("10.0.0.{i}"))));
+    let catalog = common::catalog(&records);
     let packets = [
         query("WWW.example.org", 1, true),
         query("alias.example.org", 28, false),

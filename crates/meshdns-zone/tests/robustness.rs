@@ -11,36 +11,18 @@ mod common;
 use common::{Rng, query};
 
 fn catalog() -> meshdns_zone::Catalog {
-    let origin: Name = "example.org.".parse().unwrap();
-    let mut b = CatalogBuilder::new(BuildDefaults {
-        default_ttl: 5,
-        serial: 1,
-    });
-    let mut add = |name: &str, t: RType, v: &str| {
-        let data = RData::parse(t, v, &origin).unwrap();
-        b.add(
-            &origin,
-            Record {
-                name: Name::parse(name, Some(&origin)).unwrap(),
-                ttl: 60,
-                data,
-            },
-            0,
-        )
-        .unwrap();
-    };
-    add("www", RType::A, "192.0.2.1");
-    add("www", RType::AAAA, "2001:db8::1");
-    add("alias", RType::CNAME, "www");
-    add("loop1", RType::CNAME, "loop2");
-    add("loop2", RType::CNAME, "loop1");
-    add("*.wild", RType::TXT, "\"x\"");
-    add("sub", RType::NS, "ns.sub");
-    add("ns.sub", RType::A, "192.0.2.9");
-    for i in 0..200 {
-        add("many", RType::A, &format!("10.0.{}.{}", i / 250, i % 250));
-    }
-    b.build().0
+    let mut records: Vec<(&str, RType, String)> = vec![
+        ("www", RType::A, "192.0.2.1".into()),
+        ("www", RType::AAAA, "2001:db8::1".into()),
+        ("alias", RType::CNAME, "www".into()),
+        ("loop1", RType::CNAME, "loop2".into()),
+        ("loop2", RType::CNAME, "loop1".into()),
+        ("*.wild", RType::TXT, "\"x\"".into()),
+        ("sub", RType::NS, "ns.sub".into()),
+        ("ns.sub", RType::A, "192.0.2.9".into()),
+    ];
+    records.extend((0..200).map(|i| ("many", RType::A, format!("10.0.{}.{}", i / 250, i % 250))));
+    common::catalog(&records)
 }
 
 /// Valid queries (with EDNS) to mutate.

@@ -1,6 +1,8 @@
 //! Helpers shared by this crate's test binaries.
 #![allow(dead_code, missing_docs)]
 
+use meshdns_zone::{BuildDefaults, Catalog, CatalogBuilder, Name, RData, RType, Record};
+
 /// xorshift64*: deterministic, so a failure reproduces.
 pub struct Rng(pub u64);
 
@@ -36,4 +38,30 @@ pub fn query(name: &str, qtype: u16, edns: bool) -> Vec<u8> {
         p.extend_from_slice(&[0, 0, 41, 0x04, 0xD0, 0, 0, 0, 0, 0, 0]);
     }
     p
+}
+
+/// A catalog holding zone `example.org.` with these records (names relative to it, values in
+/// presentation format, TTL 60).
+pub fn catalog(records: &[(&str, RType, String)]) -> Catalog {
+    let origin: Name = "example.org.".parse().unwrap();
+    let mut b = CatalogBuilder::new(BuildDefaults {
+        default_ttl: 5,
+        serial: 1,
+    });
+    for (name, t, value) in records {
+        let data = RData::parse(*t, value, &origin).unwrap();
+        b.add(
+            &origin,
+            Record {
+                name: Name::parse(name, Some(&origin)).unwrap(),
+                ttl: 60,
+                data,
+            },
+            0,
+        )
+        .unwrap();
+    }
+    let (catalog, refused) = b.build();
+    assert!(refused.is_empty(), "{refused:?}");
+    catalog
 }

@@ -95,17 +95,9 @@ async fn iroh_resolves_a_published_endpoint_over_doh() {
         .add_nameserver_config(NameserverConfig::https(proxy.ip()).with_port(proxy.port()))
         .tls_client_config(tls)
         .build();
-    let mut found = None;
-    for _ in 0..250 {
-        resolver.clear_cache();
-        if let Ok(info) = resolver.lookup_endpoint_by_id(&id, ORIGIN).await {
-            found = Some(info);
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let found =
-        found.unwrap_or_else(|| panic!("iroh never resolved over DoH; log:\n{}", m.log_text()));
+    let found = resolve_within(&resolver, &id, ORIGIN, 5)
+        .await
+        .unwrap_or_else(|| panic!("iroh never resolved over DoH; log:\n{}", m.log_text()));
     let got: std::collections::BTreeSet<SocketAddr> = found.ip_addrs().copied().collect();
     assert_eq!(got, addrs.into_iter().collect());
     let (_, metrics) = m.get("/metrics");

@@ -24,24 +24,6 @@ fn serve(data_dir: &std::path::Path) -> Meshdns {
     ])
 }
 
-async fn resolve_within(
-    resolver: &DnsResolver,
-    id: &iroh_base::EndpointId,
-    seconds: u64,
-) -> Option<EndpointInfo> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
-    loop {
-        resolver.clear_cache();
-        if let Ok(info) = resolver.lookup_endpoint_by_id(id, ORIGIN).await {
-            return Some(info);
-        }
-        if std::time::Instant::now() > deadline {
-            return None;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test]
 async fn iroh_publishes_and_resolves_through_meshdns() {
     let data = tempfile::tempdir().unwrap();
@@ -78,7 +60,7 @@ async fn iroh_publishes_and_resolves_through_meshdns() {
     let resolver = DnsResolver::with_nameserver(m.dns);
     // The snapshot is rebuilt right after the publish (one debounce later): wait for it,
     // within a bound that only keeps a broken build from hanging.
-    let Some(found) = resolve_within(&resolver, &id, 5).await else {
+    let Some(found) = resolve_within(&resolver, &id, ORIGIN, 5).await else {
         panic!(
             "iroh never resolved the published endpoint; log:\n{}",
             m.log_text()

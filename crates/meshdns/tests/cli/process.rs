@@ -168,3 +168,25 @@ pub fn write(dir: &Path, name: &str, content: &str) -> String {
     std::fs::write(&p, content).unwrap();
     p.display().to_string()
 }
+
+/// iroh's lookup of `id` under `origin`, retried (cache cleared) until it succeeds or
+/// `seconds` pass: a publish is served one debounce after it is accepted. The bound only
+/// keeps a broken build from hanging; it is not a timing assertion.
+pub async fn resolve_within(
+    resolver: &iroh_dns::dns::DnsResolver,
+    id: &iroh_base::EndpointId,
+    origin: &str,
+    seconds: u64,
+) -> Option<iroh_dns::endpoint_info::EndpointInfo> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(seconds);
+    loop {
+        resolver.clear_cache();
+        if let Ok(info) = resolver.lookup_endpoint_by_id(id, origin).await {
+            return Some(info);
+        }
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
