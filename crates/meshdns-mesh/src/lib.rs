@@ -32,7 +32,7 @@ pub use plan::{
     plan_source,
 };
 pub use types::{ClusterEntry, ClusterMeshSpec, ClusterMeshStatus, Node, Peer, PeerSpec};
-pub use validate::{Skip, SkipReason};
+pub use validate::{Skip, SkipReason, spec_problems};
 
 /// The finalizer on every ClusterMesh: its Peers are removed from every cluster before the
 /// mesh goes.

@@ -1714,3 +1714,42 @@ fn node_names_in_dns() {
     assert_eq!(sets[0].ttl, crate::dns::DEFAULT_NODE_TTL);
     assert_eq!(sets[0].zone_name, "mesh-zone");
 }
+
+#[test]
+fn schema_checks_name_the_field() {
+    let ok = mesh_spec(vec![std_entry("a"), entry("b", &["10.245.0.0/16"])]);
+    assert!(spec_problems(&ok).is_empty());
+    let bad = ClusterMeshSpec {
+        clusters: vec![
+            ClusterEntry {
+                wireguard_port: Some(0),
+                persistent_keepalive: Some(-1),
+                ..entry("Bad_Name", &[])
+            },
+            ClusterEntry {
+                kubeconfig_secret_ref: Some(SecretKeyRef {
+                    name: "s".into(),
+                    key: String::new(),
+                }),
+                ..entry("Bad_Name", &["10.0.0.0/8"])
+            },
+        ],
+        dns: Some(MeshDns::default()),
+    };
+    let got = spec_problems(&bad);
+    for want in [
+        "spec.clusters[0].name",
+        "spec.clusters[0].allowedNetworks",
+        "spec.clusters[0].wireguardPort",
+        "spec.clusters[0].persistentKeepalive",
+        "spec.clusters[1].name: \"Bad_Name\" appears twice",
+        "spec.clusters[1].kubeconfigSecretRef",
+        "spec.dns.dnsZoneRef.name",
+    ] {
+        assert!(
+            got.iter().any(|p| p.contains(want)),
+            "{want} missing from {got:#?}"
+        );
+    }
+    assert!(spec_problems(&mesh_spec(vec![std_entry("a")]))[0].contains("at least 2"));
+}

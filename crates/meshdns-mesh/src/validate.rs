@@ -333,3 +333,60 @@ pub fn network_problems(meshes: &[(&str, &ClusterMeshSpec)]) -> BTreeMap<String,
     }
     out
 }
+
+/// What the ClusterMesh CRD's schema rejects, checked again here for manifests that never
+/// met an API server (`meshdns render mesh`) and for clusters that run an older CRD: at least
+/// two clusters, each name a DNS label of at most 63 characters and unique in the mesh, at
+/// least one allowed network, `wireguardPort` 1..65535, `persistentKeepalive` 0..65535, both
+/// keys of `kubeconfigSecretRef`. Each problem names its field.
+pub fn spec_problems(spec: &ClusterMeshSpec) -> Vec<String> {
+    let mut out = Vec::new();
+    if spec.clusters.len() < 2 {
+        out.push(format!(
+            "spec.clusters: a mesh needs at least 2 clusters, found {}",
+            spec.clusters.len()
+        ));
+    }
+    let mut names = HashSet::new();
+    for (i, c) in spec.clusters.iter().enumerate() {
+        let at = format!("spec.clusters[{i}]");
+        let label_ok = c.name.len() <= 63 && is_dns1123_subdomain(&c.name) && !c.name.contains('.');
+        if !label_ok {
+            out.push(format!(
+                "{at}.name: {:?} is not a DNS label (lowercase letters, digits and '-', at most 63)",
+                c.name
+            ));
+        }
+        if !names.insert(c.name.as_str()) {
+            out.push(format!("{at}.name: {:?} appears twice", c.name));
+        }
+        if c.allowed_networks.is_empty() {
+            out.push(format!(
+                "{at}.allowedNetworks: at least one CIDR is required"
+            ));
+        }
+        if let Some(p) = c.wireguard_port
+            && !(1..=65535).contains(&p)
+        {
+            out.push(format!("{at}.wireguardPort: {p} is not 1..65535"));
+        }
+        if let Some(k) = c.persistent_keepalive
+            && !(0..=65535).contains(&k)
+        {
+            out.push(format!("{at}.persistentKeepalive: {k} is not 0..65535"));
+        }
+        if let Some(r) = &c.kubeconfig_secret_ref
+            && (r.name.is_empty() || r.key.is_empty())
+        {
+            out.push(format!(
+                "{at}.kubeconfigSecretRef: both name and key are required"
+            ));
+        }
+    }
+    if let Some(dns) = &spec.dns
+        && dns.dns_zone_ref.name.is_empty()
+    {
+        out.push("spec.dns.dnsZoneRef.name: must be set".to_string());
+    }
+    out
+}

@@ -5,6 +5,7 @@
 
 mod config;
 mod render;
+mod render_mesh;
 mod telemetry;
 
 use std::io::IsTerminal;
@@ -57,6 +58,16 @@ enum RenderTarget {
     /// The iroh controller: DNSRecordSets for Connectors, then each Connector's
     /// IrohDNSPublished condition.
     Iroh(RenderIrohArgs),
+    /// The mesh controller: per target cluster the Peers it would keep, then each
+    /// ClusterMesh's status and an Event per skipped node.
+    Mesh(RenderMeshArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RenderMeshArgs {
+    /// Directory with ClusterMesh manifests at the top and clusters/<name>/ Node lists.
+    #[arg(short = 'f', long = "filename")]
+    dir: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
@@ -104,6 +115,16 @@ fn main() -> ExitCode {
             }
             Err(e) => {
                 eprintln!("meshdns render iroh: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Render(RenderTarget::Mesh(args)) => match render_mesh::render_mesh(&args.dir) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("meshdns render mesh: {e:#}");
                 ExitCode::FAILURE
             }
         },

@@ -136,7 +136,7 @@ fn push_objects(value: Value, out: &mut Vec<Value>) {
     out.push(value);
 }
 
-fn text<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
+pub(crate) fn text<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
     path.iter()
         .try_fold(v, |v, k| v.get(*k))
         .and_then(Value::as_str)
@@ -207,7 +207,7 @@ fn connectors(objects: &[Value], cluster: &str) -> Vec<ConnectorInput> {
     out
 }
 
-fn map(entries: Vec<(&str, Value)>) -> Value {
+pub(crate) fn map(entries: Vec<(&str, Value)>) -> Value {
     let mut m = Mapping::new();
     for (k, v) in entries {
         m.insert(Value::from(k), v);
@@ -215,7 +215,7 @@ fn map(entries: Vec<(&str, Value)>) -> Value {
     Value::Mapping(m)
 }
 
-fn string_map(m: &BTreeMap<String, String>) -> Value {
+pub(crate) fn string_map(m: &BTreeMap<String, String>) -> Value {
     Value::Mapping(
         m.iter()
             .map(|(k, v)| (Value::from(k.as_str()), Value::from(v.as_str())))

@@ -13,5 +13,6 @@ mod doh_iroh;
 mod pkarr;
 mod process;
 mod render;
+mod render_mesh;
 
 pub use process::*;

@@ -1,0 +1,301 @@
+//! `meshdns render mesh`: the mesh controller's planner on a directory of manifests.
+//!
+//! Layout: ClusterMesh manifests at the top of the directory, and one directory per member
+//! cluster, `clusters/<name>/`, holding its Nodes as `kubectl get nodes -o yaml` prints them.
+//! A cluster name denotes one cluster across the meshes of the directory.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use meshdns_mesh::dns::{NodeRecordSet, node_record_sets};
+use meshdns_mesh::{
+    ClusterMeshSpec, ClusterNodes, MeshPlan, Node, Peer, discovered_endpoints, enrich,
+    merge_same_key, plan_meshes, spec_problems,
+};
+use serde_yaml::Value;
+
+use crate::render::{load_manifests, map, string_map, text};
+
+/// A ClusterMesh read from a manifest.
+struct MeshObject {
+    name: String,
+    namespace: String,
+    generation: Option<i64>,
+    spec: ClusterMeshSpec,
+}
+
+/// Plans the meshes of `dir` and prints, as multi-document YAML: one `v1` `List` of Peers per
+/// target cluster (annotated `meshdns.io/target-cluster`), the DNSRecordSets of meshes that
+/// publish node names, each ClusterMesh with its computed status, then one Warning Event per
+/// skipped node. Deterministic: clusters, meshes, Peers and Events are sorted by name.
+pub fn render_mesh(dir: &Path) -> Result<String> {
+    if !dir.is_dir() {
+        bail!(
+            "{}: want a directory with ClusterMesh manifests and clusters/<name>/ Node lists",
+            dir.display()
+        );
+    }
+    let meshes = load_meshes(dir)?;
+    if meshes.is_empty() {
+        bail!(
+            "{}: no ClusterMesh manifest at the top of the directory",
+            dir.display()
+        );
+    }
+    let mut nodes: BTreeMap<String, std::result::Result<Vec<Node>, String>> = BTreeMap::new();
+    for m in &meshes {
+        for c in &m.spec.clusters {
+            if !nodes.contains_key(&c.name) {
+                nodes.insert(
+                    c.name.clone(),
+                    load_nodes(&dir.join("clusters").join(&c.name)),
+                );
+            }
+        }
+    }
+    let specs: Vec<(&str, &ClusterMeshSpec)> =
+        meshes.iter().map(|m| (m.name.as_str(), &m.spec)).collect();
+    let plans = plan_meshes(&specs, &|_, cluster| match nodes.get(cluster) {
+        Some(Ok(list)) => ClusterNodes::Listed(list.clone()),
+        Some(Err(why)) => ClusterNodes::Unavailable(why.clone()),
+        None => ClusterNodes::Unavailable("not listed".into()),
+    });
+
+    let mut docs = Vec::new();
+    let targets: BTreeSet<&str> = plans
+        .iter()
+        .filter(|p| p.blocked.is_none())
+        .flat_map(|p| p.sources.iter().map(|s| s.cluster.as_str()))
+        .collect();
+    for target in targets {
+        let wanted = plans.iter().flat_map(|p| p.peers_for(target)).collect();
+        let target_nodes = match nodes.get(target) {
+            Some(Ok(list)) => list.as_slice(),
+            _ => &[],
+        };
+        let peers = enrich(merge_same_key(wanted), &discovered_endpoints(target_nodes));
+        docs.push(peer_list(target, &peers));
+    }
+    for (m, plan) in meshes.iter().zip(&plans) {
+        if let Some(dns) = &m.spec.dns {
+            docs.extend(
+                node_record_sets(plan, dns)
+                    .iter()
+                    .map(|s| record_set(s, &m.namespace)),
+            );
+        }
+    }
+    for (m, plan) in meshes.iter().zip(&plans) {
+        docs.push(mesh_status(m, plan)?);
+    }
+    for (m, plan) in meshes.iter().zip(&plans) {
+        docs.extend(skip_events(m, plan));
+    }
+    let mut out = String::new();
+    for doc in docs {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml::to_string(&doc)?);
+    }
+    Ok(out)
+}
+
+fn load_meshes(dir: &Path) -> Result<Vec<MeshObject>> {
+    let mut top: Vec<_> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read directory {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file())
+        .collect();
+    top.sort();
+    let mut meshes = Vec::new();
+    for object in load_manifests(&top)? {
+        if text(&object, &["kind"]) != Some("ClusterMesh") {
+            continue;
+        }
+        let name = text(&object, &["metadata", "name"]).unwrap_or_default();
+        let namespace = text(&object, &["metadata", "namespace"]).unwrap_or("default");
+        let at = format!("ClusterMesh {namespace}/{name}");
+        if name.is_empty() {
+            bail!("{at}: metadata.name is required");
+        }
+        let spec: ClusterMeshSpec =
+            serde_yaml::from_value(object.get("spec").cloned().unwrap_or(Value::Null))
+                .with_context(|| format!("{at}: spec"))?;
+        let problems = spec_problems(&spec);
+        if !problems.is_empty() {
+            bail!("{at}: {}", problems.join("; "));
+        }
+        meshes.push(MeshObject {
+            name: name.to_string(),
+            namespace: namespace.to_string(),
+            generation: object
+                .get("metadata")
+                .and_then(|m| m.get("generation"))
+                .and_then(Value::as_i64),
+            spec,
+        });
+    }
+    meshes.sort_by(|a, b| a.name.cmp(&b.name));
+    if let Some(w) = meshes.windows(2).find(|w| w[0].name == w[1].name) {
+        bail!("ClusterMesh {:?} is given twice", w[0].name);
+    }
+    Ok(meshes)
+}
+
+/// A cluster's Nodes, or why they cannot be read (the cluster is then unavailable, as an
+/// unreachable cluster is to the controller).
+fn load_nodes(dir: &Path) -> std::result::Result<Vec<Node>, String> {
+    if !dir.is_dir() {
+        return Err(format!("{} not found", dir.display()));
+    }
+    let objects = load_manifests(&[dir.to_path_buf()]).map_err(|e| format!("{e:#}"))?;
+    objects
+        .into_iter()
+        .filter(|o| text(o, &["kind"]) == Some("Node"))
+        .map(|o| {
+            let name = text(&o, &["metadata", "name"])
+                .unwrap_or_default()
+                .to_string();
+            serde_yaml::from_value::<Node>(o)
+                .map_err(|e| format!("{}: Node {name}: {e}", dir.display()))
+        })
+        .collect()
+}
+
+fn peer_list(target: &str, peers: &[Peer]) -> Value {
+    let items = peers
+        .iter()
+        .map(|p| {
+            map(vec![
+                ("apiVersion", Value::from("kilo.squat.ai/v1alpha1")),
+                ("kind", Value::from("Peer")),
+                (
+                    "metadata",
+                    map(vec![
+                        ("name", Value::from(p.name.as_str())),
+                        ("labels", string_map(&p.labels)),
+                    ]),
+                ),
+                ("spec", serde_yaml::to_value(&p.spec).expect("plain data")),
+            ])
+        })
+        .collect();
+    map(vec![
+        ("apiVersion", Value::from("v1")),
+        ("kind", Value::from("List")),
+        (
+            "metadata",
+            map(vec![(
+                "annotations",
+                map(vec![("meshdns.io/target-cluster", Value::from(target))]),
+            )]),
+        ),
+        ("items", Value::Sequence(items)),
+    ])
+}
+
+fn record_set(s: &NodeRecordSet, namespace: &str) -> Value {
+    let key = s.record_type.to_ascii_lowercase();
+    let records = s
+        .records
+        .iter()
+        .map(|(name, ip)| {
+            map(vec![
+                ("name", Value::from(name.as_str())),
+                ("ttl", Value::from(s.ttl)),
+                (
+                    key.as_str(),
+                    map(vec![("content", Value::from(ip.to_string()))]),
+                ),
+            ])
+        })
+        .collect();
+    map(vec![
+        (
+            "apiVersion",
+            Value::from("dns.networking.miloapis.com/v1alpha1"),
+        ),
+        ("kind", Value::from("DNSRecordSet")),
+        (
+            "metadata",
+            map(vec![
+                ("name", Value::from(s.name.as_str())),
+                ("namespace", Value::from(namespace)),
+                ("labels", string_map(&s.labels)),
+            ]),
+        ),
+        (
+            "spec",
+            map(vec![
+                (
+                    "dnsZoneRef",
+                    map(vec![("name", Value::from(s.zone_name.as_str()))]),
+                ),
+                ("recordType", Value::from(s.record_type)),
+                ("records", Value::Sequence(records)),
+            ]),
+        ),
+    ])
+}
+
+fn mesh_status(m: &MeshObject, plan: &MeshPlan) -> Result<Value> {
+    Ok(map(vec![
+        ("apiVersion", Value::from("kilo.squat.ai/v1alpha1")),
+        ("kind", Value::from("ClusterMesh")),
+        (
+            "metadata",
+            map(vec![
+                ("name", Value::from(m.name.as_str())),
+                ("namespace", Value::from(m.namespace.as_str())),
+            ]),
+        ),
+        ("status", serde_yaml::to_value(plan.status(m.generation))?),
+    ]))
+}
+
+fn skip_events(m: &MeshObject, plan: &MeshPlan) -> Vec<Value> {
+    let mut events = Vec::new();
+    for source in &plan.sources {
+        for skip in &source.skipped {
+            let name = meshdns_mesh::naming::object_name(&format!(
+                "{}.{}.{}.{}",
+                m.name,
+                source.cluster,
+                skip.node,
+                skip.reason.as_str().to_ascii_lowercase()
+            ));
+            events.push(map(vec![
+                ("apiVersion", Value::from("v1")),
+                ("kind", Value::from("Event")),
+                (
+                    "metadata",
+                    map(vec![
+                        ("name", Value::from(name)),
+                        ("namespace", Value::from(m.namespace.as_str())),
+                    ]),
+                ),
+                ("type", Value::from("Warning")),
+                ("reason", Value::from(skip.reason.as_str())),
+                ("action", Value::from("SkipNodePeering")),
+                (
+                    "message",
+                    Value::from(format!(
+                        "{}/{}: {}",
+                        source.cluster, skip.node, skip.message
+                    )),
+                ),
+                (
+                    "involvedObject",
+                    map(vec![
+                        ("apiVersion", Value::from("kilo.squat.ai/v1alpha1")),
+                        ("kind", Value::from("ClusterMesh")),
+                        ("name", Value::from(m.name.as_str())),
+                        ("namespace", Value::from(m.namespace.as_str())),
+                    ]),
+                ),
+                ("reportingComponent", Value::from("meshdns")),
+            ]));
+        }
+    }
+    events
+}
