@@ -51,6 +51,9 @@ enum Command {
     /// Run a controller's planner on manifest files and print what it would converge to.
     #[command(subcommand)]
     Render(RenderTarget),
+    /// Print the CRDs meshdns owns (ClusterMesh) and compatible copies of those it consumes
+    /// (Connector, ConnectorClass, DNSZone, DNSRecordSet, Peer).
+    Crds,
 }
 
 #[derive(Debug, Subcommand)]
@@ -128,6 +131,10 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Crds => {
+            print!("{}", meshdns_api::crds());
+            ExitCode::SUCCESS
+        }
         Command::Check(args) => match check(&args) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::FAILURE,

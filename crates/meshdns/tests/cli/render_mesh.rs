@@ -243,3 +243,25 @@ fn render_mesh_names_the_field_at_fault() {
     let (ok, _, err) = render(empty.path());
     assert!(!ok && err.contains("no ClusterMesh manifest"), "{err}");
 }
+
+#[test]
+fn crds_prints_every_crd() {
+    let out = bin().arg("crds").output().unwrap();
+    assert!(out.status.success());
+    let d = docs(&String::from_utf8(out.stdout).unwrap());
+    let names: Vec<&str> = d
+        .iter()
+        .map(|c| c["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "clustermeshes.kilo.squat.ai",
+            "peers.kilo.squat.ai",
+            "connectors.networking.datumapis.com",
+            "connectorclasses.networking.datumapis.com",
+            "dnszones.dns.networking.miloapis.com",
+            "dnsrecordsets.dns.networking.miloapis.com"
+        ]
+    );
+}

@@ -1,0 +1,107 @@
+//! The types round-trip real objects without loss and name the same resources as the CRDs.
+
+use kube::Resource;
+use serde_json::{Value, json};
+
+use super::*;
+
+fn round_trip<T: serde::de::DeserializeOwned + Serialize>(object: Value) {
+    let typed: T = serde_json::from_value(object.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&typed).unwrap(), object);
+}
+
+#[test]
+fn objects_round_trip_without_loss() {
+    round_trip::<Connector>(json!({
+        "apiVersion": DATUM_API_VERSION, "kind": "Connector",
+        "metadata": {"name": "laptop", "namespace": "default", "uid": "u1", "generation": 2},
+        "spec": {"connectorClassName": "datum-connect", "capabilities": [{"type": "ConnectTCP", "connectTCP": {"disabled": false}}]},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True", "reason": "ConnectorReady", "message": "ok",
+                            "lastTransitionTime": "2026-11-22T10:00:00Z", "observedGeneration": 2}],
+            "connectionDetails": {"type": "PublicKey", "publicKey": {
+                "id": "f120d52e42bfcee750508baf28900acac85ad3f397ab4bb653b32be505c32d39",
+                "discoveryMode": "DNS", "homeRelay": "https://relay.example.com",
+                "addresses": [{"address": "192.0.2.1", "port": 8080}]}},
+            "leaseRef": {"name": "laptop"},
+            "capabilities": [{"type": "ConnectTCP", "conditions": []}]
+        }
+    }));
+    round_trip::<DNSRecordSet>(json!({
+        "apiVersion": DNS_API_VERSION, "kind": "DNSRecordSet",
+        "metadata": {"name": "www", "namespace": "dns"},
+        "spec": {"dnsZoneRef": {"name": "zone"}, "recordType": "MX",
+                 "records": [{"name": "@", "ttl": 300, "mx": {"preference": 10, "exchange": "mx.example.com."}}]},
+        "status": {"conditions": [{"type": "Accepted"}]}
+    }));
+    round_trip::<ClusterMesh>(json!({
+        "apiVersion": KILO_API_VERSION, "kind": "ClusterMesh",
+        "metadata": {"name": "m", "namespace": "kilo"},
+        "spec": {"clusters": [{"name": "a", "local": true, "allowedNetworks": ["10.0.0.0/16"]},
+                              {"name": "b", "kubeconfigSecretRef": {"name": "s", "key": "k"}, "allowedNetworks": ["10.1.0.0/16"], "wireguardPort": 51820, "persistentKeepalive": 25}]},
+        "status": {"clusters": [{"name": "a", "registeredPeers": 1, "skippedNodes": 0}],
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "Reconciled", "message": "all clusters reconciled successfully", "lastTransitionTime": "2026-11-22T10:00:00Z"}]}
+    }));
+    round_trip::<Peer>(json!({
+        "apiVersion": KILO_API_VERSION, "kind": "Peer",
+        "metadata": {"name": "p", "labels": {"kilo-clustermesh.io/mesh": "m"}},
+        "spec": {"allowedIPs": ["10.0.0.0/24"], "publicKey": "k", "presharedKey": "psk",
+                 "endpoint": {"dnsOrIP": {"dns": "a.example"}, "port": 51820}}
+    }));
+    let class: ConnectorClass =
+        serde_json::from_value(json!({"metadata": {"name": "c"}, "spec": {}})).unwrap();
+    assert_eq!(
+        class.controller_name(),
+        "networking.datumapis.com/datum-connect"
+    );
+}
+
+#[test]
+fn crds_describe_the_same_resources() {
+    let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(crds())
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    let names: Vec<(String, String, String)> = docs
+        .iter()
+        .map(|d| {
+            (
+                d["spec"]["group"].as_str().unwrap().to_string(),
+                d["spec"]["names"]["plural"].as_str().unwrap().to_string(),
+                d["spec"]["scope"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    fn of<K: Resource<DynamicType = ()>>(scope: &str) -> (String, String, String) {
+        (
+            K::group(&()).into_owned(),
+            K::plural(&()).into_owned(),
+            scope.to_string(),
+        )
+    }
+    assert_eq!(
+        names,
+        vec![
+            of::<ClusterMesh>("Namespaced"),
+            of::<Peer>("Cluster"),
+            of::<Connector>("Namespaced"),
+            of::<ConnectorClass>("Cluster"),
+            of::<DNSZone>("Namespaced"),
+            of::<DNSRecordSet>("Namespaced"),
+        ]
+    );
+    for d in &docs {
+        assert_eq!(d["apiVersion"], "apiextensions.k8s.io/v1");
+        let name = d["metadata"]["name"].as_str().unwrap();
+        let want = format!(
+            "{}.{}",
+            d["spec"]["names"]["plural"].as_str().unwrap(),
+            d["spec"]["group"].as_str().unwrap()
+        );
+        assert_eq!(name, want);
+        // Every CRD parses as the apiextensions type a cluster would accept.
+        let json = serde_json::to_value(d).unwrap();
+        let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+            serde_json::from_value(json).unwrap();
+        assert_eq!(crd.spec.versions[0].name, "v1alpha1");
+    }
+}
