@@ -342,6 +342,17 @@ fn now_rfc3339() -> String {
 }
 
 fn store(st: &mut State, key: Key, mut object: Value) -> Value {
+    // As the API server's Go types do (omitempty): empty lists and maps are not stored.
+    if let Some(meta) = object["metadata"].as_object_mut() {
+        meta.retain(|k, v| {
+            !(matches!(
+                k.as_str(),
+                "finalizers" | "labels" | "annotations" | "ownerReferences"
+            ) && (v.is_null()
+                || v.as_array().is_some_and(|a| a.is_empty())
+                || v.as_object().is_some_and(|o| o.is_empty())))
+        });
+    }
     st.rv += 1;
     object["metadata"]["resourceVersion"] = json!(st.rv.to_string());
     let kind = if st.objects.contains_key(&key) {
@@ -386,8 +397,10 @@ fn create(st: &mut State, mut key: Key, mut object: Value) -> Result<Value, Stat
     if !key.namespace.is_empty() {
         meta.insert("namespace".into(), json!(key.namespace));
     }
-    meta.entry("uid")
-        .or_insert(json!(format!("uid-{:04}", st.uids)));
+    // UIDs are unique across every fake server of the process, as across real clusters.
+    static UIDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let uid = UIDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    meta.entry("uid").or_insert(json!(format!("uid-{uid:05}")));
     meta.entry("creationTimestamp")
         .or_insert(json!(now_rfc3339()));
     meta.entry("generation").or_insert(json!(1));

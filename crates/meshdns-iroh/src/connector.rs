@@ -166,6 +166,12 @@ pub fn label_value(value: &str) -> (String, bool) {
     (format!("{head}-{:010x}", hash & 0xFF_FFFF_FFFF), true)
 }
 
+/// The DNSRecordSet name for an endpoint id (`iroh-<z32>`), when the id parses.
+pub fn record_set_name(id: &str) -> Option<String> {
+    let id = parse_endpoint_id(id.trim()).ok()?;
+    Some(format!("iroh-{}", id.to_z32()))
+}
+
 /// Decides what a Connector should have published.
 pub fn plan(c: &ConnectorInput, settings: &IrohSettings) -> Decision {
     match &c.class_controller {

@@ -1,0 +1,115 @@
+//! kube-rs controllers around meshdns's pure planners.
+//!
+//! - [`iroh`]: keeps one `iroh-<z32>` DNSRecordSet per iroh endpoint id of datum Connectors,
+//!   claimed by the first Connector to create it (datum's network-services-operator
+//!   semantics, with its known defects fixed).
+//! - [`mesh`]: keeps Kilo Peers in every member cluster of each ClusterMesh.
+//!
+//! Each reconcile reads the current state, asks the planner (`meshdns-iroh`,
+//! `meshdns-mesh`) what should be, and writes only the difference: a steady state costs no API
+//! writes. [`leader`] elects one active replica through a Lease, and [`metrics`] counts what
+//! happens.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+
+pub mod iroh;
+pub mod leader;
+pub mod mesh;
+pub mod metrics;
+
+/// What went wrong in a reconcile.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The Kubernetes API refused or failed.
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// An object could not be encoded or decoded.
+    #[error("object encoding: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A cluster could not be reached (its kubeconfig is missing or unusable).
+    #[error("cluster {cluster}: {reason}")]
+    Cluster {
+        /// The cluster's name.
+        cluster: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// A short label for metrics: `conflict`, `not_found`, `api`, `encoding`, `cluster`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Kube(kube::Error::Api(s)) if s.code == 409 => "conflict",
+            Error::Kube(kube::Error::Api(s)) if s.code == 404 => "not_found",
+            Error::Kube(_) => "api",
+            Error::Json(_) => "encoding",
+            Error::Cluster { .. } => "cluster",
+        }
+    }
+}
+
+/// Whether an API error is `404 Not Found`.
+pub fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// Whether an API error is `409` (AlreadyExists or Conflict).
+pub fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// The conditions after setting one (matched by type). `lastTransitionTime` moves only when
+/// the status changes. Returns `None` when nothing would change, so the caller writes nothing.
+pub fn set_condition(current: &[Condition], want: Condition) -> Option<Vec<Condition>> {
+    let mut out = current.to_vec();
+    match out.iter_mut().find(|c| c.type_ == want.type_) {
+        Some(have) => {
+            if have.status == want.status
+                && have.reason == want.reason
+                && have.message == want.message
+                && have.observed_generation == want.observed_generation
+            {
+                return None;
+            }
+            let moved = have.status != want.status;
+            let since = have.last_transition_time.clone();
+            *have = want;
+            if !moved {
+                have.last_transition_time = since;
+            }
+        }
+        None => out.push(want),
+    }
+    Some(out)
+}
+
+/// A condition stamped now.
+pub fn condition(
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+) -> Condition {
+    Condition {
+        type_: type_.to_string(),
+        status: status.to_string(),
+        reason: reason.to_string(),
+        message: message.to_string(),
+        observed_generation: generation,
+        last_transition_time: Time(Timestamp::now()),
+    }
+}
+
+/// Label selector text for `key=value` pairs.
+pub fn selector(labels: &BTreeMap<String, String>) -> String {
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
