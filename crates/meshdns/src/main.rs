@@ -4,6 +4,7 @@
 //! (`meshdns-sources`), the DNS server (`meshdns-server`) and the zone core (`meshdns-zone`).
 
 mod config;
+mod controller_cmd;
 mod render;
 mod render_mesh;
 mod telemetry;
@@ -51,9 +52,18 @@ enum Command {
     /// Run a controller's planner on manifest files and print what it would converge to.
     #[command(subcommand)]
     Render(RenderTarget),
+    /// Run a controller against Kubernetes clusters (with leader election).
+    #[command(subcommand)]
+    Controller(ControllerTarget),
     /// Print the CRDs meshdns owns (ClusterMesh) and compatible copies of those it consumes
     /// (Connector, ConnectorClass, DNSZone, DNSRecordSet, Peer).
     Crds,
+}
+
+#[derive(Debug, Subcommand)]
+enum ControllerTarget {
+    /// Publish each Connector's iroh endpoint as a DNSRecordSet of TXT records.
+    Iroh(controller_cmd::ControllerArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -131,6 +141,13 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Controller(target) => match run_controller(target) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("meshdns controller: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Crds => {
             print!("{}", meshdns_api::crds());
             ExitCode::SUCCESS
@@ -147,12 +164,15 @@ fn main() -> ExitCode {
 }
 
 fn init_logging(settings: &Settings) {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&settings.log_level));
+    init_logging_with(&settings.log_level, settings.log_json);
+}
+
+fn init_logging_with(level: &str, json: bool) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    if settings.log_json {
+    if json {
         builder.json().init();
     } else {
         builder.with_ansi(std::io::stderr().is_terminal()).init();
@@ -363,6 +383,30 @@ async fn wait_for_signal() {
         _ = term.recv() => info!(signal = "SIGTERM", "signal received"),
         _ = int.recv() => info!(signal = "SIGINT", "signal received"),
     }
+}
+
+fn run_controller(target: ControllerTarget) -> Result<()> {
+    init_logging_with(
+        "info",
+        std::env::var("MESHDNS_LOG_JSON").is_ok_and(|v| v == "1"),
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("tokio runtime")?;
+    runtime.block_on(async move {
+        let shutdown = CancellationToken::new();
+        let signal = shutdown.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            signal.cancel();
+        });
+        match &target {
+            ControllerTarget::Iroh(args) => controller_cmd::run_iroh(args, shutdown).await,
+        }
+    })?;
+    info!("stopped");
+    Ok(())
 }
 
 fn render_iroh(args: &RenderIrohArgs) -> Result<String> {

@@ -11,8 +11,9 @@ use meshdns_iroh::connector::{
 use serde::Deserialize;
 use serde_yaml::{Mapping, Value};
 
-/// The controller's `iroh:` block (the keys of datum's `connector.iroh` block). Keys render
-/// has no use for (`dnsEnabled`, `downstreamKubeconfigPath`) are accepted and ignored.
+/// The controller's `iroh:` block: the keys of datum's `connector.iroh` block, plus meshdns's
+/// own (`fieldManager`, `clusterName`, `sourceClusters`, `withdrawExpiredLeases`). Render uses
+/// only the zone, prefix, suffix and TTL.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct IrohFile {
@@ -28,6 +29,28 @@ pub struct IrohFile {
     /// TTL of every entry.
     #[serde(default = "default_ttl")]
     pub ttl_seconds: u32,
+    /// Publish at all. Default: true in a meshdns config, false in datum's file (as datum).
+    /// When false the controller only releases records and removes its finalizers.
+    #[serde(default)]
+    pub dns_enabled: Option<bool>,
+    /// kubeconfig of the cluster that holds the DNSRecordSets (empty: the local one).
+    #[serde(default)]
+    pub downstream_kubeconfig_path: Option<PathBuf>,
+    /// Server-side apply field manager [default: `network-services-operator/iroh-dns`].
+    #[serde(default)]
+    pub field_manager: Option<String>,
+    /// Name of the local cluster in claim labels [default: `local`].
+    #[serde(default)]
+    pub cluster_name: Option<String>,
+    /// Publish the local cluster's Connectors [default: true].
+    #[serde(default)]
+    pub include_local: Option<bool>,
+    /// Further clusters whose Connectors are published.
+    #[serde(default)]
+    pub source_clusters: Vec<crate::controller_cmd::ClusterRef>,
+    /// Withdraw records while a Connector's Lease is expired.
+    #[serde(default)]
+    pub withdraw_expired_leases: bool,
 }
 
 /// `{namespace, name}` of the DNSZone.
@@ -85,7 +108,11 @@ pub fn load_iroh_config(path: &Path) -> Result<IrohFile> {
             path.display()
         );
     };
-    serde_yaml::from_value(block.clone()).with_context(|| format!("{}: iroh block", path.display()))
+    let nso = doc.get("kind").and_then(Value::as_str) == Some("NetworkServicesOperator");
+    let mut file: IrohFile = serde_yaml::from_value(block.clone())
+        .with_context(|| format!("{}: iroh block", path.display()))?;
+    file.dns_enabled.get_or_insert(!nso);
+    Ok(file)
 }
 
 /// Every Kubernetes object in the files and directories given (YAML, several documents per

@@ -7,6 +7,7 @@
 #![allow(missing_docs)] // test helpers are not public API
 
 mod check;
+mod controller;
 mod dig;
 mod doh;
 mod doh_iroh;

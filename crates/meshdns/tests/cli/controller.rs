@@ -1,0 +1,140 @@
+//! `meshdns controller iroh` as a process against the in-memory API server: it elects
+//! itself, publishes, serves metrics, and stops on SIGTERM.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use meshdns_fakekube::FakeKube;
+use serde_json::json;
+
+use crate::*;
+
+const HEX: &str = "f120d52e42bfcee750508baf28900acac85ad3f397ab4bb653b32be505c32d39";
+const Z32: &str = "6ropkm1nz98qqwnotqz1tryk3mrfiw9u16iwzp1usci6kbqdfwho";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_iroh_publishes_and_stops_cleanly() {
+    let fake = FakeKube::start().await;
+    fake.insert(json!({"apiVersion": "networking.datumapis.com/v1alpha1", "kind": "ConnectorClass",
+        "metadata": {"name": "datum-connect"}, "spec": {"controllerName": "networking.datumapis.com/datum-connect"}}));
+    fake.insert(json!({"apiVersion": "networking.datumapis.com/v1alpha1", "kind": "Connector",
+        "metadata": {"name": "laptop", "namespace": "default"}, "spec": {"connectorClassName": "datum-connect"},
+        "status": {"connectionDetails": {"type": "PublicKey", "publicKey": {"id": HEX, "homeRelay": "https://relay.example.com"}}}}));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write(dir.path(), "kubeconfig", &fake.kubeconfig("fake"));
+    // datum's own config file, as it is.
+    let config = write(
+        dir.path(),
+        "nso.yaml",
+        "apiVersion: apiserver.config.datumapis.com/v1alpha1\nkind: NetworkServicesOperator\nconnector:\n  iroh:\n    dnsEnabled: true\n    dnsZoneRef: {namespace: dns, name: connectors-zone}\n    recordSuffix: connectors\n",
+    );
+    let http = format!("127.0.0.1:{}", free_port());
+    let mut child = bin()
+        .args([
+            "controller",
+            "iroh",
+            "--config",
+            &config,
+            "--kubeconfig",
+            &kubeconfig,
+            "--http",
+            &http,
+        ])
+        .env("POD_NAMESPACE", "meshdns-system")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let name = format!("iroh-{Z32}");
+    let rs = fake
+        .eventually(Duration::from_secs(20), |f| {
+            f.get(
+                "dns.networking.miloapis.com/v1alpha1",
+                "DNSRecordSet",
+                Some("dns"),
+                &name,
+            )
+        })
+        .await;
+    if rs.is_none() {
+        let _ = child.kill();
+        let mut err = String::new();
+        use std::io::Read;
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        panic!("no record set; log:\n{err}");
+    }
+    let rs = rs.unwrap();
+    assert_eq!(
+        rs["spec"]["records"][0]["txt"]["content"],
+        "relay=https://relay.example.com"
+    );
+    let lease = fake
+        .get(
+            "coordination.k8s.io/v1",
+            "Lease",
+            Some("meshdns-system"),
+            "meshdns-iroh",
+        )
+        .expect("leader lease");
+    assert!(
+        lease["spec"]["holderIdentity"]
+            .as_str()
+            .is_some_and(|h| !h.is_empty())
+    );
+    let (status, body) = http_get(http.parse().unwrap(), "/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        body.contains("meshdns_controller_reconciles_total{controller=\"iroh\",result=\"ok\"}"),
+        "{body}"
+    );
+    assert!(
+        body.contains("meshdns_controller_leader{controller=\"iroh\"} 1"),
+        "{body}"
+    );
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "did not stop on SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn controller_iroh_refuses_a_bad_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(dir.path(), "c.yaml", "iroh:\n  dnsZoneRef: {name: z}\n");
+    let out = bin()
+        .args([
+            "controller",
+            "iroh",
+            "--config",
+            &config,
+            "--kubeconfig",
+            "/nonexistent",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("iroh.dnsZoneRef.namespace: required"), "{err}");
+}
