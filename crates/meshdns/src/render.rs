@@ -170,7 +170,7 @@ pub(crate) fn text<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
 }
 
 /// Connectors (with their class's controller) from the objects.
-fn connectors(objects: &[Value], cluster: &str) -> Vec<ConnectorInput> {
+fn connectors(objects: &[Value], cluster: &str) -> Vec<(String, ConnectorInput)> {
     let classes: BTreeMap<&str, &str> = objects
         .iter()
         .filter(|o| text(o, &["kind"]) == Some("ConnectorClass"))
@@ -184,7 +184,7 @@ fn connectors(objects: &[Value], cluster: &str) -> Vec<ConnectorInput> {
             ))
         })
         .collect();
-    let mut out: Vec<ConnectorInput> = objects
+    objects
         .iter()
         .filter(|o| text(o, &["kind"]) == Some("Connector"))
         .map(|o| {
@@ -207,7 +207,11 @@ fn connectors(objects: &[Value], cluster: &str) -> Vec<ConnectorInput> {
                 })
                 .unwrap_or_default();
             let class = text(o, &["spec", "connectorClassName"]).unwrap_or_default();
-            ConnectorInput {
+            // RFC 3339 in UTC sorts as text; an absent timestamp sorts last.
+            let created = text(o, &["metadata", "creationTimestamp"])
+                .unwrap_or("~")
+                .to_string();
+            let input = ConnectorInput {
                 cluster: cluster.to_string(),
                 namespace: text(o, &["metadata", "namespace"])
                     .unwrap_or("default")
@@ -227,11 +231,10 @@ fn connectors(objects: &[Value], cluster: &str) -> Vec<ConnectorInput> {
                 public_key_id: key("id"),
                 home_relay: key("homeRelay"),
                 addresses,
-            }
+            };
+            (created, input)
         })
-        .collect();
-    out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-    out
+        .collect()
 }
 
 pub(crate) fn map(entries: Vec<(&str, Value)>) -> Value {
@@ -324,12 +327,17 @@ fn connector_status(c: &ConnectorInput, cond: &ConditionPlan) -> Value {
 
 /// What the iroh controller would converge to, as multi-document YAML: the DNSRecordSets
 /// (ordered by name), then each Connector whose class routes to iroh (ordered by namespace and
-/// name) with its `IrohDNSPublished` condition. When several Connectors share a key, the first
-/// in that order owns the record here; in a cluster, whichever creates it first does.
+/// name) with its `IrohDNSPublished` condition. When several Connectors share a key, the
+/// oldest (creation timestamp, then UID) owns the record, as on a fresh cluster where it is
+/// reconciled first; in a running cluster, whichever created the record first keeps it.
 pub fn render_iroh(objects: &[Value], settings: &IrohSettings, cluster: &str) -> Result<String> {
     let mut owned: BTreeMap<String, RecordSetPlan> = BTreeMap::new();
     let mut shown = Vec::new();
-    for c in connectors(objects, cluster) {
+    // Claims are decided as on a fresh cluster: the oldest Connector (by creation timestamp,
+    // then UID) creates the record first.
+    let mut by_age: Vec<(String, ConnectorInput)> = connectors(objects, cluster);
+    by_age.sort_by(|a, b| (&a.0, &a.1.uid).cmp(&(&b.0, &b.1.uid)));
+    for (_, c) in by_age {
         let cond = match plan(&c, settings) {
             Decision::Ignore => continue,
             Decision::Pending => ConditionPlan::pending(),
@@ -346,10 +354,11 @@ pub fn render_iroh(objects: &[Value], settings: &IrohSettings, cluster: &str) ->
                 }
             }
         };
-        shown.push(connector_status(&c, &cond));
+        shown.push((c.namespace.clone(), c.name.clone(), connector_status(&c, &cond)));
     }
+    shown.sort_by(|a: &(String, String, Value), b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
     let mut out = String::new();
-    for doc in owned.values().map(record_set).chain(shown) {
+    for doc in owned.values().map(record_set).chain(shown.into_iter().map(|s| s.2)) {
         out.push_str("---\n");
         out.push_str(&serde_yaml::to_string(&doc)?);
     }

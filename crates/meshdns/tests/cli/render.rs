@@ -31,8 +31,10 @@ items:
 ";
 
 fn connector(name: &str, uid: &str, class: &str, status: &str) -> String {
+    // u2 is the oldest: it owns a key it shares, whatever the names and UIDs say.
+    let created = if uid == "u2" { "2026-01-01T00:00:00Z" } else { "2026-02-01T00:00:00Z" };
     format!(
-        "---\napiVersion: networking.datumapis.com/v1alpha1\nkind: Connector\nmetadata: {{name: {name}, namespace: default, uid: {uid}, generation: 2}}\nspec: {{connectorClassName: {class}}}\n{status}"
+        "---\napiVersion: networking.datumapis.com/v1alpha1\nkind: Connector\nmetadata: {{name: {name}, namespace: default, uid: {uid}, generation: 2, creationTimestamp: '{created}'}}\nspec: {{connectorClassName: {class}}}\n{status}"
     )
 }
 
@@ -102,7 +104,7 @@ fn render_iroh_prints_record_sets_and_conditions() {
     let labels = &rs["metadata"]["labels"];
     assert_eq!(
         labels["networking.datumapis.com/iroh-dns-claimed-by-uid"], "u2",
-        "desktop sorts first and owns the shared key"
+        "desktop is the oldest and owns the shared key"
     );
     assert_eq!(
         labels["networking.datumapis.com/iroh-dns-connector-cluster"],
