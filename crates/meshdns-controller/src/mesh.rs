@@ -1,1 +1,634 @@
-//! Mesh controller (to come).
+//! `meshdns controller mesh`: keeps Kilo Peers in every member cluster of the ClusterMeshes of
+//! one namespace, NAT-aware, plus the meshes' node names as DNSRecordSets.
+//!
+//! The decisions are `meshdns_mesh`'s. A reconcile covers the whole namespace, because
+//! overlap checks and same-key merging span all its meshes:
+//! 1. list the meshes and each member cluster's Nodes (clusters through kubeconfig Secrets in
+//!    the namespace, one client per (mesh, cluster), rebuilt when its Secret changes);
+//! 2. plan;
+//! 3. per target cluster, merge, enrich with the target's discovered endpoints, and write only
+//!    the difference from its Peers (server-side apply, field manager `meshdns-mesh`);
+//! 4. sweep Peers of clusters that left a spec, of meshes being deleted (then drop their
+//!    finalizer), and of meshes that exist in no namespace; never a Peer without the mesh
+//!    label, never those of a cluster that could not be read;
+//! 5. write statuses that changed and an Event per newly skipped node.
+//!
+//! Any ClusterMesh or Secret change, and any Node change in any member cluster (a watcher per
+//! cluster client), triggers it; it also runs every `resync` (30 s while a cluster is still
+//! bootstrapping).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node as KubeNode, Secret};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource, ResourceExt};
+use meshdns_api::{ClusterMesh, DNS_API_VERSION, DNSRecordSet, KILO_API_VERSION, Peer};
+use meshdns_mesh::dns::node_record_sets;
+use meshdns_mesh::plan::peer_owner;
+use meshdns_mesh::{
+    ClusterMeshSpec, ClusterNodes, FINALIZER, LABEL_MESH, MeshPlan, Node, PeerAction, diff_target,
+    discovered_endpoints, enrich, merge_same_key, plan_meshes,
+};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::metrics::Metrics;
+use crate::{Error, is_not_found};
+
+/// Field manager of every Peer, DNSRecordSet and status meshdns writes here.
+pub const FIELD_MANAGER: &str = "meshdns-mesh";
+
+/// How the controller runs.
+#[derive(Debug, Clone)]
+pub struct MeshOptions {
+    /// The namespace of the ClusterMeshes and their kubeconfig Secrets.
+    pub namespace: String,
+    /// Periodic re-plan when nothing triggers one.
+    pub resync: Duration,
+    /// Re-plan while a cluster is still bootstrapping (nodes not annotated yet).
+    pub bootstrap_resync: Duration,
+}
+
+impl MeshOptions {
+    /// The reference operator's timings (5 min, 30 s while bootstrapping).
+    pub fn new(namespace: &str) -> MeshOptions {
+        MeshOptions {
+            namespace: namespace.to_string(),
+            resync: Duration::from_secs(300),
+            bootstrap_resync: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Where a member cluster is reached: the local cluster, or a Secret's kubeconfig.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Reach {
+    Local,
+    Secret { name: String, key: String },
+}
+
+fn reach(entry: &meshdns_mesh::ClusterEntry) -> Reach {
+    match &entry.kubeconfig_secret_ref {
+        Some(r) if !entry.local => Reach::Secret {
+            name: r.name.clone(),
+            key: r.key.clone(),
+        },
+        _ => Reach::Local,
+    }
+}
+
+/// A client for a member cluster and the watcher that re-plans on its Node changes.
+struct Member {
+    client: Client,
+    /// The Secret's resourceVersion the client was built from.
+    version: String,
+    watch: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.watch.abort();
+    }
+}
+
+/// A skipped node as reported: (cluster, node, reason).
+type SkipKey = (String, String, String);
+
+/// Shared by every reconcile.
+pub struct Context {
+    local: Client,
+    opts: MeshOptions,
+    metrics: Arc<Metrics>,
+    recorder: Recorder,
+    members: tokio::sync::Mutex<BTreeMap<Reach, Member>>,
+    trigger: mpsc::UnboundedSender<()>,
+    /// Skips already reported, per mesh, so each gets one Event.
+    reported: Mutex<BTreeMap<String, BTreeSet<SkipKey>>>,
+    serial: tokio::sync::Mutex<()>,
+}
+
+/// Runs the controller until `shutdown` is cancelled.
+pub async fn run(
+    local: Client,
+    opts: MeshOptions,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) {
+    let (tx, rx) = mpsc::unbounded_channel::<()>();
+    let ns = opts.namespace.clone();
+    let ctx = Arc::new(Context {
+        recorder: Recorder::new(
+            local.clone(),
+            Reporter {
+                controller: "meshdns-mesh".into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        ),
+        local: local.clone(),
+        opts,
+        metrics,
+        members: tokio::sync::Mutex::new(BTreeMap::new()),
+        trigger: tx,
+        reported: Mutex::new(BTreeMap::new()),
+        serial: tokio::sync::Mutex::new(()),
+    });
+    let node_changes = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await?;
+        // Coalesce a burst of node events into one re-plan.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        while rx.try_recv().is_ok() {}
+        Some(((), rx))
+    });
+    let meshes = Api::<ClusterMesh>::namespaced(local.clone(), &ns);
+    let controller = Controller::new(meshes, watcher::Config::default());
+    let store = controller.store();
+    controller
+        .watches(
+            Api::<Secret>::namespaced(local.clone(), &ns),
+            watcher::Config::default(),
+            move |secret| {
+                let name = secret.name_any();
+                store
+                    .state()
+                    .into_iter()
+                    .filter(|m| {
+                        m.spec.clusters.iter().any(|c| {
+                            c.kubeconfig_secret_ref
+                                .as_ref()
+                                .is_some_and(|r| r.name == name)
+                        })
+                    })
+                    .map(|m| ObjectRef::from_obj(&*m))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .reconcile_all_on(node_changes)
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                warn!(error = %e, "mesh controller");
+            }
+        })
+        .await;
+}
+
+/// Retries a failed reconcile after 5 s.
+pub fn error_policy(mesh: Arc<ClusterMesh>, error: &Error, _ctx: Arc<Context>) -> Action {
+    warn!(mesh = %mesh.name_any(), error = %error, "reconcile failed");
+    Action::requeue(Duration::from_secs(5))
+}
+
+/// Reconciles the namespace of `mesh` (every mesh in it: overlap checks and merges span them).
+pub async fn reconcile(mesh: Arc<ClusterMesh>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let _ = mesh;
+    let _serial = ctx.serial.lock().await;
+    let start = Instant::now();
+    let result = reconcile_namespace(&ctx).await;
+    ctx.metrics
+        .reconciled(start.elapsed(), result.as_ref().err().map(Error::kind));
+    let bootstrapping = result?;
+    Ok(Action::requeue(if bootstrapping {
+        ctx.opts.bootstrap_resync
+    } else {
+        ctx.opts.resync
+    }))
+}
+
+/// A client for a member cluster, built (or rebuilt, when its Secret changed) on demand.
+async fn member(ctx: &Context, how: &Reach) -> Result<Client, String> {
+    let (client, version) = match how {
+        Reach::Local => {
+            let mut members = ctx.members.lock().await;
+            if let Some(m) = members.get(how) {
+                return Ok(m.client.clone());
+            }
+            let client = ctx.local.clone();
+            members.insert(
+                how.clone(),
+                watch_member(ctx, client.clone(), String::new()),
+            );
+            return Ok(client);
+        }
+        Reach::Secret { name, key } => {
+            let secrets = Api::<Secret>::namespaced(ctx.local.clone(), &ctx.opts.namespace);
+            let secret = secrets
+                .get_opt(name)
+                .await
+                .map_err(|e| format!("Secret {name}: {e}"))?
+                .ok_or_else(|| format!("Secret {}/{name} not found", ctx.opts.namespace))?;
+            let version = secret.resource_version().unwrap_or_default();
+            if let Some(m) = ctx.members.lock().await.get(how)
+                && m.version == version
+            {
+                return Ok(m.client.clone());
+            }
+            let bytes = secret
+                .data
+                .as_ref()
+                .and_then(|d| d.get(key))
+                .ok_or_else(|| format!("Secret {name} has no key {key:?}"))?;
+            let client = client_from_kubeconfig(&bytes.0)
+                .await
+                .map_err(|e| format!("Secret {name} key {key:?}: {e}"))?;
+            (client, version)
+        }
+    };
+    info!(?how, "cluster client (re)built");
+    let mut members = ctx.members.lock().await;
+    members.insert(how.clone(), watch_member(ctx, client.clone(), version));
+    Ok(client)
+}
+
+fn watch_member(ctx: &Context, client: Client, version: String) -> Member {
+    let trigger = ctx.trigger.clone();
+    let nodes = Api::<KubeNode>::all(client.clone());
+    let watch = tokio::spawn(async move {
+        let mut events = watcher(nodes, watcher::Config::default())
+            .default_backoff()
+            .touched_objects()
+            .boxed();
+        while let Some(e) = events.next().await {
+            if e.is_ok() && trigger.send(()).is_err() {
+                return;
+            }
+        }
+    });
+    Member {
+        client,
+        version,
+        watch,
+    }
+}
+
+/// A client from kubeconfig text.
+pub async fn client_from_kubeconfig(bytes: &[u8]) -> Result<Client, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "kubeconfig is not UTF-8".to_string())?;
+    let kc = kube::config::Kubeconfig::from_yaml(text).map_err(|e| e.to_string())?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    Client::try_from(config).map_err(|e| e.to_string())
+}
+
+async fn list_nodes(client: &Client) -> Result<Vec<Node>, String> {
+    let nodes = Api::<KubeNode>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| format!("listing nodes: {e}"))?;
+    nodes
+        .items
+        .into_iter()
+        .map(|n| serde_json::to_value(n).and_then(serde_json::from_value))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("reading nodes: {e}"))
+}
+
+/// Returns whether any cluster is still bootstrapping.
+async fn reconcile_namespace(ctx: &Context) -> Result<bool, Error> {
+    let ns = &ctx.opts.namespace;
+    let api = Api::<ClusterMesh>::namespaced(ctx.local.clone(), ns);
+    let all = api.list(&ListParams::default()).await?.items;
+    let (deleting, mut live): (Vec<ClusterMesh>, Vec<ClusterMesh>) = all
+        .into_iter()
+        .partition(|m| m.metadata.deletion_timestamp.is_some());
+    live.sort_by_key(|m| m.name_any());
+    for m in &mut live {
+        if !m.finalizers().iter().any(|f| f == FINALIZER) {
+            let mut fins = m.finalizers().to_vec();
+            fins.push(FINALIZER.to_string());
+            let patch =
+                json!({"metadata": {"finalizers": fins, "resourceVersion": m.resource_version()}});
+            *m = api
+                .patch(
+                    &m.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await?;
+        }
+    }
+
+    // Every member cluster's client and Nodes, by how it is reached.
+    let mut clients: BTreeMap<Reach, Result<Client, String>> = BTreeMap::new();
+    for m in live.iter().chain(&deleting) {
+        for e in &m.spec.clusters {
+            let how = reach(e);
+            if let std::collections::btree_map::Entry::Vacant(slot) = clients.entry(how) {
+                let c = member(ctx, slot.key()).await;
+                slot.insert(c);
+            }
+        }
+    }
+    let mut nodes: BTreeMap<Reach, Result<Vec<Node>, String>> = BTreeMap::new();
+    for (how, c) in &clients {
+        let listed = match c {
+            Ok(client) => list_nodes(client).await,
+            Err(e) => Err(e.clone()),
+        };
+        nodes.insert(how.clone(), listed);
+    }
+    let entry_of = |mesh: &str, cluster: &str| -> Option<Reach> {
+        live.iter()
+            .find(|m| m.name_any() == mesh)?
+            .spec
+            .clusters
+            .iter()
+            .find(|c| c.name == cluster)
+            .map(reach)
+    };
+    let names: Vec<String> = live.iter().map(|m| m.name_any()).collect();
+    let specs: Vec<(&str, &ClusterMeshSpec)> = live
+        .iter()
+        .zip(&names)
+        .map(|(m, n)| (n.as_str(), &m.spec))
+        .collect();
+    let plans = plan_meshes(&specs, &|mesh, cluster| match entry_of(mesh, cluster)
+        .and_then(|h| nodes.get(&h))
+    {
+        Some(Ok(list)) => ClusterNodes::Listed(list.clone()),
+        Some(Err(e)) => ClusterNodes::Unavailable(e.clone()),
+        None => ClusterNodes::Unavailable("not reached".into()),
+    });
+
+    // Meshes that exist anywhere (a Peer naming none of them is an orphan).
+    let existing_meshes: BTreeSet<String> = Api::<ClusterMesh>::all(ctx.local.clone())
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .map(|m| m.name_any())
+        .collect();
+    let deleting_names: BTreeSet<String> = deleting.iter().map(|m| m.name_any()).collect();
+
+    // Targets: every way a cluster is reached, with the (mesh, cluster name) entries behind it.
+    let mut targets: BTreeMap<Reach, Vec<(usize, String)>> = BTreeMap::new();
+    for (i, m) in live.iter().enumerate() {
+        for e in &m.spec.clusters {
+            targets
+                .entry(reach(e))
+                .or_default()
+                .push((i, e.name.clone()));
+        }
+    }
+    for m in &deleting {
+        for e in &m.spec.clusters {
+            targets.entry(reach(e)).or_default();
+        }
+    }
+    let mut cleaned_all = true;
+    let mut peers_written = 0i64;
+    for (how, entries) in &targets {
+        let Some(Ok(client)) = clients.get(how) else {
+            cleaned_all = false;
+            continue;
+        };
+        let wanted = merge_same_key(
+            entries
+                .iter()
+                .flat_map(|(i, cluster)| plans[*i].peers_for(cluster))
+                .collect(),
+        );
+        let target_nodes = match nodes.get(how) {
+            Some(Ok(list)) => list.as_slice(),
+            _ => &[],
+        };
+        let seen = discovered_endpoints(target_nodes);
+        for p in &seen.problems {
+            warn!(target = ?how, problem = %p, "discovered endpoint rejected");
+        }
+        let desired = enrich(wanted, &seen);
+        let peers_api = Api::<Peer>::all(client.clone());
+        let existing: Vec<meshdns_mesh::Peer> = match peers_api.list(&ListParams::default()).await {
+            Ok(list) => list.items.iter().map(Peer::to_plan).collect(),
+            Err(e) => {
+                warn!(target = ?how, error = %e, "listing Peers");
+                cleaned_all = false;
+                continue;
+            }
+        };
+        let member_of: BTreeMap<&str, &str> = entries
+            .iter()
+            .map(|(i, c)| (names[*i].as_str(), c.as_str()))
+            .collect();
+        let may_delete = |p: &meshdns_mesh::Peer| -> bool {
+            let Some((mesh, source)) = peer_owner(p) else {
+                return false;
+            };
+            if deleting_names.contains(mesh) || !existing_meshes.contains(mesh) {
+                return true;
+            }
+            match live.iter().position(|m| m.name_any() == mesh) {
+                // A mesh of this namespace: its Peers here go when the target left it, or
+                // when their source left it or was read and no longer yields them.
+                Some(i) => !member_of.contains_key(mesh) || plans[i].may_sweep(source),
+                // A mesh of another namespace: not ours to judge.
+                None => false,
+            }
+        };
+        for action in diff_target(&desired, &existing, &may_delete) {
+            match action {
+                PeerAction::Apply(p) => {
+                    let body = json!({
+                        "apiVersion": KILO_API_VERSION, "kind": "Peer",
+                        "metadata": {"name": p.name, "labels": p.labels},
+                        "spec": p.spec,
+                    });
+                    let pp = PatchParams::apply(FIELD_MANAGER).force();
+                    peers_api.patch(&p.name, &pp, &Patch::Apply(&body)).await?;
+                    peers_written += 1;
+                }
+                PeerAction::Delete(name) => {
+                    match peers_api.delete(&name, &DeleteParams::default()).await {
+                        Ok(_) => {}
+                        Err(e) if is_not_found(&e) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                PeerAction::Conflict(name) => {
+                    warn!(target = ?how, peer = %name, "a Peer without the mesh label has this name; left alone");
+                }
+            }
+        }
+    }
+    ctx.metrics.set("mesh_peer_writes", peers_written);
+
+    reconcile_record_sets(ctx, &live, &plans).await?;
+
+    for (m, plan) in live.iter().zip(&plans) {
+        write_status(ctx, &api, m, plan).await?;
+        report_skips(ctx, m, plan).await;
+    }
+    for m in &deleting {
+        if cleaned_all && m.finalizers().iter().any(|f| f == FINALIZER) {
+            let fins: Vec<&String> = m.finalizers().iter().filter(|f| *f != FINALIZER).collect();
+            let patch =
+                json!({"metadata": {"finalizers": fins, "resourceVersion": m.resource_version()}});
+            api.patch(
+                &m.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+            info!(mesh = %m.name_any(), "cleaned up");
+        }
+    }
+    let peers: i64 = plans
+        .iter()
+        .flat_map(|p| &p.sources)
+        .map(|s| s.peers.len() as i64)
+        .sum();
+    ctx.metrics.set("mesh_peers_planned", peers);
+    Ok(plans.iter().any(MeshPlan::bootstrapping))
+}
+
+async fn reconcile_record_sets(
+    ctx: &Context,
+    live: &[ClusterMesh],
+    plans: &[MeshPlan],
+) -> Result<(), Error> {
+    let api = Api::<DNSRecordSet>::namespaced(ctx.local.clone(), &ctx.opts.namespace);
+    let existing = api
+        .list(&ListParams::default().labels(LABEL_MESH))
+        .await?
+        .items;
+    let mut wanted: BTreeSet<String> = BTreeSet::new();
+    for (m, plan) in live.iter().zip(plans) {
+        let Some(dns) = &m.spec.dns else { continue };
+        for set in node_record_sets(plan, dns) {
+            wanted.insert(set.name.clone());
+            let key = set.record_type.to_ascii_lowercase();
+            let records: Vec<serde_json::Value> = set
+                .records
+                .iter()
+                .map(|(n, ip)| json!({"name": n, "ttl": set.ttl, key.as_str(): {"content": ip.to_string()}}))
+                .collect();
+            let spec = json!({"dnsZoneRef": {"name": set.zone_name}, "recordType": set.record_type, "records": records});
+            let current = existing.iter().find(|r| r.name_any() == set.name);
+            let same = current.is_some_and(|r| {
+                serde_json::to_value(&r.spec).ok().as_ref() == Some(&spec)
+                    && set.labels.iter().all(|(k, v)| r.labels().get(k) == Some(v))
+            });
+            if !same {
+                let body = json!({"apiVersion": DNS_API_VERSION, "kind": "DNSRecordSet",
+                    "metadata": {"name": set.name, "namespace": ctx.opts.namespace, "labels": set.labels},
+                    "spec": spec});
+                api.patch(
+                    &set.name,
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&body),
+                )
+                .await?;
+            }
+        }
+    }
+    // Record sets of meshes (in this namespace) that no longer want them, unless their source
+    // cluster could not be read this time.
+    for r in &existing {
+        let name = r.name_any();
+        if wanted.contains(&name) {
+            continue;
+        }
+        let mesh = r.labels().get(LABEL_MESH).cloned().unwrap_or_default();
+        let source = r
+            .labels()
+            .get(meshdns_mesh::LABEL_SOURCE_CLUSTER)
+            .cloned()
+            .unwrap_or_default();
+        let keep = live
+            .iter()
+            .zip(plans)
+            .find(|(m, _)| m.name_any() == mesh)
+            .is_some_and(|(m, p)| m.spec.dns.is_some() && !p.may_sweep(&source));
+        if !keep {
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn write_status(
+    ctx: &Context,
+    api: &Api<ClusterMesh>,
+    m: &ClusterMesh,
+    plan: &MeshPlan,
+) -> Result<(), Error> {
+    let _ = ctx;
+    let mut status = plan.status(m.metadata.generation);
+    let current = m.status.clone().unwrap_or_default();
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    for c in &mut status.conditions {
+        let before = current.conditions.iter().find(|x| x.type_ == c.type_);
+        c.last_transition_time = match before {
+            Some(b) if b.status == c.status => b.last_transition_time.clone().or(Some(now.clone())),
+            _ => Some(now.clone()),
+        };
+    }
+    if status == current {
+        return Ok(());
+    }
+    let patch = json!({"metadata": {"resourceVersion": m.resource_version()}, "status": status});
+    api.patch_status(
+        &m.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn report_skips(ctx: &Context, m: &ClusterMesh, plan: &MeshPlan) {
+    let now: BTreeSet<(String, String, String)> = plan
+        .sources
+        .iter()
+        .flat_map(|s| {
+            s.skipped.iter().map(|k| {
+                (
+                    s.cluster.clone(),
+                    k.node.clone(),
+                    k.reason.as_str().to_string(),
+                )
+            })
+        })
+        .collect();
+    let fresh: Vec<(String, String, String)> = {
+        let mut reported = ctx.reported.lock().unwrap_or_else(|e| e.into_inner());
+        let before = reported.entry(m.name_any()).or_default();
+        let fresh = now.difference(before).cloned().collect();
+        *before = now;
+        fresh
+    };
+    for (cluster, node, reason) in fresh {
+        let message = plan
+            .sources
+            .iter()
+            .find(|s| s.cluster == cluster)
+            .and_then(|s| s.skipped.iter().find(|k| k.node == node))
+            .map(|k| k.message.clone())
+            .unwrap_or_default();
+        let ev = Event {
+            type_: EventType::Warning,
+            reason,
+            note: Some(format!("{cluster}/{node}: {message}")),
+            action: "SkipNodePeering".into(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&ev, &m.object_ref(&())).await {
+            warn!(error = %e, "event not recorded");
+        }
+    }
+}

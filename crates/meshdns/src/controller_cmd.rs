@@ -271,3 +271,59 @@ pub async fn run_iroh(args: &ControllerArgs, shutdown: CancellationToken) -> Res
     )
     .await
 }
+
+/// The controller config's `mesh:` block.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MeshFile {
+    /// Namespace of the ClusterMeshes and their kubeconfig Secrets [default: $POD_NAMESPACE,
+    /// else `default`].
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Periodic re-plan, seconds [default: 300].
+    #[serde(default)]
+    pub resync_seconds: Option<u64>,
+}
+
+fn load_mesh_config(path: &Path) -> Result<MeshFile> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let doc: serde_yaml::Value =
+        serde_yaml::from_str(&text).with_context(|| format!("{}: not YAML", path.display()))?;
+    match doc.get("mesh") {
+        Some(block) => serde_yaml::from_value(block.clone())
+            .with_context(|| format!("{}: mesh block", path.display())),
+        None => bail!("{}: no `mesh:` block", path.display()),
+    }
+}
+
+/// `meshdns controller mesh`.
+pub async fn run_mesh(args: &ControllerArgs, shutdown: CancellationToken) -> Result<()> {
+    use meshdns_controller::mesh::{MeshOptions, run};
+    let file = match &args.config {
+        Some(path) => load_mesh_config(path)?,
+        None => MeshFile::default(),
+    };
+    let namespace = file
+        .namespace
+        .clone()
+        .or_else(|| std::env::var("POD_NAMESPACE").ok())
+        .unwrap_or_else(|| "default".into());
+    let mut opts = MeshOptions::new(&namespace);
+    if let Some(s) = file.resync_seconds {
+        opts.resync = std::time::Duration::from_secs(s.max(1));
+    }
+    let local = client(args.kubeconfig.as_deref()).await?;
+    let metrics = Arc::new(Metrics::new("mesh"));
+    serve_metrics(args.http, metrics.clone(), shutdown.clone()).await?;
+    info!(namespace = %namespace, "mesh controller starting");
+    run_led(
+        args,
+        local.clone(),
+        "meshdns-mesh",
+        metrics.clone(),
+        shutdown,
+        |stop| run(local, opts, metrics, stop),
+    )
+    .await
+}

@@ -64,6 +64,8 @@ enum Command {
 enum ControllerTarget {
     /// Publish each Connector's iroh endpoint as a DNSRecordSet of TXT records.
     Iroh(controller_cmd::ControllerArgs),
+    /// Keep Kilo WireGuard Peers in every member cluster of each ClusterMesh.
+    Mesh(controller_cmd::ControllerArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -403,6 +405,7 @@ fn run_controller(target: ControllerTarget) -> Result<()> {
         });
         match &target {
             ControllerTarget::Iroh(args) => controller_cmd::run_iroh(args, shutdown).await,
+            ControllerTarget::Mesh(args) => controller_cmd::run_mesh(args, shutdown).await,
         }
     })?;
     info!("stopped");

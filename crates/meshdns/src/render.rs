@@ -354,11 +354,19 @@ pub fn render_iroh(objects: &[Value], settings: &IrohSettings, cluster: &str) ->
                 }
             }
         };
-        shown.push((c.namespace.clone(), c.name.clone(), connector_status(&c, &cond)));
+        shown.push((
+            c.namespace.clone(),
+            c.name.clone(),
+            connector_status(&c, &cond),
+        ));
     }
     shown.sort_by(|a: &(String, String, Value), b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
     let mut out = String::new();
-    for doc in owned.values().map(record_set).chain(shown.into_iter().map(|s| s.2)) {
+    for doc in owned
+        .values()
+        .map(record_set)
+        .chain(shown.into_iter().map(|s| s.2))
+    {
         out.push_str("---\n");
         out.push_str(&serde_yaml::to_string(&doc)?);
     }

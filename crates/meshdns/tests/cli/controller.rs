@@ -37,22 +37,15 @@ async fn controller_iroh_publishes_and_stops_cleanly() {
         "apiVersion: apiserver.config.datumapis.com/v1alpha1\nkind: NetworkServicesOperator\nconnector:\n  iroh:\n    dnsEnabled: true\n    dnsZoneRef: {namespace: dns, name: connectors-zone}\n    recordSuffix: connectors\n",
     );
     let http = format!("127.0.0.1:{}", free_port());
-    let mut child = bin()
-        .args([
-            "controller",
-            "iroh",
-            "--config",
-            &config,
-            "--kubeconfig",
-            &kubeconfig,
-            "--http",
-            &http,
-        ])
-        .env("POD_NAMESPACE", "meshdns-system")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(&[
+        "iroh",
+        "--config",
+        &config,
+        "--kubeconfig",
+        &kubeconfig,
+        "--http",
+        &http,
+    ]);
     let name = format!("iroh-{Z32}");
     let rs = fake
         .eventually(Duration::from_secs(20), |f| {
@@ -104,6 +97,22 @@ async fn controller_iroh_publishes_and_stops_cleanly() {
         body.contains("meshdns_controller_leader{controller=\"iroh\"} 1"),
         "{body}"
     );
+    stop(child).await;
+}
+
+fn spawn(args: &[&str]) -> std::process::Child {
+    bin()
+        .arg("controller")
+        .args(args)
+        .env("POD_NAMESPACE", "meshdns-system")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// SIGTERM, then a clean exit within 10 s.
+async fn stop(mut child: std::process::Child) {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let status = loop {
@@ -117,6 +126,70 @@ async fn controller_iroh_publishes_and_stops_cleanly() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert!(status.success(), "{status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_mesh_writes_peers_into_both_clusters() {
+    const KILO: &str = "kilo.squat.ai/v1alpha1";
+    let hub = FakeKube::start().await;
+    let tenant = FakeKube::start().await;
+    let node = |name: &str, pod: &str, wg: &str, key: &str, ext: &str| {
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name,
+            "annotations": {"kilo.squat.ai/key": key, "kilo.squat.ai/wireguard-ip": wg}},
+            "spec": {"podCIDRs": [pod]}, "status": {"addresses": [{"type": "ExternalIP", "address": ext}]}})
+    };
+    hub.insert(node(
+        "hub-1",
+        "10.247.1.0/24",
+        "100.66.0.1/16",
+        "cGVlcmNlcGgxcGVlcmNlcGgxcGVlcmNlcGgxcGVlcmM=",
+        "203.0.113.11",
+    ));
+    tenant.insert(node(
+        "w-1",
+        "10.0.1.0/24",
+        "10.4.0.1/24",
+        "dGVuYW50YTF0ZW5hbnRhMXRlbmFudGExdGVuYW50YTE=",
+        "203.0.113.20",
+    ));
+    hub.insert(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "tenant", "namespace": "kilo"},
+        "data": {"kubeconfig": data_encoding::BASE64.encode(tenant.kubeconfig("tenant").as_bytes())}}));
+    hub.insert(json!({"apiVersion": KILO, "kind": "ClusterMesh", "metadata": {"name": "m", "namespace": "kilo"},
+        "spec": {"clusters": [
+            {"name": "hub", "local": true, "allowedNetworks": ["10.247.0.0/16", "100.66.0.0/16"]},
+            {"name": "tenant", "kubeconfigSecretRef": {"name": "tenant", "key": "kubeconfig"}, "allowedNetworks": ["10.0.0.0/16", "10.4.0.0/24"]}]}}));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write(dir.path(), "kubeconfig", &hub.kubeconfig("hub"));
+    let config = write(dir.path(), "c.yaml", "mesh:\n  namespace: kilo\n");
+    let http = format!("127.0.0.1:{}", free_port());
+    let child = spawn(&[
+        "mesh",
+        "--config",
+        &config,
+        "--kubeconfig",
+        &kubeconfig,
+        "--http",
+        &http,
+    ]);
+    let wait = Duration::from_secs(20);
+    assert!(
+        hub.eventually(wait, |f| f.get(KILO, "Peer", None, "m--tenant--w-1"))
+            .await
+            .is_some()
+    );
+    assert!(
+        tenant
+            .eventually(wait, |f| f.get(KILO, "Peer", None, "m--hub--hub-1"))
+            .await
+            .is_some()
+    );
+    let (status, body) = http_get(http.parse().unwrap(), "/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        body.contains("meshdns_controller_reconciles_total{controller=\"mesh\",result=\"ok\"}"),
+        "{body}"
+    );
+    stop(child).await;
 }
 
 #[test]

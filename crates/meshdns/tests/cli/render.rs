@@ -32,7 +32,11 @@ items:
 
 fn connector(name: &str, uid: &str, class: &str, status: &str) -> String {
     // u2 is the oldest: it owns a key it shares, whatever the names and UIDs say.
-    let created = if uid == "u2" { "2026-01-01T00:00:00Z" } else { "2026-02-01T00:00:00Z" };
+    let created = if uid == "u2" {
+        "2026-01-01T00:00:00Z"
+    } else {
+        "2026-02-01T00:00:00Z"
+    };
     format!(
         "---\napiVersion: networking.datumapis.com/v1alpha1\nkind: Connector\nmetadata: {{name: {name}, namespace: default, uid: {uid}, generation: 2, creationTimestamp: '{created}'}}\nspec: {{connectorClassName: {class}}}\n{status}"
     )

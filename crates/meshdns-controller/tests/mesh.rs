@@ -1,0 +1,324 @@
+//! The mesh controller against three in-memory API servers (a public hub and two tenants):
+//! Peers in every cluster, NAT-aware per target, re-planned on node changes, Secret rotation
+//! without restart, finalizer cleanup, unreachable clusters left alone, and a steady state
+//! that costs no writes.
+
+#![allow(missing_docs)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use meshdns_controller::mesh::{MeshOptions, run};
+use meshdns_controller::metrics::Metrics;
+use meshdns_fakekube::FakeKube;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const KILO: &str = "kilo.squat.ai/v1alpha1";
+const K1: &str = "cGVlcmNlcGgxcGVlcmNlcGgxcGVlcmNlcGgxcGVlcmM=";
+const K2: &str = "dGVuYW50YTF0ZW5hbnRhMXRlbmFudGExdGVuYW50YTE=";
+const K3: &str = "dGVuYW50YjF0ZW5hbnRiMXRlbmFudGIxdGVuYW50YjE=";
+const WAIT: Duration = Duration::from_secs(15);
+
+fn node(name: &str, pod: &str, wg: &str, key: &str, annotations: Value, addresses: Value) -> Value {
+    let mut ann = json!({"kilo.squat.ai/key": key, "kilo.squat.ai/wireguard-ip": wg});
+    for (k, v) in annotations.as_object().unwrap() {
+        ann[k] = v.clone();
+    }
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "annotations": ann},
+           "spec": {"podCIDRs": [pod]}, "status": {"addresses": addresses}})
+}
+
+fn secret(name: &str, kubeconfig: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "kilo"},
+           "data": {"kubeconfig": data_encoding::BASE64.encode(kubeconfig.as_bytes())}})
+}
+
+fn mesh(name: &str, clusters: Value) -> Value {
+    json!({"apiVersion": KILO, "kind": "ClusterMesh", "metadata": {"name": name, "namespace": "kilo"},
+           "spec": {"clusters": clusters}})
+}
+
+fn storage_mesh() -> Value {
+    mesh(
+        "storage",
+        json!([
+            {"name": "ceph", "local": true, "allowedNetworks": ["10.247.0.0/16", "100.66.0.0/16"]},
+            {"name": "tenant-a", "kubeconfigSecretRef": {"name": "tenant-a", "key": "kubeconfig"},
+             "allowedNetworks": ["10.0.0.0/16", "10.4.0.0/24"], "persistentKeepalive": 25},
+            {"name": "tenant-b", "kubeconfigSecretRef": {"name": "tenant-b", "key": "kubeconfig"},
+             "allowedNetworks": ["10.1.0.0/16", "10.4.1.0/24"]}
+        ]),
+    )
+}
+
+fn tenant_b_node(fake: &FakeKube) {
+    fake.insert(node(
+        "worker-1",
+        "10.1.1.0/24",
+        "10.4.1.1/24",
+        K3,
+        json!({}),
+        json!([{"type": "ExternalIP", "address": "203.0.113.30"}]),
+    ));
+}
+
+struct Mesh {
+    hub: FakeKube,
+    a: FakeKube,
+    b: FakeKube,
+    stop: CancellationToken,
+}
+
+impl Drop for Mesh {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn start() -> Mesh {
+    let hub = FakeKube::start().await;
+    let a = FakeKube::start().await;
+    let b = FakeKube::start().await;
+    // ceph saw tenant-a's node behind its NAT.
+    let seen = format!(r#"{{"{K2}":{{"IP":"198.51.100.7","Port":31337,"Zone":""}}}}"#);
+    hub.insert(node(
+        "ceph-1",
+        "10.247.1.0/24",
+        "100.66.0.1/16",
+        K1,
+        json!({"kilo.squat.ai/discovered-endpoints": seen}),
+        json!([{"type": "ExternalIP", "address": "203.0.113.11"}]),
+    ));
+    a.insert(node(
+        "worker-1",
+        "10.0.1.0/24",
+        "10.4.0.1/24",
+        K2,
+        json!({"kilo.squat.ai/force-endpoint": "192.168.10.5:51820"}),
+        json!([]),
+    ));
+    tenant_b_node(&b);
+    hub.insert(secret("tenant-a", &a.kubeconfig("a")));
+    hub.insert(secret("tenant-b", &b.kubeconfig("b")));
+    hub.insert(storage_mesh());
+    let stop = CancellationToken::new();
+    tokio::spawn(run(
+        hub.client(),
+        MeshOptions::new("kilo"),
+        Arc::new(Metrics::new("mesh")),
+        stop.clone(),
+    ));
+    Mesh { hub, a, b, stop }
+}
+
+fn peer(fake: &FakeKube, name: &str) -> Option<Value> {
+    fake.get(KILO, "Peer", None, name)
+}
+
+fn endpoint(p: &Value) -> String {
+    let e = &p["spec"]["endpoint"];
+    format!(
+        "{}:{}",
+        e["dnsOrIP"]["ip"]
+            .as_str()
+            .or(e["dnsOrIP"]["dns"].as_str())
+            .unwrap_or("-"),
+        e["port"]
+    )
+}
+
+async fn wait_endpoint(fake: &FakeKube, name: &str, want: &str) {
+    let got = fake
+        .eventually(WAIT, |f| peer(f, name).filter(|p| endpoint(p) == want))
+        .await;
+    assert!(
+        got.is_some(),
+        "{name}: want endpoint {want}, have {:?}",
+        peer(fake, name).map(|p| endpoint(&p))
+    );
+}
+
+#[tokio::test]
+async fn peers_converge_per_target_and_rest() {
+    let m = start().await;
+    // Into the hub: tenant-a at the NAT egress the hub observed, tenant-b at its ExternalIP.
+    wait_endpoint(&m.hub, "storage--tenant-a--worker-1", "198.51.100.7:31337").await;
+    wait_endpoint(&m.hub, "storage--tenant-b--worker-1", "203.0.113.30:51820").await;
+    // Into tenant-b, which observed nothing: tenant-a's configured endpoint.
+    wait_endpoint(&m.b, "storage--tenant-a--worker-1", "192.168.10.5:51820").await;
+    wait_endpoint(&m.b, "storage--ceph--ceph-1", "203.0.113.11:51820").await;
+    wait_endpoint(&m.a, "storage--ceph--ceph-1", "203.0.113.11:51820").await;
+    wait_endpoint(&m.a, "storage--tenant-b--worker-1", "203.0.113.30:51820").await;
+    let p = peer(&m.a, "storage--ceph--ceph-1").unwrap();
+    assert_eq!(
+        p["spec"]["persistentKeepalive"], 25,
+        "mesh-wide keepalive floor"
+    );
+    assert_eq!(
+        p["spec"]["allowedIPs"],
+        json!(["10.247.1.0/24", "100.66.0.1/32"])
+    );
+    assert_eq!(
+        p["metadata"]["labels"]["kilo-clustermesh.io/source-cluster"],
+        "ceph"
+    );
+    assert!(
+        peer(&m.a, "storage--tenant-a--worker-1").is_none(),
+        "no Peer for a cluster's own nodes"
+    );
+
+    let status = m
+        .hub
+        .eventually(WAIT, |f| {
+            let s = f.get(KILO, "ClusterMesh", Some("kilo"), "storage")?["status"].clone();
+            (s["conditions"][0]["reason"] == "Reconciled").then_some(s)
+        })
+        .await
+        .expect("status");
+    assert_eq!(status["clusters"].as_array().unwrap().len(), 3);
+    let mesh = m
+        .hub
+        .get(KILO, "ClusterMesh", Some("kilo"), "storage")
+        .unwrap();
+    assert_eq!(
+        mesh["metadata"]["finalizers"],
+        json!(["kilo-clustermesh.io/cleanup"])
+    );
+
+    // Steady state: nothing written anywhere, even when a reconcile runs.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for f in [&m.hub, &m.a, &m.b] {
+        f.clear_requests();
+    }
+    let mut mesh = m
+        .hub
+        .get(KILO, "ClusterMesh", Some("kilo"), "storage")
+        .unwrap();
+    mesh["metadata"]["labels"] = json!({"poke": "1"});
+    m.hub.replace(mesh);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    for f in [&m.hub, &m.a, &m.b] {
+        let writes: Vec<_> = f
+            .writes()
+            .into_iter()
+            .filter(|w| !w.path.contains("/events"))
+            .collect();
+        assert!(writes.is_empty(), "steady state wrote {writes:?}");
+    }
+
+    // A node annotation change in a target re-plans within seconds: tenant-b now observed
+    // tenant-a's egress.
+    let mut n = m.b.get("v1", "Node", None, "worker-1").unwrap();
+    n["metadata"]["annotations"]["kilo.squat.ai/discovered-endpoints"] = json!(format!(
+        r#"{{"{K2}":{{"IP":"198.51.100.8","Port":4000,"Zone":""}}}}"#
+    ));
+    m.b.replace(n);
+    wait_endpoint(&m.b, "storage--tenant-a--worker-1", "198.51.100.8:4000").await;
+    // ... and only there.
+    assert_eq!(
+        endpoint(&peer(&m.hub, "storage--tenant-a--worker-1").unwrap()),
+        "198.51.100.7:31337"
+    );
+}
+
+#[tokio::test]
+async fn secret_rotation_unreachable_clusters_and_cleanup() {
+    let m = start().await;
+    wait_endpoint(&m.hub, "storage--tenant-b--worker-1", "203.0.113.30:51820").await;
+    // A Peer someone made by hand, in tenant-a: never touched.
+    m.a.insert(
+        json!({"apiVersion": KILO, "kind": "Peer", "metadata": {"name": "laptop"},
+        "spec": {"allowedIPs": ["10.99.0.1/32"], "publicKey": K1}}),
+    );
+
+    // tenant-b's Secret now points at another cluster: the client is rebuilt in place.
+    let c = FakeKube::start().await;
+    tenant_b_node(&c);
+    let mut s = m.hub.get("v1", "Secret", Some("kilo"), "tenant-b").unwrap();
+    s["data"]["kubeconfig"] = json!(data_encoding::BASE64.encode(c.kubeconfig("c").as_bytes()));
+    m.hub.replace(s);
+    wait_endpoint(&c, "storage--ceph--ceph-1", "203.0.113.11:51820").await;
+
+    // tenant-b becomes unreachable (its Secret loses the key): its Peers elsewhere stay.
+    let mut s = m.hub.get("v1", "Secret", Some("kilo"), "tenant-b").unwrap();
+    s["data"] = json!({"other": "eA=="});
+    m.hub.replace(s);
+    let status = m
+        .hub
+        .eventually(WAIT, |f| {
+            let s = f.get(KILO, "ClusterMesh", Some("kilo"), "storage")?["status"].clone();
+            (s["conditions"][0]["reason"] == "ClusterUnavailable").then_some(s)
+        })
+        .await
+        .expect("unavailable reported");
+    assert!(
+        status["conditions"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("tenant-b")
+    );
+    assert!(
+        peer(&m.hub, "storage--tenant-b--worker-1").is_some(),
+        "kept while unreachable"
+    );
+
+    // Deleting the mesh removes its Peers wherever it can reach, then the mesh itself once
+    // everything is clean; tenant-b is restored so the cleanup can finish.
+    let mut s = m.hub.get("v1", "Secret", Some("kilo"), "tenant-b").unwrap();
+    s["data"] = json!({"kubeconfig": data_encoding::BASE64.encode(m.b.kubeconfig("b").as_bytes())});
+    m.hub.replace(s);
+    m.hub.delete(KILO, "ClusterMesh", Some("kilo"), "storage");
+    let gone = m
+        .hub
+        .eventually(WAIT, |f| {
+            f.get(KILO, "ClusterMesh", Some("kilo"), "storage")
+                .is_none()
+                .then_some(())
+        })
+        .await;
+    assert!(gone.is_some(), "finalizer never removed");
+    for f in [&m.hub, &m.a, &m.b] {
+        let left: Vec<String> = f
+            .list(KILO, "Peer")
+            .iter()
+            .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+            .collect();
+        assert!(left.iter().all(|n| n == "laptop"), "left behind: {left:?}");
+    }
+    assert!(
+        peer(&m.a, "laptop").is_some(),
+        "a Peer meshdns did not write is never deleted"
+    );
+}
+
+#[tokio::test]
+async fn overlapping_meshes_are_blocked_alone() {
+    let m = start().await;
+    wait_endpoint(&m.a, "storage--ceph--ceph-1", "203.0.113.11:51820").await;
+    for (name, net) in [("bad-1", "172.16.0.0/16"), ("bad-2", "172.16.1.0/24")] {
+        m.hub.insert(mesh(name, json!([
+            {"name": format!("{name}-x"), "local": true, "allowedNetworks": [net]},
+            {"name": format!("{name}-y"), "local": true, "allowedNetworks": [format!("192.168.{}.0/24", name.len() + if name == "bad-1" { 0 } else { 1 })]}
+        ])));
+    }
+    for name in ["bad-1", "bad-2"] {
+        let s = m
+            .hub
+            .eventually(WAIT, |f| {
+                let s = f.get(KILO, "ClusterMesh", Some("kilo"), name)?["status"].clone();
+                (s["conditions"][1]["reason"] == "CIDROverlap").then_some(s)
+            })
+            .await
+            .unwrap_or_else(|| panic!("{name} not blocked"));
+        assert_eq!(s["conditions"][0]["reason"], "NetworksOverlap");
+    }
+    let storage = m
+        .hub
+        .get(KILO, "ClusterMesh", Some("kilo"), "storage")
+        .unwrap();
+    assert_eq!(
+        storage["status"]["conditions"][0]["reason"], "Reconciled",
+        "an unrelated mesh keeps working"
+    );
+}
