@@ -4,6 +4,7 @@
 //! zone files), watched and reloaded ([`watch`]). Parsing ([`records`], [`zonefile`]) and
 //! snapshot assembly ([`snapshot`]) are pure; only [`watch`] touches the filesystem.
 
+pub mod manifests;
 pub mod pkarr;
 pub mod records;
 pub mod snapshot;

@@ -90,6 +90,10 @@ pub enum FileKind {
         /// Initial origin (and zone apex unless the file's SOA says otherwise).
         origin: Option<Name>,
     },
+    /// Kubernetes manifests: the zones their DNSZones and DNSRecordSets make
+    /// ([`crate::manifests`]). The path may be a directory: every `.yaml`, `.yml` and
+    /// `.json` file in it, in name order.
+    Manifests,
 }
 
 /// What parsing needs besides the bytes.
@@ -131,6 +135,14 @@ pub fn parse(
     match kind {
         FileKind::ZoneFile { origin } => {
             zonefile::parse(file, text, origin.as_ref(), settings.default_ttl)
+        }
+        FileKind::Manifests => {
+            let objects = crate::manifests::objects(file, text)?;
+            Ok(crate::manifests::zones(file, &objects))
+        }
+        FileKind::Auto if crate::manifests::looks_like_manifests(text) => {
+            let objects = crate::manifests::objects(file, text)?;
+            Ok(crate::manifests::zones(file, &objects))
         }
         FileKind::Auto if looks_like_zone_file(file, text) => {
             zonefile::parse(file, text, None, settings.default_ttl)

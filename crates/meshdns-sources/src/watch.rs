@@ -127,6 +127,49 @@ fn fingerprint(path: &Path) -> Option<Fingerprint> {
     })
 }
 
+/// A directory's fingerprint: its own (entries added, removed, renamed) combined with its
+/// manifest files' sizes and newest modification time.
+fn fingerprint_dir(dir: &Path) -> Option<Fingerprint> {
+    let mut fp = fingerprint(dir)?;
+    for f in manifest_files(dir).ok()? {
+        let m = fingerprint(&f)?;
+        fp.size = fp.size.wrapping_add(m.size).wrapping_add(m.ino);
+        if (m.mtime, m.mtime_nsec) > (fp.mtime, fp.mtime_nsec) {
+            fp.mtime = m.mtime;
+            fp.mtime_nsec = m.mtime_nsec;
+        }
+    }
+    Some(fp)
+}
+
+/// The manifest files of a directory, in name order.
+fn manifest_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_file()
+                && p.extension()
+                    .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// A file's bytes; for a directory, its manifest files as one multi-document YAML text.
+fn read_source(path: &Path) -> std::io::Result<Vec<u8>> {
+    if !path.is_dir() {
+        return std::fs::read(path);
+    }
+    let mut out = Vec::new();
+    for f in manifest_files(path)? {
+        out.extend_from_slice(b"\n---\n");
+        out.extend_from_slice(&std::fs::read(&f)?);
+        out.push(b'\n');
+    }
+    Ok(out)
+}
+
 #[derive(Debug, Default)]
 struct FileState {
     seen: Option<Fingerprint>,
@@ -232,12 +275,16 @@ impl FileSources {
     fn check_file(&mut self, i: usize) -> bool {
         let source = &self.config.files[i];
         let label = self.labels[i].clone();
-        let fp = fingerprint(&source.path);
+        let fp = if source.path.is_dir() {
+            fingerprint_dir(&source.path)
+        } else {
+            fingerprint(&source.path)
+        };
         let state = &mut self.states[i];
         if fp.is_some() && fp == state.seen && !state.failing {
             return false;
         }
-        let bytes = match std::fs::read(&source.path) {
+        let bytes = match read_source(&source.path) {
             Ok(b) => b,
             Err(e) => {
                 state.seen = None;
@@ -414,6 +461,7 @@ impl FileSources {
             .files
             .iter()
             .map(|f| match f.path.parent() {
+                _ if f.kind == FileKind::Manifests && f.path.is_dir() => f.path.clone(),
                 Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
                 _ => PathBuf::from("."),
             })

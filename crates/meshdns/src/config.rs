@@ -41,6 +41,8 @@ pub struct ServeFile {
     pub records: Option<Vec<PathBuf>>,
     /// RFC 1035 zone files, as `path` or `origin=path`.
     pub zone_files: Option<Vec<String>>,
+    /// Directories (or files) of Kubernetes manifests: their DNSZones and DNSRecordSets.
+    pub manifests: Option<Vec<PathBuf>>,
     /// Zones to serve (and to place Tailscale names in).
     pub zones: Option<Vec<String>>,
     /// TTL for records without one, in seconds or with units (`5`, `1m`).
@@ -91,6 +93,10 @@ pub struct ServeArgs {
     /// RFC 1035 zone file, as FILE or ORIGIN=FILE (repeatable).
     #[arg(long = "zone-file")]
     pub zone_files: Vec<String>,
+    /// Directory (or file) of Kubernetes manifests whose DNSZones and DNSRecordSets are
+    /// served, as `meshdns render` reads them; watched like records files (repeatable).
+    #[arg(long)]
+    pub manifests: Vec<PathBuf>,
     /// Zone to serve; Tailscale records.json names are placed in these [default: ts.net.].
     #[arg(long = "zone")]
     pub zones: Vec<String>,
@@ -147,7 +153,7 @@ pub struct Settings {
     pub listen: Option<Vec<SocketAddr>>,
     /// HTTP address.
     pub http: Option<SocketAddr>,
-    /// Files in precedence order: `records` first, then `zone_files`.
+    /// Files in precedence order: `records` first, then `zone_files`, then `manifests`.
     pub files: Vec<FileSource>,
     /// Zones declared explicitly.
     pub zones: Vec<Name>,
@@ -266,6 +272,17 @@ pub fn settings(args: &ServeArgs) -> Result<Settings> {
         for spec in file.zone_files.iter().flatten() {
             files.push(zone_file_source(spec, &base)?);
         }
+    }
+    if !args.manifests.is_empty() {
+        files.extend(args.manifests.iter().map(|p| FileSource {
+            path: p.clone(),
+            kind: FileKind::Manifests,
+        }));
+    } else {
+        files.extend(file.manifests.iter().flatten().map(|p| FileSource {
+            path: base.join(p),
+            kind: FileKind::Manifests,
+        }));
     }
     let zone_list = if args.zones.is_empty() {
         file.zones.clone().unwrap_or_default()

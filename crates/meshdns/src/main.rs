@@ -76,6 +76,18 @@ enum RenderTarget {
     /// The mesh controller: per target cluster the Peers it would keep, then each
     /// ClusterMesh's status and an Event per skipped node.
     Mesh(RenderMeshArgs),
+    /// The zones DNSZones and DNSRecordSets make, as RFC 1035 zone-file text.
+    Zone(RenderZoneArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RenderZoneArgs {
+    /// Manifest files or directories (YAML, several documents, List kinds).
+    #[arg(short = 'f', long = "filename", required = true)]
+    files: Vec<PathBuf>,
+    /// TTL of the synthesised SOA and NS, and the SOA minimum [default: 5].
+    #[arg(long, default_value_t = 5)]
+    default_ttl: u32,
 }
 
 #[derive(Debug, clap::Args)]
@@ -130,6 +142,21 @@ fn main() -> ExitCode {
             }
             Err(e) => {
                 eprintln!("meshdns render iroh: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Render(RenderTarget::Zone(args)) => match render::load_manifests(&args.files)
+            .and_then(|objects| render::render_zone(&objects, args.default_ttl))
+        {
+            Ok((text, problems)) => {
+                for p in problems {
+                    eprintln!("{p}");
+                }
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("meshdns render zone: {e:#}");
                 ExitCode::FAILURE
             }
         },

@@ -372,3 +372,77 @@ pub fn render_iroh(objects: &[Value], settings: &IrohSettings, cluster: &str) ->
     }
     Ok(out)
 }
+
+/// The zones the DNSZones and DNSRecordSets among `objects` make, as RFC 1035 zone-file text
+/// (one `$ORIGIN` section per zone, ordered by origin), with the SOA and NS that `serve` would
+/// synthesise where the manifests give none. Entries that cannot be served are returned as
+/// problems (`FILE: ENTRY: REASON`), not printed.
+pub fn render_zone(objects: &[Value], default_ttl: u32) -> Result<(String, Vec<String>)> {
+    let json: Vec<serde_json::Value> = objects
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<std::result::Result<_, _>>()?;
+    let parsed = meshdns_sources::manifests::zones("manifests", &json);
+    let mut problems: Vec<String> = parsed.problems.iter().map(ToString::to_string).collect();
+    let mut contents = parsed.zones;
+    contents.sort_by(|a, b| a.origin.to_string().cmp(&b.origin.to_string()));
+    let records: Vec<Vec<meshdns_zone::Record>> =
+        contents.iter().map(|z| z.records.clone()).collect();
+    let defaults = meshdns_zone::BuildDefaults {
+        default_ttl,
+        serial: 1,
+    };
+    let (compiled, refused) = meshdns_sources::compile("manifests", contents, defaults);
+    problems.extend(refused.iter().map(ToString::to_string));
+    let mut out = String::new();
+    for (zone, recs) in compiled.zones.iter().zip(records) {
+        let origin = zone.origin();
+        out.push_str(&format!("$ORIGIN {origin}\n"));
+        let soa = zone.soa_rrset();
+        for data in soa.decoded() {
+            out.push_str(&format!("@\t{}\tIN\tSOA\t{data}\n", soa.ttl));
+        }
+        let given_apex_ns = recs
+            .iter()
+            .any(|r| &r.name == origin && r.data.rtype() == meshdns_zone::RType::NS);
+        if !given_apex_ns
+            && let Some(ns) = zone
+                .node(origin.wire())
+                .and_then(|n| n.get(meshdns_zone::RType::NS))
+        {
+            for data in ns.decoded() {
+                out.push_str(&format!("@\t{}\tIN\tNS\t{data}\n", ns.ttl));
+            }
+        }
+        // The apex first, then names in alphabetical order of their relative form.
+        let mut lines: Vec<((bool, String), String)> = recs
+            .iter()
+            .filter(|r| r.data.rtype() != meshdns_zone::RType::SOA)
+            // Only what the compiled zone serves (refused records are in `problems`).
+            .filter(|r| {
+                let mut wire = Vec::new();
+                r.data.to_wire(&mut wire);
+                zone.node(r.name.wire())
+                    .and_then(|n| n.get(r.data.rtype()))
+                    .is_some_and(|set| set.rdatas().any(|d| d == wire.as_slice()))
+            })
+            .map(|r| {
+                let rtype = r.data.rtype();
+                (
+                    (&r.name != origin, r.name.relative_to(origin)),
+                    format!(
+                        "{}\t{}\tIN\t{rtype}\t{}\n",
+                        r.name.relative_to(origin),
+                        r.ttl,
+                        r.data
+                    ),
+                )
+            })
+            .collect();
+        lines.sort();
+        for (_, line) in lines {
+            out.push_str(&line);
+        }
+    }
+    Ok((out, problems))
+}

@@ -1,0 +1,429 @@
+//! dns-operator's `DNSZone` and `DNSRecordSet` objects (`dns.networking.miloapis.com/v1alpha1`)
+//! as a records source: the zones they make, read the way dns-operator's PowerDNS backend
+//! programs them.
+//!
+//! - A DNSZone gives a zone at `spec.domainName`. When two claim one domain, the older
+//!   (creation timestamp, then name) wins and the other is reported.
+//! - A DNSRecordSet adds `spec.records[]` of `spec.recordType` to the DNSZone named by
+//!   `spec.dnsZoneRef.name` in its own namespace.
+//! - Names: `@` or empty is the apex, a name ending in `.` is absolute (it must lie in the zone),
+//!   and anything else is relative to the zone.
+//! - TTL: the entry's own `ttl`, else 300 (dns-operator's default). Per owner name and type the
+//!   first entry's TTL wins.
+//! - Several DNSRecordSets of one type with the same owner name compete as in dns-operator: the
+//!   oldest set (creation timestamp, then name) is served, and the others' entries are reported
+//!   as `NotOwner`.
+//! - TXT content is trimmed and empty content dropped. Already-quoted content is read as
+//!   presentation text; anything else becomes one record, split into 255-byte strings.
+//! - CNAME keeps the first entry per owner.
+//! - Host names in content are absolute with or without the trailing dot.
+//! - `ALIAS`, `TLSA`, `HTTPS` and `SVCB` are not served; they are reported.
+//!
+//! The objects come from YAML or JSON documents (several per file, `List` kinds expanded);
+//! other kinds are ignored.
+
+use std::collections::BTreeMap;
+
+use meshdns_zone::{Name, RData, RType, Record};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::records::{Parsed, Problem, ZoneContent};
+
+/// dns-operator's TTL for entries that give none.
+pub const DEFAULT_RECORD_TTL: u32 = 300;
+
+/// Whether `text` holds Kubernetes objects (a document with `apiVersion` and `kind`).
+pub fn looks_like_manifests(text: &str) -> bool {
+    let mut saw_api = false;
+    let mut saw_kind = false;
+    for line in text.lines().take(200) {
+        let t = line.trim_start_matches([' ', '-']);
+        saw_api |= t.starts_with("apiVersion:") || t.contains("\"apiVersion\"");
+        saw_kind |= t.starts_with("kind:") || t.contains("\"kind\"");
+    }
+    saw_api && saw_kind
+}
+
+/// Every object in the documents of `text`, `List`s expanded.
+pub fn objects(file: &str, text: &str) -> Result<Vec<Value>, Problem> {
+    let mut out = Vec::new();
+    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let value = Value::deserialize(doc).map_err(|e| {
+            Problem::new(
+                file,
+                format!("document {}", i + 1),
+                format!("not YAML or JSON: {e}"),
+            )
+        })?;
+        push(value, &mut out);
+    }
+    Ok(out)
+}
+
+fn push(value: Value, out: &mut Vec<Value>) {
+    if value.get("kind").and_then(Value::as_str) == Some("List") {
+        if let Some(Value::Array(items)) = value.get("items") {
+            for item in items {
+                push(item.clone(), out);
+            }
+        }
+    } else if value.is_object() {
+        out.push(value);
+    }
+}
+
+fn text<'a>(v: &'a Value, path: &[&str]) -> &'a str {
+    path.iter()
+        .try_fold(v, |v, k| v.get(*k))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+fn is_dns_object(o: &Value, kind: &str) -> bool {
+    text(o, &["kind"]) == kind
+        && text(o, &["apiVersion"]).starts_with("dns.networking.miloapis.com/")
+}
+
+/// Age order: creation timestamp (RFC 3339 in UTC sorts as text; absent sorts last), then name.
+fn age_key(o: &Value) -> (String, String) {
+    let created = text(o, &["metadata", "creationTimestamp"]);
+    (
+        if created.is_empty() {
+            "~".into()
+        } else {
+            created.to_string()
+        },
+        text(o, &["metadata", "name"]).to_string(),
+    )
+}
+
+/// The zones that the DNSZones and DNSRecordSets among `objects` make.
+pub fn zones(file: &str, objects: &[Value]) -> Parsed {
+    let mut problems = Vec::new();
+    let mut zone_objects: Vec<&Value> = objects
+        .iter()
+        .filter(|o| is_dns_object(o, "DNSZone"))
+        .collect();
+    zone_objects.sort_by_key(|o| age_key(o));
+    // (namespace, name) -> index into `contents`
+    let mut by_ref: BTreeMap<(String, String), usize> = BTreeMap::new();
+    let mut contents: Vec<ZoneContent> = Vec::new();
+    for z in zone_objects {
+        let (ns, name) = (
+            text(z, &["metadata", "namespace"]),
+            text(z, &["metadata", "name"]),
+        );
+        let entry = format!("DNSZone {ns}/{name}");
+        let domain = text(z, &["spec", "domainName"]);
+        let origin = match Name::parse(&format!("{}.", domain.trim_end_matches('.')), None) {
+            Ok(o) if !domain.is_empty() => o,
+            _ => {
+                problems.push(Problem::new(
+                    file,
+                    format!("{entry} spec.domainName"),
+                    format!("{domain:?} is not a domain name"),
+                ));
+                continue;
+            }
+        };
+        if let Some(i) = contents.iter().position(|c| c.origin == origin) {
+            problems.push(Problem::new(
+                file,
+                entry,
+                format!(
+                    "DNSZoneInUse: {domain} is already served from an older DNSZone (zone {i})"
+                ),
+            ));
+            continue;
+        }
+        by_ref.insert((ns.to_string(), name.to_string()), contents.len());
+        contents.push(ZoneContent::empty(&origin));
+    }
+
+    let mut sets: Vec<&Value> = objects
+        .iter()
+        .filter(|o| is_dns_object(o, "DNSRecordSet"))
+        .collect();
+    sets.sort_by_key(|o| age_key(o));
+    // (zone index, type, owner) -> the set that owns it
+    let mut owners: BTreeMap<(usize, RType, Name), String> = BTreeMap::new();
+    for set in sets {
+        let (ns, name) = (
+            text(set, &["metadata", "namespace"]),
+            text(set, &["metadata", "name"]),
+        );
+        let entry = format!("DNSRecordSet {ns}/{name}");
+        let zone_name = text(set, &["spec", "dnsZoneRef", "name"]);
+        let Some(&zi) = by_ref.get(&(ns.to_string(), zone_name.to_string())) else {
+            problems.push(Problem::new(
+                file,
+                format!("{entry} spec.dnsZoneRef.name"),
+                format!("no DNSZone {zone_name:?} in namespace {ns:?}"),
+            ));
+            continue;
+        };
+        let type_text = text(set, &["spec", "recordType"]);
+        let rtype = match RType::from_mnemonic(type_text) {
+            Some(t) if RType::SERVED.contains(&t) && type_text != "ALIAS" => t,
+            _ => {
+                problems.push(Problem::new(
+                    file,
+                    format!("{entry} spec.recordType"),
+                    format!("{type_text:?} is not served (A, AAAA, CNAME, TXT, MX, SRV, CAA, NS, PTR, SOA are)"),
+                ));
+                continue;
+            }
+        };
+        let key = type_text.to_ascii_lowercase();
+        let origin = contents[zi].origin.clone();
+        let empty = Vec::new();
+        let entries = set["spec"]["records"].as_array().unwrap_or(&empty);
+        // First TTL per owner within this set.
+        let mut ttls: BTreeMap<Name, u32> = BTreeMap::new();
+        for (i, e) in entries.iter().enumerate() {
+            let at = format!("{entry} records[{i}]");
+            let owner = match owner_name(text(e, &["name"]), &origin) {
+                Ok(o) => o,
+                Err(why) => {
+                    problems.push(Problem::new(file, format!("{at}.name"), why));
+                    continue;
+                }
+            };
+            match owners.get(&(zi, rtype, owner.clone())) {
+                Some(other) if other != name => {
+                    problems.push(Problem::new(
+                        file,
+                        at,
+                        format!("NotOwner: DNSRecordSet {other} owns {rtype} at {owner}"),
+                    ));
+                    continue;
+                }
+                _ => {}
+            }
+            let Some(obj) = e.get(&key) else {
+                problems.push(Problem::new(
+                    file,
+                    at,
+                    format!("no `{key}` object for recordType {type_text}"),
+                ));
+                continue;
+            };
+            let data = match record_data(rtype, obj, &origin) {
+                Ok(Some(d)) => d,
+                Ok(None) => continue, // empty TXT content: dropped, as dns-operator does
+                Err(why) => {
+                    problems.push(Problem::new(file, format!("{at}.{key}"), why));
+                    continue;
+                }
+            };
+            if rtype == RType::CNAME && owners.contains_key(&(zi, rtype, owner.clone())) {
+                problems.push(Problem::new(
+                    file,
+                    at,
+                    "a second CNAME for this name is ignored (the first is kept)",
+                ));
+                continue;
+            }
+            owners.insert((zi, rtype, owner.clone()), name.to_string());
+            let own_ttl = e
+                .get("ttl")
+                .and_then(Value::as_i64)
+                .and_then(|t| u32::try_from(t).ok());
+            let ttl = *ttls
+                .entry(owner.clone())
+                .or_insert(own_ttl.unwrap_or(DEFAULT_RECORD_TTL));
+            contents[zi].records.push(Record {
+                name: owner,
+                ttl,
+                data,
+            });
+        }
+    }
+    Parsed {
+        zones: contents,
+        problems,
+    }
+}
+
+fn owner_name(name: &str, origin: &Name) -> Result<Name, String> {
+    let owner = if name.is_empty() || name == "@" {
+        origin.clone()
+    } else if name.ends_with('.') {
+        Name::parse(name, None).map_err(|e| format!("{name:?}: {e}"))?
+    } else {
+        Name::parse(name, Some(origin)).map_err(|e| format!("{name:?}: {e}"))?
+    };
+    if !owner.is_subdomain_of(origin) {
+        return Err(format!("{name:?} is outside the zone {origin}"));
+    }
+    Ok(owner)
+}
+
+fn absolute(host: &str) -> String {
+    if host.ends_with('.') {
+        host.to_string()
+    } else {
+        format!("{host}.")
+    }
+}
+
+/// The record data of one entry's type object; `None` for content that is dropped.
+fn record_data(rtype: RType, obj: &Value, origin: &Name) -> Result<Option<RData>, String> {
+    let s = |k: &str| {
+        obj.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .trim()
+            .to_string()
+    };
+    let n = |k: &str| obj.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let parse = |t: &str| {
+        RData::parse(rtype, t, origin)
+            .map(Some)
+            .map_err(|e| format!("{t:?}: {e}"))
+    };
+    match rtype {
+        RType::A | RType::AAAA => parse(&s("content")),
+        RType::CNAME | RType::NS | RType::PTR => parse(&absolute(&s("content"))),
+        RType::TXT => {
+            let content = s("content");
+            if content.is_empty() {
+                Ok(None)
+            } else if content.starts_with('"') && content.ends_with('"') && content.len() >= 2 {
+                parse(&content)
+            } else {
+                RData::txt_from_text(content.as_bytes())
+                    .map(Some)
+                    .map_err(|e| e.to_string())
+            }
+        }
+        RType::MX => parse(&format!("{} {}", n("preference"), absolute(&s("exchange")))),
+        RType::SRV => parse(&format!(
+            "{} {} {} {}",
+            n("priority"),
+            n("weight"),
+            n("port"),
+            absolute(&s("target"))
+        )),
+        RType::CAA => parse(&format!(
+            "{} {} \"{}\"",
+            n("flag"),
+            s("tag"),
+            s("value").replace('"', "\\\"")
+        )),
+        RType::SOA => {
+            let or = |k: &str, d: u64| obj.get(k).and_then(Value::as_u64).unwrap_or(d);
+            parse(&format!(
+                "{} {} {} {} {} {} {}",
+                absolute(&s("mname")),
+                absolute(&s("rname")),
+                or("serial", 1),
+                or("refresh", 10800),
+                or("retry", 3600),
+                or("expire", 604800),
+                or("ttl", 3600)
+            ))
+        }
+        _ => Err(format!("{rtype} is not served")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Parsed {
+        zones("m.yaml", &objects("m.yaml", text).unwrap())
+    }
+
+    const ZONES: &str = "
+apiVersion: v1
+kind: List
+items:
+- apiVersion: dns.networking.miloapis.com/v1alpha1
+  kind: DNSZone
+  metadata: {name: a, namespace: dns, creationTimestamp: '2026-01-01T00:00:00Z'}
+  spec: {domainName: example.org}
+- apiVersion: dns.networking.miloapis.com/v1alpha1
+  kind: DNSZone
+  metadata: {name: b, namespace: dns, creationTimestamp: '2026-02-01T00:00:00Z'}
+  spec: {domainName: example.org}
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: ignored}
+";
+
+    fn set(kind: &str, records: &str) -> String {
+        format!(
+            "---\napiVersion: dns.networking.miloapis.com/v1alpha1\nkind: DNSRecordSet\nmetadata: {{name: s-{}, namespace: dns}}\nspec:\n  dnsZoneRef: {{name: a}}\n  recordType: {kind}\n  records: {records}\n",
+            kind.to_ascii_lowercase()
+        )
+    }
+
+    #[test]
+    fn zones_names_types_and_ttls() {
+        let text = [
+            ZONES.to_string(),
+            set("CNAME", "[{name: alias, cname: {content: www.example.org}}, {name: alias, cname: {content: other.example.org.}}]"),
+            set("SRV", "[{name: _sip._udp, ttl: 30, srv: {priority: 1, weight: 2, port: 5060, target: sip.example.org}}]"),
+            set("CAA", "[{name: '@', caa: {flag: 0, tag: issue, value: letsencrypt.org}}]"),
+            set("AAAA", "[{name: host.example.org., aaaa: {content: '2001:db8::1'}}, {name: elsewhere.example.net., aaaa: {content: '2001:db8::2'}}, {name: bad, aaaa: {content: nope}}]"),
+            set("TXT", "[{name: t, ttl: 10, txt: {content: '\"quoted\" \"twice\"'}}, {name: t, ttl: 99, txt: {content: plain}}]"),
+        ]
+        .concat();
+        let parsed = parse(&text);
+        assert_eq!(
+            parsed.zones.len(),
+            1,
+            "the younger DNSZone for the same domain is refused"
+        );
+        let got: Vec<String> = parsed.zones[0]
+            .records
+            .iter()
+            .map(|r| format!("{} {} {} {}", r.name, r.ttl, r.data.rtype(), r.data))
+            .collect();
+        assert_eq!(
+            got,
+            // Sets in age order (no timestamps: by name).
+            [
+                "host.example.org. 300 AAAA 2001:db8::1",
+                "example.org. 300 CAA 0 issue \"letsencrypt.org\"",
+                "alias.example.org. 300 CNAME www.example.org.",
+                "_sip._udp.example.org. 30 SRV 1 2 5060 sip.example.org.",
+                "t.example.org. 10 TXT \"quoted\" \"twice\"",
+                "t.example.org. 10 TXT \"plain\"",
+            ]
+        );
+        let problems: Vec<String> = parsed.problems.iter().map(ToString::to_string).collect();
+        for want in [
+            "m.yaml: DNSZone dns/b: DNSZoneInUse",
+            "m.yaml: DNSRecordSet dns/s-cname records[1]: a second CNAME",
+            "m.yaml: DNSRecordSet dns/s-aaaa records[1].name: \"elsewhere.example.net.\" is outside the zone example.org.",
+            "m.yaml: DNSRecordSet dns/s-aaaa records[2].aaaa:",
+        ] {
+            assert!(
+                problems.iter().any(|p| p.starts_with(want)),
+                "{want} missing from {problems:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn manifests_are_recognised_and_other_files_are_not() {
+        assert!(looks_like_manifests(ZONES));
+        assert!(!looks_like_manifests("zones:\n- origin: example.org\n"));
+        assert!(!looks_like_manifests(
+            "{\"version\": \"v1alpha1\", \"ip4\": {}}"
+        ));
+        // A manifests file given as a records file is read as manifests.
+        let parsed = crate::parse(
+            "m.yaml",
+            &crate::FileKind::Auto,
+            ZONES.as_bytes(),
+            &Default::default(),
+        )
+        .unwrap();
+        assert_eq!(parsed.zones[0].origin.to_string(), "example.org.");
+    }
+}

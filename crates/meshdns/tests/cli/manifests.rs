@@ -1,0 +1,183 @@
+//! The whole iroh path without a cluster: Connector manifests -> `render iroh` ->
+//! DNSRecordSets -> `serve --manifests` -> the TXT answer iroh reads; and `render zone`.
+
+use std::time::Duration;
+
+use crate::*;
+
+const HEX: &str = "f120d52e42bfcee750508baf28900acac85ad3f397ab4bb653b32be505c32d39";
+const Z32: &str = "6ropkm1nz98qqwnotqz1tryk3mrfiw9u16iwzp1usci6kbqdfwho";
+
+const ZONE: &str = "apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSZone
+metadata: {name: connectors-zone, namespace: dns, creationTimestamp: '2026-01-01T00:00:00Z'}
+spec: {domainName: connectors.example.org, dnsZoneClassName: powerdns}
+";
+
+fn connectors() -> String {
+    format!(
+        "apiVersion: networking.datumapis.com/v1alpha1
+kind: ConnectorClass
+metadata: {{name: datum-connect}}
+spec: {{controllerName: networking.datumapis.com/datum-connect}}
+---
+apiVersion: networking.datumapis.com/v1alpha1
+kind: Connector
+metadata: {{name: laptop, namespace: default, uid: u1}}
+spec: {{connectorClassName: datum-connect}}
+status:
+  connectionDetails:
+    type: PublicKey
+    publicKey:
+      id: {HEX}
+      homeRelay: https://relay.example.com
+      addresses: [{{address: 192.0.2.1, port: 8080}}]
+"
+    )
+}
+
+#[test]
+fn connector_to_txt_answer_without_a_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "iroh.yaml",
+        "iroh:\n  dnsZoneRef: {namespace: dns, name: connectors-zone}\n  recordSuffix: connectors\n",
+    );
+    let input = dir.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    write(&input, "connectors.yaml", &connectors());
+    let out = bin()
+        .args([
+            "render",
+            "iroh",
+            "--config",
+            &config,
+            "-f",
+            input.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let served = dir.path().join("served");
+    std::fs::create_dir(&served).unwrap();
+    write(&served, "zone.yaml", ZONE);
+    // The render output (record sets and Connector statuses) is served as it is.
+    write(
+        &served,
+        "rendered.yaml",
+        &String::from_utf8(out.stdout).unwrap(),
+    );
+
+    let m = Meshdns::serve(&["--manifests", served.to_str().unwrap()]);
+    let name = format!("_iroh.{Z32}.connectors.connectors.example.org");
+    let answer = dig(m.dns, &[&name, "TXT", "+short"]);
+    assert_eq!(
+        answer.lines().collect::<Vec<_>>(),
+        [
+            "\"relay=https://relay.example.com\"",
+            "\"addr=192.0.2.1:8080\""
+        ],
+        "{answer}"
+    );
+    assert!(dig(m.dns, &["connectors.example.org", "SOA"]).contains("status: NOERROR"));
+
+    // A record set edited in place is served within a second or so.
+    write(
+        &served,
+        "extra.yaml",
+        "apiVersion: dns.networking.miloapis.com/v1alpha1\nkind: DNSRecordSet\nmetadata: {name: www, namespace: dns}\nspec:\n  dnsZoneRef: {name: connectors-zone}\n  recordType: A\n  records:\n  - {name: www, a: {content: 198.51.100.1}}\n",
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if dig(m.dns, &["www.connectors.example.org", "A", "+short"]).trim() == "198.51.100.1" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "new record set not served"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn render_zone_prints_zone_file_text_and_problems() {
+    let dir = tempfile::tempdir().unwrap();
+    let sets = format!(
+        "{ZONE}---
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {{name: old, namespace: dns, creationTimestamp: '2026-01-01T00:00:00Z'}}
+spec:
+  dnsZoneRef: {{name: connectors-zone}}
+  recordType: A
+  records:
+  - {{name: www, ttl: 60, a: {{content: 192.0.2.1}}}}
+---
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {{name: young, namespace: dns, creationTimestamp: '2026-02-01T00:00:00Z'}}
+spec:
+  dnsZoneRef: {{name: connectors-zone}}
+  recordType: A
+  records:
+  - {{name: www, a: {{content: 192.0.2.99}}}}
+  - {{name: api, a: {{content: 192.0.2.2}}}}
+---
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {{name: txt, namespace: dns}}
+spec:
+  dnsZoneRef: {{name: connectors-zone}}
+  recordType: TXT
+  records:
+  - {{name: '@', txt: {{content: 'v=spf1 -all'}}}}
+  - {{name: '@', txt: {{content: '  '}}}}
+---
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {{name: tlsa, namespace: dns}}
+spec:
+  dnsZoneRef: {{name: connectors-zone}}
+  recordType: TLSA
+  records:
+  - {{name: _443._tcp, tlsa: {{usage: 3, selector: 1, matchingType: 1, certData: abcd}}}}
+---
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {{name: lost, namespace: other}}
+spec:
+  dnsZoneRef: {{name: connectors-zone}}
+  recordType: A
+  records:
+  - {{name: x, a: {{content: 192.0.2.3}}}}
+"
+    );
+    let f = write(dir.path(), "all.yaml", &sets);
+    let out = bin().args(["render", "zone", "-f", &f]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        text,
+        "$ORIGIN connectors.example.org.
+@\t5\tIN\tSOA\tns.connectors.example.org. hostmaster.connectors.example.org. 1 3600 600 604800 5
+@\t5\tIN\tNS\tns.connectors.example.org.
+@\t300\tIN\tTXT\t\"v=spf1 -all\"
+api\t300\tIN\tA\t192.0.2.2
+www\t60\tIN\tA\t192.0.2.1
+"
+    );
+    for want in [
+        "manifests: DNSRecordSet dns/young records[0]: NotOwner: DNSRecordSet old owns A at www.connectors.example.org.",
+        "manifests: DNSRecordSet dns/tlsa spec.recordType: \"TLSA\" is not served",
+        "manifests: DNSRecordSet other/lost spec.dnsZoneRef.name: no DNSZone \"connectors-zone\" in namespace \"other\"",
+    ] {
+        assert!(err.contains(want), "{want} missing from:\n{err}");
+    }
+}
