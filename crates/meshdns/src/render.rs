@@ -385,7 +385,7 @@ pub fn render_zone(objects: &[Value], default_ttl: u32) -> Result<(String, Vec<S
     let parsed = meshdns_sources::manifests::zones("manifests", &json);
     let mut problems: Vec<String> = parsed.problems.iter().map(ToString::to_string).collect();
     let mut contents = parsed.zones;
-    contents.sort_by(|a, b| a.origin.to_string().cmp(&b.origin.to_string()));
+    contents.sort_by_key(|z| z.origin.to_string());
     let records: Vec<Vec<meshdns_zone::Record>> =
         contents.iter().map(|z| z.records.clone()).collect();
     let defaults = meshdns_zone::BuildDefaults {
