@@ -113,6 +113,8 @@ pub struct Context {
     trigger: mpsc::UnboundedSender<()>,
     /// Skips already reported, per mesh, so each gets one Event.
     reported: Mutex<BTreeMap<String, BTreeSet<SkipKey>>>,
+    /// Targets each mesh wrote to, so one that leaves a spec is still swept.
+    known: Mutex<BTreeMap<String, BTreeSet<Reach>>>,
     serial: tokio::sync::Mutex<()>,
 }
 
@@ -139,6 +141,7 @@ pub async fn run(
         members: tokio::sync::Mutex::new(BTreeMap::new()),
         trigger: tx,
         reported: Mutex::new(BTreeMap::new()),
+        known: Mutex::new(BTreeMap::new()),
         serial: tokio::sync::Mutex::new(()),
     });
     let node_changes = futures::stream::unfold(rx, |mut rx| async move {
@@ -386,6 +389,23 @@ async fn reconcile_namespace(ctx: &Context) -> Result<bool, Error> {
             targets.entry(reach(e)).or_default();
         }
     }
+    // Clusters that left a spec: still reachable while their Secret exists, and swept.
+    let left: Vec<Reach> = {
+        let known = ctx.known.lock().unwrap_or_else(|e| e.into_inner());
+        known
+            .values()
+            .flatten()
+            .filter(|r| !targets.contains_key(*r))
+            .cloned()
+            .collect()
+    };
+    for how in left {
+        if let std::collections::btree_map::Entry::Vacant(slot) = clients.entry(how.clone()) {
+            let c = member(ctx, slot.key()).await;
+            slot.insert(c);
+        }
+        targets.entry(how).or_default();
+    }
     let mut cleaned_all = true;
     let mut peers_written = 0i64;
     for (how, entries) in &targets {
@@ -462,6 +482,19 @@ async fn reconcile_namespace(ctx: &Context) -> Result<bool, Error> {
         }
     }
     ctx.metrics.set("mesh_peer_writes", peers_written);
+    {
+        let mut known = ctx.known.lock().unwrap_or_else(|e| e.into_inner());
+        known.clear();
+        for m in &live {
+            known.insert(m.name_any(), m.spec.clusters.iter().map(reach).collect());
+        }
+        // A target that could not be swept stays known, to be tried again.
+        for how in targets.keys() {
+            if !matches!(clients.get(how), Some(Ok(_))) {
+                known.entry(String::new()).or_default().insert(how.clone());
+            }
+        }
+    }
 
     reconcile_record_sets(ctx, &live, &plans).await?;
 

@@ -322,3 +322,79 @@ async fn overlapping_meshes_are_blocked_alone() {
         "an unrelated mesh keeps working"
     );
 }
+
+#[tokio::test]
+async fn spec_changes_sweep_publish_names_and_report_skips() {
+    let m = start().await;
+    wait_endpoint(&m.b, "storage--ceph--ceph-1", "203.0.113.11:51820").await;
+    // A node Kilo has not annotated yet: skipped, with one Warning Event on the mesh.
+    m.a.insert(node(
+        "worker-2",
+        "10.0.2.0/24",
+        "",
+        K3,
+        json!({}),
+        json!([]),
+    ));
+    let event = m
+        .hub
+        .eventually(WAIT, |f| {
+            f.list("events.k8s.io/v1", "Event")
+                .into_iter()
+                .find(|e| e["reason"] == "NodeNoWireguardIP")
+        })
+        .await
+        .expect("skip event");
+    assert_eq!(event["type"], "Warning");
+    assert_eq!(event["action"], "SkipNodePeering");
+    assert_eq!(event["regarding"]["name"], "storage");
+    assert!(
+        event["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("tenant-a/worker-2: ")
+    );
+
+    // tenant-b leaves the mesh and the mesh publishes node names.
+    let mut mesh = m
+        .hub
+        .get(KILO, "ClusterMesh", Some("kilo"), "storage")
+        .unwrap();
+    mesh["spec"]["clusters"].as_array_mut().unwrap().pop();
+    mesh["spec"]["dns"] = json!({"dnsZoneRef": {"name": "mesh-zone"}});
+    m.hub.replace(mesh);
+    let swept = m
+        .hub
+        .eventually(WAIT, |_| {
+            (peer(&m.hub, "storage--tenant-b--worker-1").is_none()
+                && peer(&m.a, "storage--tenant-b--worker-1").is_none()
+                && m.b.list(KILO, "Peer").is_empty())
+            .then_some(())
+        })
+        .await;
+    assert!(
+        swept.is_some(),
+        "tenant-b's Peers, and the Peers in tenant-b, are swept"
+    );
+    assert!(
+        peer(&m.a, "storage--ceph--ceph-1").is_some(),
+        "the rest stays"
+    );
+    let names = m
+        .hub
+        .eventually(WAIT, |f| {
+            f.get(
+                "dns.networking.miloapis.com/v1alpha1",
+                "DNSRecordSet",
+                Some("kilo"),
+                "storage--tenant-a--nodes-a",
+            )
+        })
+        .await
+        .expect("node names published");
+    assert_eq!(
+        names["spec"]["records"],
+        json!([{"name": "worker-1.tenant-a", "ttl": 30, "a": {"content": "10.4.0.1"}}])
+    );
+    assert_eq!(names["spec"]["dnsZoneRef"]["name"], "mesh-zone");
+}
