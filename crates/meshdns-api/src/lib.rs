@@ -287,9 +287,8 @@ pub struct DNSRecordSetSpec {
     pub records: Vec<RecordEntry>,
 }
 
-/// One `spec.records[]` entry: an owner name, a TTL, and the object matching the set's type.
-/// The type-specific objects are kept as JSON (the schema's shapes: `{content}` for most
-/// types, `mx{preference, exchange}`, `srv{priority, weight, port, target}`, ...).
+/// One `spec.records[]` entry: an owner name, a TTL, and the object matching the set's
+/// `recordType` (dns-operator's shapes).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RecordEntry {
     /// `@`, a name relative to the zone, or an absolute name ending in `.`.
@@ -298,9 +297,159 @@ pub struct RecordEntry {
     /// TTL in seconds; dns-operator's backend defaults it to 300.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl: Option<i64>,
-    /// `a`, `aaaa`, `txt`, `mx`, ...: the record data.
+    /// `A`: IPv4 address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a: Option<Content>,
+    /// `AAAA`: IPv6 address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aaaa: Option<Content>,
+    /// `CNAME`: target host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cname: Option<Content>,
+    /// `ALIAS`: target host (apex CNAME-like; not served by meshdns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alias: Option<Content>,
+    /// `NS`: name server host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ns: Option<Content>,
+    /// `PTR`: target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ptr: Option<Content>,
+    /// `TXT`: text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub txt: Option<Content>,
+    /// `MX`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mx: Option<MxData>,
+    /// `SRV`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub srv: Option<SrvData>,
+    /// `CAA`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caa: Option<CaaData>,
+    /// `TLSA` (not served by meshdns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tlsa: Option<TlsaData>,
+    /// `HTTPS` (not served by meshdns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub https: Option<SvcbData>,
+    /// `SVCB` (not served by meshdns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub svcb: Option<SvcbData>,
+    /// `SOA`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soa: Option<SoaData>,
+    /// Anything newer.
     #[serde(flatten)]
-    pub data: Rest,
+    pub rest: Rest,
+}
+
+/// `{content}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Content {
+    /// The value.
+    #[serde(default)]
+    pub content: String,
+}
+
+/// `mx{preference, exchange}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MxData {
+    /// 0..65535, lower preferred.
+    #[serde(default)]
+    pub preference: u16,
+    /// Mail host.
+    #[serde(default)]
+    pub exchange: String,
+}
+
+/// `srv{priority, weight, port, target}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SrvData {
+    /// Lower is tried first.
+    #[serde(default)]
+    pub priority: u16,
+    /// Relative weight.
+    #[serde(default)]
+    pub weight: u16,
+    /// Port.
+    #[serde(default)]
+    pub port: u16,
+    /// Host.
+    #[serde(default)]
+    pub target: String,
+}
+
+/// `caa{flag, tag, value}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaaData {
+    /// Flags, 0..255.
+    #[serde(default)]
+    pub flag: u8,
+    /// `issue`, `issuewild`, `iodef`, ...
+    #[serde(default)]
+    pub tag: String,
+    /// Value.
+    #[serde(default)]
+    pub value: String,
+}
+
+/// `tlsa{usage, selector, matchingType, certData}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsaData {
+    /// Certificate usage.
+    #[serde(default)]
+    pub usage: u8,
+    /// Selector.
+    #[serde(default)]
+    pub selector: u8,
+    /// Matching type.
+    #[serde(default)]
+    pub matching_type: u8,
+    /// Hex certificate data.
+    #[serde(default)]
+    pub cert_data: String,
+}
+
+/// `https` / `svcb{priority, target, params}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SvcbData {
+    /// 0 = alias mode.
+    #[serde(default)]
+    pub priority: u16,
+    /// Target.
+    #[serde(default)]
+    pub target: String,
+    /// SvcParams.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, String>,
+}
+
+/// `soa{mname, rname, serial, refresh, retry, expire, ttl}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SoaData {
+    /// Primary name server.
+    #[serde(default)]
+    pub mname: String,
+    /// Responsible mailbox.
+    #[serde(default)]
+    pub rname: String,
+    /// Serial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial: Option<u32>,
+    /// Refresh.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh: Option<u32>,
+    /// Retry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<u32>,
+    /// Expire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expire: Option<u32>,
+    /// Negative-caching TTL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<u32>,
 }
 
 // ------------------------------------------------------------------ Kilo

@@ -31,7 +31,13 @@ fn objects_round_trip_without_loss() {
         "apiVersion": DNS_API_VERSION, "kind": "DNSRecordSet",
         "metadata": {"name": "www", "namespace": "dns"},
         "spec": {"dnsZoneRef": {"name": "zone"}, "recordType": "MX",
-                 "records": [{"name": "@", "ttl": 300, "mx": {"preference": 10, "exchange": "mx.example.com."}}]},
+                 "records": [{"name": "@", "ttl": 300, "mx": {"preference": 10, "exchange": "mx.example.com."}},
+                             {"name": "_sip._udp", "srv": {"priority": 1, "weight": 2, "port": 5060, "target": "sip"}},
+                             {"name": "c", "caa": {"flag": 0, "tag": "issue", "value": "ca.example"}},
+                             {"name": "_443._tcp", "tlsa": {"usage": 3, "selector": 1, "matchingType": 1, "certData": "ab"}},
+                             {"name": "h", "https": {"priority": 1, "target": ".", "params": {"alpn": "h2"}}},
+                             {"name": "@", "soa": {"mname": "ns", "rname": "hostmaster", "serial": 7}},
+                             {"name": "t", "txt": {"content": "x"}, "future": {"k": 1}}]},
         "status": {"conditions": [{"type": "Accepted"}]}
     }));
     round_trip::<ClusterMesh>(json!({
