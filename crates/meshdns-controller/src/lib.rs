@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
+pub mod dns_source;
 pub mod iroh;
 pub mod leader;
 pub mod mesh;

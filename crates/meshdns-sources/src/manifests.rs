@@ -30,6 +30,45 @@ use serde_json::Value;
 
 use crate::records::{Parsed, Problem, ZoneContent};
 
+/// Objects handed over by a live reader (the Kubernetes reflector of `serve --kubernetes`):
+/// the watcher thread compiles them like a file when their version moves.
+pub struct ManifestFeed {
+    label: String,
+    state: std::sync::Mutex<(u64, Option<Vec<Value>>)>,
+}
+
+impl ManifestFeed {
+    /// A feed named `label` in logs, metrics and problems; not synced until the first
+    /// [`ManifestFeed::set`].
+    pub fn new(label: &str) -> std::sync::Arc<ManifestFeed> {
+        std::sync::Arc::new(ManifestFeed {
+            label: label.to_string(),
+            state: std::sync::Mutex::new((0, None)),
+        })
+    }
+
+    /// The feed's name.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// Replaces the objects (the whole current set).
+    pub fn set(&self, objects: Vec<Value>) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.0 += 1;
+        st.1 = Some(objects);
+    }
+
+    /// The version (0 until the first set) and the objects when it differs from `seen`.
+    pub fn take_if_newer(&self, seen: u64) -> Option<(u64, Vec<Value>)> {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match &st.1 {
+            Some(objects) if st.0 != seen => Some((st.0, objects.clone())),
+            _ => None,
+        }
+    }
+}
+
 /// dns-operator's TTL for entries that give none.
 pub const DEFAULT_RECORD_TTL: u32 = 300;
 

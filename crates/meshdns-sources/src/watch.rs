@@ -30,6 +30,7 @@ use meshdns_zone::{BuildDefaults, Catalog, Name};
 use notify::Watcher as _;
 use tracing::{debug, error, info, warn};
 
+use crate::manifests::ManifestFeed;
 use crate::pkarr::PkarrStore;
 use crate::records::{FileKind, ParseSettings, Problem, ZoneContent, parse};
 use crate::snapshot::{CompiledSource, SourceInput, assemble, compile};
@@ -182,6 +183,8 @@ struct FileState {
 pub struct FileSources {
     config: SourceConfig,
     pkarr: Option<(Arc<PkarrStore>, u64, CompiledSource)>,
+    /// Live feeds (Kubernetes): feed, version compiled, result, index among the labels.
+    feeds: Vec<(Arc<ManifestFeed>, u64, Option<CompiledSource>, usize)>,
     labels: Vec<String>,
     states: Vec<FileState>,
     serial: u32,
@@ -213,6 +216,7 @@ impl FileSources {
         FileSources {
             config,
             pkarr: None,
+            feeds: Vec::new(),
             labels,
             states,
             serial: 0,
@@ -235,15 +239,65 @@ impl FileSources {
         self
     }
 
-    /// Checks every file (and the pkarr store), loads what changed, and publishes a new
-    /// snapshot when anything did (always on the first call). Returns whether a snapshot was
-    /// published.
+    /// Serves the DNSZones and DNSRecordSets a live reader hands over, after the files (a
+    /// file's (name, type) wins) and before pkarr publishes. Not ready until the feed's first
+    /// set.
+    pub fn with_feed(mut self, feed: Arc<ManifestFeed>) -> FileSources {
+        let label = feed.label().to_string();
+        // Feeds go before pkarr in the labels, keeping pkarr last.
+        let at = self.labels.len() - usize::from(self.pkarr.is_some());
+        self.labels.insert(at, label.clone());
+        self.status
+            .lock()
+            .sources
+            .insert(at, (label, SourceCounters::default()));
+        self.feeds.push((feed, 0, None, at));
+        self
+    }
+
+    fn check_feeds(&mut self) -> bool {
+        let mut changed = false;
+        for f in 0..self.feeds.len() {
+            let (feed, seen, _, at) = &self.feeds[f];
+            let at = *at;
+            let Some((version, objects)) = feed.take_if_newer(*seen) else {
+                continue;
+            };
+            let label = feed.label().to_string();
+            let parsed = crate::manifests::zones(&label, &objects);
+            let (compiled, refused) = compile(&label, parsed.zones, self.build_defaults());
+            let skipped = (parsed.problems.len() + refused.len()) as u64;
+            for p in parsed.problems.iter().chain(&refused) {
+                if self.reported.insert(p.to_string()) {
+                    warn!(file = %p.file, entry = %p.entry, reason = %p.reason, "records entry skipped");
+                }
+            }
+            let records: usize = compiled.zones.iter().map(|z| z.record_count()).sum();
+            info!(source = %label, records, skipped, "objects loaded");
+            let slot = &mut self.feeds[f];
+            slot.1 = version;
+            slot.2 = Some(compiled);
+            self.with_counters(at, |c| {
+                c.reloads_ok += 1;
+                c.skipped_entries += skipped;
+                c.last_success_unix = Some(unix_now());
+                c.last_error = None;
+            });
+            changed = true;
+        }
+        changed
+    }
+
+    /// Checks every file (and the feeds and the pkarr store), loads what changed, and
+    /// publishes a new snapshot when anything did (always on the first call). Returns whether
+    /// a snapshot was published.
     pub fn refresh(&mut self) -> bool {
         let first = self.serial == 0;
         let mut changed = false;
         for i in 0..self.config.files.len() {
             changed |= self.check_file(i);
         }
+        changed |= self.check_feeds();
         if let Some((store, _, _)) = &self.pkarr {
             store.expire();
         }
@@ -259,7 +313,7 @@ impl FileSources {
             *compiled = store.compile(defaults);
             *seen = now;
             changed = true;
-            let i = self.labels.len() - 1;
+            let i = self.labels.len() - 1; // pkarr stays last
             self.with_counters(i, |c| {
                 c.reloads_ok += 1;
                 c.last_success_unix = Some(unix_now());
@@ -393,6 +447,12 @@ impl FileSources {
                 compiled: s.last_good.as_ref().unwrap_or(&empty),
             })
             .collect();
+        for (feed, _, compiled, _) in &self.feeds {
+            inputs.push(SourceInput {
+                label: feed.label(),
+                compiled: compiled.as_ref().unwrap_or(&empty),
+            });
+        }
         // pkarr publishes come after every file: a file's (name, type) wins.
         if let Some((_, _, compiled)) = &self.pkarr {
             inputs.push(SourceInput {
@@ -430,13 +490,19 @@ impl FileSources {
     }
 
     fn update_readiness(&self) {
-        let missing: Vec<String> = self
+        let mut missing: Vec<String> = self
             .labels
             .iter()
             .zip(&self.states)
             .filter(|(_, s)| s.last_good.is_none())
             .map(|(l, _)| l.clone())
             .collect();
+        missing.extend(
+            self.feeds
+                .iter()
+                .filter(|f| f.2.is_none())
+                .map(|f| f.0.label().to_string()),
+        );
         let reason = (!missing.is_empty()).then(|| {
             let detail: Vec<String> = self
                 .status

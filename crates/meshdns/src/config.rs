@@ -43,6 +43,12 @@ pub struct ServeFile {
     pub zone_files: Option<Vec<String>>,
     /// Directories (or files) of Kubernetes manifests: their DNSZones and DNSRecordSets.
     pub manifests: Option<Vec<PathBuf>>,
+    /// Serve the DNSZones and DNSRecordSets of a cluster.
+    pub kubernetes: Option<bool>,
+    /// Only this namespace's DNSZones and DNSRecordSets (default: all).
+    pub kubernetes_namespace: Option<String>,
+    /// kubeconfig for `kubernetes` (default: in-cluster, then `$KUBECONFIG`).
+    pub kubeconfig: Option<PathBuf>,
     /// Zones to serve (and to place Tailscale names in).
     pub zones: Option<Vec<String>>,
     /// TTL for records without one, in seconds or with units (`5`, `1m`).
@@ -97,6 +103,15 @@ pub struct ServeArgs {
     /// served, as `meshdns render` reads them; watched like records files (repeatable).
     #[arg(long)]
     pub manifests: Vec<PathBuf>,
+    /// Serve the DNSZones and DNSRecordSets of a Kubernetes cluster, watched live.
+    #[arg(long)]
+    pub kubernetes: bool,
+    /// With --kubernetes: only this namespace [default: all namespaces].
+    #[arg(long)]
+    pub kubernetes_namespace: Option<String>,
+    /// With --kubernetes: kubeconfig [default: in-cluster, then $KUBECONFIG, ~/.kube/config].
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
     /// Zone to serve; Tailscale records.json names are placed in these [default: ts.net.].
     #[arg(long = "zone")]
     pub zones: Vec<String>,
@@ -187,6 +202,10 @@ pub struct Settings {
     pub pkarr_max_age: Duration,
     /// pkarr publishes a minute per client address (0 = no limit).
     pub pkarr_put_limit: u32,
+    /// Serve a cluster's DNSZones and DNSRecordSets: `Some(namespace or all)`.
+    pub kubernetes: Option<Option<String>>,
+    /// kubeconfig for the cluster.
+    pub kubeconfig: Option<PathBuf>,
 }
 
 fn duration(what: &str, text: &str) -> Result<Duration> {
@@ -382,6 +401,15 @@ pub fn settings(args: &ServeArgs) -> Result<Settings> {
                 .unwrap_or("7d"),
         )?,
         pkarr_put_limit: args.pkarr_put_limit.or(file.pkarr_put_limit).unwrap_or(0),
+        kubernetes: (args.kubernetes || file.kubernetes.unwrap_or(false)).then(|| {
+            args.kubernetes_namespace
+                .clone()
+                .or(file.kubernetes_namespace.clone())
+        }),
+        kubeconfig: args
+            .kubeconfig
+            .clone()
+            .or(file.kubeconfig.map(|k| base.join(k))),
     })
 }
 

@@ -257,6 +257,13 @@ async fn run(settings: Settings) -> Result<()> {
         catalog.clone(),
         status.clone(),
     );
+    let feed = settings
+        .kubernetes
+        .as_ref()
+        .map(|_| meshdns_sources::manifests::ManifestFeed::new("kubernetes"));
+    if let Some(feed) = &feed {
+        sources = sources.with_feed(feed.clone());
+    }
     if let Some(store) = &pkarr {
         sources = sources.with_pkarr(store.clone());
     }
@@ -300,6 +307,23 @@ async fn run(settings: Settings) -> Result<()> {
     let watcher = spawn_watcher(sources).context("cannot start the file watcher")?;
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
+    if let (Some(feed), Some(namespace)) = (feed, settings.kubernetes.clone()) {
+        let client = controller_cmd::client(settings.kubeconfig.as_deref())
+            .await
+            .context("--kubernetes")?;
+        let poker = watcher.poker();
+        info!(
+            namespace = namespace.as_deref().unwrap_or("(all)"),
+            "watching DNSZones and DNSRecordSets"
+        );
+        tasks.spawn(meshdns_controller::dns_source::reflect(
+            client,
+            namespace,
+            feed,
+            move || poker.poke(),
+            shutdown.clone(),
+        ));
+    }
     let http_addr = match settings.http {
         Some(addr) => {
             let state = HttpState {

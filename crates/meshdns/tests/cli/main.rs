@@ -11,6 +11,7 @@ mod controller;
 mod dig;
 mod doh;
 mod doh_iroh;
+mod kubernetes;
 mod manifests;
 mod pkarr;
 mod process;
