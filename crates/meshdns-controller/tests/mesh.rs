@@ -355,6 +355,21 @@ async fn spec_changes_sweep_publish_names_and_report_skips() {
             .starts_with("tenant-a/worker-2: ")
     );
 
+    // A Peer of a mesh that exists in no namespace is an orphan: swept.
+    m.a.insert(json!({"apiVersion": KILO, "kind": "Peer",
+        "metadata": {"name": "ghost--x--n1", "labels": {"kilo-clustermesh.io/mesh": "ghost", "kilo-clustermesh.io/source-cluster": "x"}},
+        "spec": {"allowedIPs": ["10.98.0.0/24"], "publicKey": K3}}));
+    let mut poke = m
+        .hub
+        .get(KILO, "ClusterMesh", Some("kilo"), "storage")
+        .unwrap();
+    poke["metadata"]["labels"] = json!({"poke": "orphans"});
+    m.hub.replace(poke);
+    let orphan_gone =
+        m.a.eventually(WAIT, |f| peer(f, "ghost--x--n1").is_none().then_some(()))
+            .await;
+    assert!(orphan_gone.is_some(), "orphan Peer swept");
+
     // tenant-b leaves the mesh and the mesh publishes node names.
     let mut mesh = m
         .hub
