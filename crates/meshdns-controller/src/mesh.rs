@@ -47,6 +47,9 @@ use crate::{Error, is_not_found};
 /// Field manager of every Peer, DNSRecordSet and status meshdns writes here.
 pub const FIELD_MANAGER: &str = "meshdns-mesh";
 
+/// Start of the reason given for a member whose kubeconfig Secret does not exist.
+const SECRET_GONE: &str = "kubeconfig Secret";
+
 /// How the controller runs.
 #[derive(Debug, Clone)]
 pub struct MeshOptions {
@@ -228,7 +231,7 @@ async fn member(ctx: &Context, how: &Reach) -> Result<Client, String> {
                 .get_opt(name)
                 .await
                 .map_err(|e| format!("Secret {name}: {e}"))?
-                .ok_or_else(|| format!("Secret {}/{name} not found", ctx.opts.namespace))?;
+                .ok_or_else(|| format!("{SECRET_GONE} {}/{name} not found", ctx.opts.namespace))?;
             let version = secret.resource_version().unwrap_or_default();
             if let Some(m) = ctx.members.lock().await.get(how)
                 && m.version == version
@@ -409,9 +412,15 @@ async fn reconcile_namespace(ctx: &Context) -> Result<bool, Error> {
     let mut cleaned_all = true;
     let mut peers_written = 0i64;
     for (how, entries) in &targets {
-        let Some(Ok(client)) = clients.get(how) else {
-            cleaned_all = false;
-            continue;
+        let client = match clients.get(how) {
+            Some(Ok(client)) => client,
+            // Its kubeconfig Secret is gone: there is no way to reach it any more, so it
+            // cannot hold up a deletion (a deleted namespace takes the Secret with it).
+            Some(Err(e)) if e.starts_with(SECRET_GONE) => continue,
+            _ => {
+                cleaned_all = false;
+                continue;
+            }
         };
         let wanted = merge_same_key(
             entries

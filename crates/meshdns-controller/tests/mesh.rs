@@ -413,3 +413,23 @@ async fn spec_changes_sweep_publish_names_and_report_skips() {
     );
     assert_eq!(names["spec"]["dnsZoneRef"]["name"], "mesh-zone");
 }
+
+/// Deleting a namespace takes the kubeconfig Secrets with it: a mesh whose member can no
+/// longer be reached at all is still cleaned where it can be, and its deletion completes.
+#[tokio::test]
+async fn deletion_does_not_hang_when_a_secret_is_gone() {
+    let m = start().await;
+    wait_endpoint(&m.a, "storage--tenant-b--worker-1", "203.0.113.30:51820").await;
+    m.hub.delete("v1", "Secret", Some("kilo"), "tenant-b");
+    m.hub.delete(KILO, "ClusterMesh", Some("kilo"), "storage");
+    let gone = m
+        .hub
+        .eventually(WAIT, |f| {
+            f.get(KILO, "ClusterMesh", Some("kilo"), "storage")
+                .is_none()
+                .then_some(())
+        })
+        .await;
+    assert!(gone.is_some(), "deletion hangs");
+    assert!(m.a.list(KILO, "Peer").is_empty() && m.hub.list(KILO, "Peer").is_empty());
+}
