@@ -137,7 +137,6 @@ async fn controller(ctx: Arc<Context>, shutdown: CancellationToken) {
     let by_class = controller.store();
     let by_key = controller.store();
     let zone_ns = ctx.opts.settings.zone_namespace.clone();
-    let cluster = ctx.cluster.clone();
     controller
         // A class change fans out to every Connector naming the class.
         .watches(
@@ -174,7 +173,6 @@ async fn controller(ctx: Arc<Context>, shutdown: CancellationToken) {
             watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}")),
             move |rs| {
                 let name = rs.name_any();
-                let _ = &cluster;
                 by_key
                     .state()
                     .into_iter()

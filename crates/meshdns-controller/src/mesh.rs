@@ -195,8 +195,7 @@ pub fn error_policy(mesh: Arc<ClusterMesh>, error: &Error, _ctx: Arc<Context>) -
 }
 
 /// Reconciles the namespace of `mesh` (every mesh in it: overlap checks and merges span them).
-pub async fn reconcile(mesh: Arc<ClusterMesh>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _ = mesh;
+pub async fn reconcile(_mesh: Arc<ClusterMesh>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _serial = ctx.serial.lock().await;
     let start = Instant::now();
     let result = reconcile_namespace(&ctx).await;
@@ -508,7 +507,7 @@ async fn reconcile_namespace(ctx: &Context) -> Result<bool, Error> {
     reconcile_record_sets(ctx, &live, &plans).await?;
 
     for (m, plan) in live.iter().zip(&plans) {
-        write_status(ctx, &api, m, plan).await?;
+        write_status(&api, m, plan).await?;
         report_skips(ctx, m, plan).await;
     }
     for m in &deleting {
@@ -604,12 +603,10 @@ async fn reconcile_record_sets(
 }
 
 async fn write_status(
-    ctx: &Context,
     api: &Api<ClusterMesh>,
     m: &ClusterMesh,
     plan: &MeshPlan,
 ) -> Result<(), Error> {
-    let _ = ctx;
     let mut status = plan.status(m.metadata.generation);
     let current = m.status.clone().unwrap_or_default();
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
