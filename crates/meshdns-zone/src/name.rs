@@ -5,6 +5,7 @@
 //! client used is never stored here; the answer path echoes it from the question
 //! (see [`crate::answer`]).
 
+use std::sync::Arc;
 use std::borrow::Borrow;
 use std::fmt;
 
@@ -14,8 +15,11 @@ pub const MAX_NAME_LEN: usize = 255;
 pub const MAX_LABEL_LEN: usize = 63;
 
 /// An absolute domain name in lower-cased wire format (`\x03www\x07example\x03org\x00`).
+///
+/// Shared, not copied, when cloned: a zone file names an owner once and gives it several
+/// records, and a million-host load would otherwise allocate a copy per record.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Name(Box<[u8]>);
+pub struct Name(Arc<[u8]>);
 
 /// Why text is not a usable domain name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -48,7 +52,7 @@ pub enum NameError {
 impl Name {
     /// The root name `.`.
     pub fn root() -> Name {
-        Name(Box::new([0]))
+        Name(Arc::from(&[0u8][..]))
     }
 
     /// Builds a name from (possibly mixed-case) wire bytes, lower-casing them.
@@ -138,7 +142,7 @@ impl Name {
         }
         wire[len..len + tail.len()].copy_from_slice(tail);
         len += tail.len();
-        Ok(Name(Box::from(&wire[..len])))
+        Ok(Name(Arc::from(&wire[..len])))
     }
 
     /// The lower-cased wire bytes, root byte included.
