@@ -5,9 +5,9 @@
 //! client used is never stored here; the answer path echoes it from the question
 //! (see [`crate::answer`]).
 
-use std::sync::Arc;
 use std::borrow::Borrow;
 use std::fmt;
+use std::sync::Arc;
 
 /// Longest name on the wire, root byte included (RFC 1035 §2.3.4).
 pub const MAX_NAME_LEN: usize = 255;
