@@ -1008,8 +1008,8 @@ mod tests {
         assert!(cat.find_zone(n("example.com.").wire()).is_none());
     }
 
-    /// Records added already in order take the path that skips the sort; the zone must be the
-    /// same as from the same records in another order.
+    /// Records added in zone-file order (runs the build's sort merges) and in any other order
+    /// build the same zone.
     #[test]
     fn records_in_order_and_out_of_order_build_the_same_zone() {
         let origin = n("example.org.");
