@@ -10,8 +10,6 @@
 //! writes. [`leader`] elects one active replica through a Lease, and [`metrics`] counts what
 //! happens.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
@@ -106,11 +104,13 @@ pub fn condition(
     }
 }
 
-/// Label selector text for `key=value` pairs.
-pub fn selector(labels: &BTreeMap<String, String>) -> String {
-    labels
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
+/// A client from kubeconfig text (a Secret's value).
+pub async fn client_from_kubeconfig(bytes: &[u8]) -> Result<kube::Client, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "kubeconfig is not UTF-8".to_string())?;
+    let kc =
+        kube::config::Kubeconfig::from_yaml(text).map_err(|e| format!("not a kubeconfig: {e}"))?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    kube::Client::try_from(config).map_err(|e| e.to_string())
 }

@@ -47,9 +47,6 @@ use crate::{Error, is_not_found};
 /// Field manager of every Peer, DNSRecordSet and status meshdns writes here.
 pub const FIELD_MANAGER: &str = "meshdns-mesh";
 
-/// Start of the reason given for a member whose kubeconfig Secret does not exist.
-const SECRET_GONE: &str = "kubeconfig Secret";
-
 /// How the controller runs.
 #[derive(Debug, Clone)]
 pub struct MeshOptions {
@@ -116,8 +113,9 @@ pub struct Context {
     trigger: mpsc::UnboundedSender<()>,
     /// Skips already reported, per mesh, so each gets one Event.
     reported: Mutex<BTreeMap<String, BTreeSet<SkipKey>>>,
-    /// Targets each mesh wrote to, so one that leaves a spec is still swept.
-    known: Mutex<BTreeMap<String, BTreeSet<Reach>>>,
+    /// Targets of the last reconcile still worth reaching (in a spec, or not yet swept), so
+    /// one that leaves a spec is still swept.
+    known: Mutex<BTreeSet<Reach>>,
     serial: tokio::sync::Mutex<()>,
 }
 
@@ -144,7 +142,7 @@ pub async fn run(
         members: tokio::sync::Mutex::new(BTreeMap::new()),
         trigger: tx,
         reported: Mutex::new(BTreeMap::new()),
-        known: Mutex::new(BTreeMap::new()),
+        known: Mutex::new(BTreeSet::new()),
         serial: tokio::sync::Mutex::new(()),
     });
     let node_changes = futures::stream::unfold(rx, |mut rx| async move {
@@ -209,8 +207,25 @@ pub async fn reconcile(_mesh: Arc<ClusterMesh>, ctx: Arc<Context>) -> Result<Act
     }))
 }
 
+/// Why a member cluster could not be reached.
+#[derive(Debug, Clone)]
+enum Unreachable {
+    /// Its kubeconfig Secret does not exist: there is no way to reach it any more.
+    Gone(String),
+    /// Anything else (API error, bad kubeconfig): worth trying again.
+    Failed(String),
+}
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unreachable::Gone(why) | Unreachable::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
 /// A client for a member cluster, built (or rebuilt, when its Secret changed) on demand.
-async fn member(ctx: &Context, how: &Reach) -> Result<Client, String> {
+async fn member(ctx: &Context, how: &Reach) -> Result<Client, Unreachable> {
     let (client, version) = match how {
         Reach::Local => {
             let mut members = ctx.members.lock().await;
@@ -229,8 +244,13 @@ async fn member(ctx: &Context, how: &Reach) -> Result<Client, String> {
             let secret = secrets
                 .get_opt(name)
                 .await
-                .map_err(|e| format!("Secret {name}: {e}"))?
-                .ok_or_else(|| format!("{SECRET_GONE} {}/{name} not found", ctx.opts.namespace))?;
+                .map_err(|e| Unreachable::Failed(format!("Secret {name}: {e}")))?
+                .ok_or_else(|| {
+                    Unreachable::Gone(format!(
+                        "kubeconfig Secret {}/{name} not found",
+                        ctx.opts.namespace
+                    ))
+                })?;
             let version = secret.resource_version().unwrap_or_default();
             if let Some(m) = ctx.members.lock().await.get(how)
                 && m.version == version
@@ -241,10 +261,10 @@ async fn member(ctx: &Context, how: &Reach) -> Result<Client, String> {
                 .data
                 .as_ref()
                 .and_then(|d| d.get(key))
-                .ok_or_else(|| format!("Secret {name} has no key {key:?}"))?;
-            let client = client_from_kubeconfig(&bytes.0)
+                .ok_or_else(|| Unreachable::Failed(format!("Secret {name} has no key {key:?}")))?;
+            let client = crate::client_from_kubeconfig(&bytes.0)
                 .await
-                .map_err(|e| format!("Secret {name} key {key:?}: {e}"))?;
+                .map_err(|e| Unreachable::Failed(format!("Secret {name} key {key:?}: {e}")))?;
             (client, version)
         }
     };
@@ -273,16 +293,6 @@ fn watch_member(ctx: &Context, client: Client, version: String) -> Member {
         version,
         watch,
     }
-}
-
-/// A client from kubeconfig text.
-pub async fn client_from_kubeconfig(bytes: &[u8]) -> Result<Client, String> {
-    let text = std::str::from_utf8(bytes).map_err(|_| "kubeconfig is not UTF-8".to_string())?;
-    let kc = kube::config::Kubeconfig::from_yaml(text).map_err(|e| e.to_string())?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    Client::try_from(config).map_err(|e| e.to_string())
 }
 
 async fn list_nodes(client: &Client) -> Result<Vec<Node>, String> {
@@ -324,7 +334,7 @@ async fn reconcile_namespace(ctx: &Context) -> Result<bool, Error> {
     }
 
     // Every member cluster's client and Nodes, by how it is reached.
-    let mut clients: BTreeMap<Reach, Result<Client, String>> = BTreeMap::new();
+    let mut clients: BTreeMap<Reach, Result<Client, Unreachable>> = BTreeMap::new();
     for m in live.iter().chain(&deleting) {
         for e in &m.spec.clusters {
             let how = reach(e);
@@ -338,7 +348,7 @@ async fn reconcile_namespace(ctx: &Context) -> Result<bool, Error> {
     for (how, c) in &clients {
         let listed = match c {
             Ok(client) => list_nodes(client).await,
-            Err(e) => Err(e.clone()),
+            Err(e) => Err(e.to_string()),
         };
         nodes.insert(how.clone(), listed);
     }
@@ -395,8 +405,7 @@ async fn reconcile_namespace(ctx: &Context) -> Result<bool, Error> {
     let left: Vec<Reach> = {
         let known = ctx.known.lock().unwrap_or_else(|e| e.into_inner());
         known
-            .values()
-            .flatten()
+            .iter()
             .filter(|r| !targets.contains_key(*r))
             .cloned()
             .collect()
@@ -415,7 +424,7 @@ async fn reconcile_namespace(ctx: &Context) -> Result<bool, Error> {
             Some(Ok(client)) => client,
             // Its kubeconfig Secret is gone: there is no way to reach it any more, so it
             // cannot hold up a deletion (a deleted namespace takes the Secret with it).
-            Some(Err(e)) if e.starts_with(SECRET_GONE) => continue,
+            Some(Err(Unreachable::Gone(_))) => continue,
             _ => {
                 cleaned_all = false;
                 continue;
@@ -492,16 +501,17 @@ async fn reconcile_namespace(ctx: &Context) -> Result<bool, Error> {
     ctx.metrics.set("mesh_peer_writes", peers_written);
     {
         let mut known = ctx.known.lock().unwrap_or_else(|e| e.into_inner());
-        known.clear();
-        for m in &live {
-            known.insert(m.name_any(), m.spec.clusters.iter().map(reach).collect());
-        }
+        *known = live
+            .iter()
+            .flat_map(|m| m.spec.clusters.iter().map(reach))
+            .collect();
         // A target that could not be swept stays known, to be tried again.
-        for how in targets.keys() {
-            if !matches!(clients.get(how), Some(Ok(_))) {
-                known.entry(String::new()).or_default().insert(how.clone());
-            }
-        }
+        known.extend(
+            targets
+                .keys()
+                .filter(|how| matches!(clients.get(*how), Some(Err(Unreachable::Failed(_)))))
+                .cloned(),
+        );
     }
 
     reconcile_record_sets(ctx, &live, &plans).await?;

@@ -108,8 +108,9 @@ pub async fn cluster_client(local: &Client, c: &ClusterRef) -> Result<Client> {
                         c.name, r.namespace, r.name, r.key
                     )
                 })?;
-            client_from_kubeconfig_bytes(&bytes.0)
+            meshdns_controller::client_from_kubeconfig(&bytes.0)
                 .await
+                .map_err(anyhow::Error::msg)
                 .with_context(|| {
                     format!(
                         "cluster {:?}: Secret {}/{} key {:?}",
@@ -122,14 +123,6 @@ pub async fn cluster_client(local: &Client, c: &ClusterRef) -> Result<Client> {
             c.name
         ),
     }
-}
-
-/// A client from kubeconfig text (a Secret's value).
-pub async fn client_from_kubeconfig_bytes(bytes: &[u8]) -> Result<Client> {
-    let text = std::str::from_utf8(bytes).context("kubeconfig is not UTF-8")?;
-    let kc = Kubeconfig::from_yaml(text).context("not a kubeconfig")?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
-    Ok(Client::try_from(config)?)
 }
 
 /// Serves `/metrics` and `/healthz` until `shutdown`.
