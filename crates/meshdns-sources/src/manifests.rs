@@ -419,6 +419,7 @@ items:
         );
         let got: Vec<String> = parsed.zones[0]
             .records
+            .to_vec()
             .iter()
             .map(|r| format!("{} {} {} {}", r.name, r.ttl, r.data.rtype(), r.data))
             .collect();

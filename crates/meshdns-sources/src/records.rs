@@ -15,7 +15,7 @@ use std::net::Ipv4Addr;
 
 use meshdns_zone::rdata::parse_ipv6;
 use meshdns_zone::text::parse_ttl;
-use meshdns_zone::{Name, RData, RType, Record, SoaTemplate};
+use meshdns_zone::{Name, RData, RType, Record, Records, SoaTemplate};
 use serde_json::{Map, Value};
 
 use crate::zonefile;
@@ -56,7 +56,7 @@ pub struct ZoneContent {
     /// SOA settings when the file gives them without an SOA record.
     pub soa: Option<SoaTemplate>,
     /// The records, all at or below `origin`.
-    pub records: Vec<Record>,
+    pub records: Records,
 }
 
 impl ZoneContent {
@@ -65,7 +65,7 @@ impl ZoneContent {
         ZoneContent {
             origin: origin.clone(),
             soa: None,
-            records: Vec::new(),
+            records: Records::new(),
         }
     }
 }
@@ -222,7 +222,7 @@ fn tailscale(
         .map(|origin| ZoneContent {
             origin: origin.clone(),
             soa: None,
-            records: Vec::new(),
+            records: Records::new(),
         })
         .collect();
     for (key, value) in top {
@@ -383,7 +383,7 @@ fn meshdns_zone(
     let mut content = ZoneContent {
         origin: origin.clone(),
         soa: None,
-        records: Vec::new(),
+        records: Records::new(),
     };
     if let Some(soa) = zone.get("soa") {
         match soa_template(soa, &origin) {
@@ -634,7 +634,7 @@ mod tests {
             "ip6":{"v6.ts.net.":["fd7a::1","100.64.0.9"]},
             "forwards":{}}"#;
         let p = parse("records.json", &FileKind::Auto, json, &settings()).unwrap();
-        let recs = &p.zones[0].records;
+        let recs = &p.zones[0].records.to_vec();
         assert_eq!(recs.len(), 2);
         assert_eq!(recs[0].name.to_string(), "foo.ts.net.");
         assert_eq!(recs[0].ttl, 5);
@@ -728,13 +728,16 @@ zones:
             "admin.example.org."
         );
         assert_eq!(z.records.len(), 8);
-        assert_eq!(z.records[0].ttl, 60);
-        assert_eq!(z.records[4].ttl, 30);
+        assert_eq!(z.records.to_vec()[0].ttl, 60);
+        assert_eq!(z.records.to_vec()[4].ttl, 30);
         assert_eq!(
-            z.records[5].data,
+            z.records.to_vec()[5].data,
             RData::txt_from_text(b"hello world").unwrap()
         );
-        assert_eq!(z.records[6].data, RData::txt_from_text(b"123").unwrap());
+        assert_eq!(
+            z.records.to_vec()[6].data,
+            RData::txt_from_text(b"123").unwrap()
+        );
         let shown: Vec<String> = p.problems.iter().map(ToString::to_string).collect();
         assert_eq!(shown.len(), 6, "{shown:#?}");
         assert!(
@@ -774,7 +777,7 @@ zones:
             upper = KEY.to_uppercase()
         );
         let p = parse("e.yaml", &FileKind::Auto, yaml.as_bytes(), &settings()).unwrap();
-        let recs = &p.zones[0].records;
+        let recs = &p.zones[0].records.to_vec();
         let shown: Vec<String> = recs
             .iter()
             .map(|r| format!("{} {} {}", r.name, r.ttl, r.data))
@@ -819,7 +822,7 @@ zones:
     fn meshdns_json_is_read_too() {
         let json = br#"{"zones":[{"origin":"example.org.","records":[{"name":"a","type":"A","values":["192.0.2.1"]}]}]}"#;
         let p = parse("z.json", &FileKind::Auto, json, &settings()).unwrap();
-        assert_eq!(p.zones[0].records[0].ttl, 5);
+        assert_eq!(p.zones[0].records.to_vec()[0].ttl, 5);
         assert!(p.problems.is_empty());
     }
 }

@@ -39,15 +39,12 @@ pub fn compile(
             // One file, one source: a template cannot be refused here.
             let _ = builder.set_soa_template(&zone.origin, t, 0);
         }
-        for rec in zone.records {
-            let (name, rtype) = (rec.name.clone(), rec.data.rtype());
-            if let Err(why) = builder.add(&zone.origin, rec, 0) {
-                problems.push(Problem::new(
-                    label,
-                    format!("{name} {rtype}"),
-                    why.to_string(),
-                ));
-            }
+        for (name, rtype, why) in builder.add_records(&zone.origin, zone.records, 0) {
+            problems.push(Problem::new(
+                label,
+                format!("{name} {rtype}"),
+                why.to_string(),
+            ));
         }
     }
     let (zones, refused) = builder.build_zones();

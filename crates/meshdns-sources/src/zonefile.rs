@@ -9,8 +9,9 @@
 //! Skipped with a problem naming the line: an unknown type or class, data that does not parse,
 //! a record outside the zone, `$INCLUDE`/`$GENERATE` (not supported: files must stand alone).
 
+use meshdns_zone::name::{MAX_NAME_LEN, is_wire_subdomain};
 use meshdns_zone::text::{Token, looks_like_ttl, parse_ttl, scan_token};
-use meshdns_zone::{Name, RData, RType, Record};
+use meshdns_zone::{Name, RData, RType, Records};
 
 use crate::records::{Parsed, Problem, ZoneContent};
 
@@ -116,11 +117,14 @@ pub fn parse(
     let mut apex = origin.cloned();
     let mut dollar_ttl: Option<u32> = None;
     let mut last_ttl: Option<u32> = None;
-    let mut last_owner: Option<Name> = None;
+    // The current owner in wire form; empty when there is none to inherit.
+    let mut owner: Vec<u8> = Vec::with_capacity(MAX_NAME_LEN);
     let mut last_owner_text: Option<&str> = None;
     let mut last_owner_origin: Option<Name> = None;
-    // About one record per 40 bytes of text: reserve once instead of growing.
-    let mut records: Vec<(usize, Record)> = Vec::with_capacity(text.len() / 40);
+    // About one record per 40 bytes of text, and less RDATA than text: reserve once.
+    let mut records = Records::with_capacity(text.len() / 40, text.len() / 3);
+    // Records added before the apex was known (index, line), checked against it at the end.
+    let mut unchecked: Vec<(usize, usize)> = Vec::new();
     let mut seen_soa = false;
     while let Some(entry) = lexer.next_entry(&mut tokens)? {
         let at = || format!("line {}", entry.line);
@@ -160,46 +164,35 @@ pub fn parse(
             continue;
         }
         let mut rest = t;
-        let owner = if entry.inherit_owner {
-            match &last_owner {
-                Some(o) => o.clone(),
-                None => {
-                    skip(
-                        &mut problems,
-                        "no owner name to inherit (the first record must name its owner)".into(),
-                    );
-                    continue;
-                }
+        if entry.inherit_owner {
+            if owner.is_empty() {
+                skip(
+                    &mut problems,
+                    "no owner name to inherit (the first record must name its owner)".into(),
+                );
+                continue;
             }
         } else {
             rest = &t[1..];
-            match &last_owner {
-                // The same owner text under the same origin as the line before: same name.
-                Some(o)
-                    if last_owner_text == Some(first.text)
-                        && last_owner_origin == current_origin =>
-                {
-                    o.clone()
+            // The same owner text under the same origin as the line before is the same name:
+            // the common case, a run of records at one name, costs no parse.
+            if owner.is_empty()
+                || last_owner_text != Some(first.text)
+                || last_owner_origin != current_origin
+            {
+                owner.clear();
+                if let Err(e) = Name::parse_into(first.text, current_origin.as_ref(), &mut owner) {
+                    skip(&mut problems, format!("owner {:?}: {e}", first.text));
+                    owner.clear();
+                    continue;
                 }
-                _ => match Name::parse(first.text, current_origin.as_ref()) {
-                    Ok(n) => {
-                        // A new owner: remember it (the common case, a run of records at one
-                        // name, then costs no parse and no extra copy).
-                        last_owner = Some(n.clone());
-                        last_owner_text = Some(first.text);
-                        if last_owner_origin != current_origin {
-                            last_owner_origin.clone_from(&current_origin);
-                        }
-                        n
-                    }
-                    Err(e) => {
-                        skip(&mut problems, format!("owner {:?}: {e}", first.text));
-                        last_owner = None;
-                        continue;
-                    }
-                },
+                last_owner_text = Some(first.text);
+                if last_owner_origin != current_origin {
+                    last_owner_origin.clone_from(&current_origin);
+                }
             }
-        };
+        }
+        let owner_name = || Name::from_wire(&owner).expect("parsed above");
         let mut ttl = None;
         let mut class_ok = true;
         while let Some(tok) = rest.first() {
@@ -217,52 +210,79 @@ pub fn parse(
             rest = &rest[1..];
         }
         let Some(type_tok) = rest.first() else {
-            skip(&mut problems, format!("{owner}: missing record type"));
+            skip(
+                &mut problems,
+                format!("{}: missing record type", owner_name()),
+            );
             continue;
         };
         if !class_ok {
-            skip(&mut problems, format!("{owner}: only class IN is served"));
+            skip(
+                &mut problems,
+                format!("{}: only class IN is served", owner_name()),
+            );
             continue;
         }
         let Some(rtype) = RType::from_mnemonic(type_tok.text).filter(|t| RType::SERVED.contains(t))
         else {
             skip(
                 &mut problems,
-                format!("{owner}: unknown or unsupported type {:?}", type_tok.text),
+                format!(
+                    "{}: unknown or unsupported type {:?}",
+                    owner_name(),
+                    type_tok.text
+                ),
             );
             continue;
         };
-        let origin_now = current_origin.as_ref().unwrap_or(&owner);
-        let data = match RData::from_tokens(rtype, &rest[1..], origin_now) {
-            Ok(d) => d,
-            Err(e) => {
-                skip(&mut problems, format!("{owner} {rtype}: {e}"));
-                continue;
+        let fields = &rest[1..];
+        let owner_as_origin;
+        let origin_now = match &current_origin {
+            Some(o) => o,
+            None => {
+                owner_as_origin = owner_name();
+                &owner_as_origin
             }
         };
         if rtype == RType::SOA {
+            if let Err(e) = RData::from_tokens(rtype, fields, origin_now) {
+                skip(&mut problems, format!("{} {rtype}: {e}", owner_name()));
+                continue;
+            }
             if seen_soa {
                 skip(
                     &mut problems,
-                    format!("{owner}: a second SOA record; only the first is used"),
+                    format!(
+                        "{}: a second SOA record; only the first is used",
+                        owner_name()
+                    ),
                 );
                 continue;
             }
             seen_soa = true;
-            apex.get_or_insert_with(|| owner.clone());
+            apex.get_or_insert_with(owner_name);
+        }
+        if let Some(apex) = &apex
+            && let Some(reason) = outside_apex(&owner, rtype, apex)
+        {
+            skip(&mut problems, reason);
+            continue;
+        }
+        // An explicit TTL carries over to later records only from a record that is kept.
+        let ttl_now = ttl.or(dollar_ttl).or(last_ttl).unwrap_or(default_ttl);
+        let added = records.push_with(&owner, rtype, ttl_now, |out| {
+            RData::wire_from_tokens(rtype, fields, origin_now, out)
+        });
+        if let Err(e) = added {
+            skip(&mut problems, format!("{} {rtype}: {e}", owner_name()));
+            continue;
         }
         if ttl.is_some() {
             last_ttl = ttl;
         }
-        let ttl = ttl.or(dollar_ttl).or(last_ttl).unwrap_or(default_ttl);
-        records.push((
-            entry.line,
-            Record {
-                name: owner,
-                ttl,
-                data,
-            },
-        ));
+        if apex.is_none() {
+            unchecked.push((records.len() - 1, entry.line));
+        }
     }
     let Some(apex) = apex else {
         return Err(Problem::new(
@@ -271,32 +291,42 @@ pub fn parse(
             "no origin: add a $ORIGIN line, start with an SOA record at an absolute name, or give the origin with the file",
         ));
     };
-    let mut content = ZoneContent {
-        origin: apex.clone(),
-        soa: None,
-        records: Vec::with_capacity(records.len()),
-    };
-    for (line, rec) in records {
-        if !rec.name.is_subdomain_of(&apex) {
-            problems.push(Problem::new(
-                file,
-                format!("line {line}"),
-                format!("{} is outside zone {apex}", rec.name),
-            ));
-        } else if rec.data.rtype() == RType::SOA && rec.name != apex {
-            problems.push(Problem::new(
-                file,
-                format!("line {line}"),
-                format!("SOA at {} is not at the zone apex {apex}", rec.name),
-            ));
-        } else {
-            content.records.push(rec);
-        }
+    if !unchecked.is_empty() {
+        let mut next = 0;
+        records.retain(|index, r| {
+            let Some(&(_, line)) = unchecked.get(next).filter(|(i, _)| *i == index) else {
+                return true;
+            };
+            next += 1;
+            match outside_apex(r.owner, r.rtype, &apex) {
+                Some(reason) => {
+                    problems.push(Problem::new(file, format!("line {line}"), reason));
+                    false
+                }
+                None => true,
+            }
+        });
     }
     Ok(Parsed {
-        zones: vec![content],
+        zones: vec![ZoneContent {
+            origin: apex,
+            soa: None,
+            records,
+        }],
         problems,
     })
+}
+
+/// Why a record at `owner` of type `rtype` cannot be in the zone at `apex`, if it cannot.
+fn outside_apex(owner: &[u8], rtype: RType, apex: &Name) -> Option<String> {
+    let name = || Name::from_wire(owner).unwrap_or_else(Name::root);
+    if !is_wire_subdomain(owner, apex.wire()) {
+        Some(format!("{} is outside zone {apex}", name()))
+    } else if rtype == RType::SOA && owner != apex.wire() {
+        Some(format!("SOA at {} is not at the zone apex {apex}", name()))
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -327,6 +357,7 @@ alias   CNAME www
         assert_eq!(z.origin.to_string(), "example.org.");
         let shown: Vec<String> = z
             .records
+            .to_vec()
             .iter()
             .map(|r| format!("{} {} {} {}", r.name, r.ttl, r.data.rtype(), r.data))
             .collect();
@@ -358,8 +389,11 @@ alias   CNAME www
         assert_eq!(p.zones[0].origin.to_string(), "example.net.");
         let given: Name = "given.org.".parse().unwrap();
         let p = parse("f", "www A 192.0.2.1\n", Some(&given), 7).unwrap();
-        assert_eq!(p.zones[0].records[0].name.to_string(), "www.given.org.");
-        assert_eq!(p.zones[0].records[0].ttl, 7);
+        assert_eq!(
+            p.zones[0].records.to_vec()[0].name.to_string(),
+            "www.given.org."
+        );
+        assert_eq!(p.zones[0].records.to_vec()[0].ttl, 7);
         let e = parse("f", "www A 192.0.2.1\n", None, 5).unwrap_err();
         assert_eq!(e.entry, "file");
         let e = parse("f", "www.x. A 192.0.2.1\n", None, 5).unwrap_err();
@@ -379,6 +413,32 @@ alias   CNAME www
     }
 
     #[test]
+    fn records_before_the_soa_names_the_apex_are_checked_against_it_afterwards() {
+        let text = "www.a. 60 A 192.0.2.1\nother.b. A 192.0.2.2\n  TXT hi\na. SOA ns h 1 2 3 4 5\nlate.b. A 192.0.2.3\n";
+        let p = parse("f", text, None, 5).unwrap();
+        let shown: Vec<String> = p.problems.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "f: line 5: late.b. is outside zone a.",
+                "f: line 2: other.b. is outside zone a.",
+                "f: line 3: other.b. is outside zone a.",
+            ]
+        );
+        let kept: Vec<String> = p.zones[0]
+            .records
+            .to_vec()
+            .iter()
+            .map(|r| format!("{} {} {}", r.name, r.ttl, r.data))
+            .collect();
+        assert_eq!(
+            kept,
+            ["www.a. 60 192.0.2.1", "a. 60 ns.a. h.a. 1 2 3 4 5"],
+            "the SOA inherits the last explicit TTL"
+        );
+    }
+
+    #[test]
     fn bad_records_are_skipped_with_their_line() {
         let text = "$ORIGIN a.\nx A 1.2.3.400\ny BOGUS 1\nz CH A 1.2.3.4\nw.b. A 1.2.3.4\nok A 1.2.3.4\n$INCLUDE other\n";
         let p = parse("f", text, None, 5).unwrap();
@@ -387,8 +447,9 @@ alias   CNAME www
         assert!(shown[0].starts_with("f: line 2: x.a. A: \"1.2.3.400\" is not an IPv4"));
         assert!(shown[1].starts_with("f: line 3: y.a.: unknown or unsupported type \"BOGUS\""));
         assert!(shown[2].starts_with("f: line 4: z.a.: only class IN"));
-        assert!(shown[3].starts_with("f: line 7: $INCLUDE is not supported"));
-        assert!(shown[4].starts_with("f: line 5: w.b. is outside zone a."));
+        // In line order: a record outside a zone already known is reported where it stands.
+        assert!(shown[3].starts_with("f: line 5: w.b. is outside zone a."));
+        assert!(shown[4].starts_with("f: line 7: $INCLUDE is not supported"));
         assert_eq!(p.zones[0].records.len(), 1);
     }
 }

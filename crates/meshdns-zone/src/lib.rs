@@ -9,6 +9,7 @@
 pub mod answer;
 pub mod name;
 pub mod rdata;
+pub mod records;
 pub mod text;
 pub mod wire;
 pub mod zone;
@@ -16,6 +17,7 @@ pub mod zone;
 pub use answer::{AnswerConfig, Outcome, Transport, answer, rcode};
 pub use name::{Name, NameError};
 pub use rdata::{RData, RDataError, RType, Soa};
+pub use records::{RecordRef, Records};
 pub use zone::{
     BuildDefaults, Catalog, CatalogBuilder, Lookup, Node, RRset, Record, Rejection, SoaTemplate,
     SourceId, Zone,

@@ -68,81 +68,26 @@ impl Name {
     /// A name without a trailing dot is relative: it is completed with `origin`, and is an error
     /// without one. `@` is the origin itself.
     pub fn parse(text: &str, origin: Option<&Name>) -> Result<Name, NameError> {
-        if text.is_empty() {
-            return Err(NameError::Empty);
-        }
         if text == "@" {
             return origin.cloned().ok_or(NameError::NoOrigin);
         }
-        if text == "." {
-            return Ok(Name::root());
-        }
         // Built on the stack, then copied once into an exactly sized allocation.
         let mut wire = [0u8; MAX_NAME_LEN + 1];
-        let mut len = 0; // bytes of `wire` in use
-        let mut label_at = 0; // where the current label's length byte goes
-        let bytes = text.as_bytes();
-        let mut i = 0;
-        let mut absolute = false;
-        let close_label = |wire: &mut [u8], label_at: usize, len: usize| -> Result<(), NameError> {
-            let label_len = len - label_at - 1;
-            if label_len == 0 {
-                return Err(NameError::EmptyLabel);
-            }
-            if label_len > MAX_LABEL_LEN {
-                return Err(NameError::LabelTooLong);
-            }
-            wire[label_at] = label_len as u8;
-            Ok(())
-        };
-        len += 1; // length byte of the first label
-        while i < bytes.len() {
-            if len >= MAX_NAME_LEN {
-                return Err(NameError::TooLong);
-            }
-            let c = bytes[i];
-            match c {
-                b'.' => {
-                    close_label(&mut wire, label_at, len)?;
-                    if i == bytes.len() - 1 {
-                        absolute = true;
-                    } else {
-                        label_at = len;
-                        len += 1;
-                    }
-                    i += 1;
-                }
-                b'\\' => {
-                    let (byte, used) = unescape(&bytes[i + 1..]).ok_or(NameError::BadEscape)?;
-                    wire[len] = byte.to_ascii_lowercase();
-                    len += 1;
-                    i += 1 + used;
-                }
-                c if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'*' | b'/') => {
-                    wire[len] = c.to_ascii_lowercase();
-                    len += 1;
-                    i += 1;
-                }
-                _ => {
-                    let ch = text[i..].chars().next().unwrap_or('?');
-                    return Err(NameError::BadChar(ch));
-                }
-            }
-        }
-        if !absolute {
-            close_label(&mut wire, label_at, len)?;
-        }
-        let tail: &[u8] = if absolute {
-            &[0]
-        } else {
-            origin.ok_or(NameError::NoOrigin)?.wire()
-        };
-        if len + tail.len() > MAX_NAME_LEN {
-            return Err(NameError::TooLong);
-        }
-        wire[len..len + tail.len()].copy_from_slice(tail);
-        len += tail.len();
+        let len = parse_to(text, origin.map(Name::wire), &mut wire)?;
         Ok(Name(Arc::from(&wire[..len])))
+    }
+
+    /// Parses like [`Name::parse`] and appends the lower-cased wire form to `out`, allocating
+    /// nothing (a bulk load writes its names straight into an arena).
+    pub fn parse_into(
+        text: &str,
+        origin: Option<&Name>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), NameError> {
+        let mut wire = [0u8; MAX_NAME_LEN + 1];
+        let len = parse_to(text, origin.map(Name::wire), &mut wire)?;
+        out.extend_from_slice(&wire[..len]);
+        Ok(())
     }
 
     /// The lower-cased wire bytes, root byte included.
@@ -213,6 +158,91 @@ impl Name {
     }
 }
 
+/// Parses presentation format into `wire` (see [`Name::parse`]); returns the length used.
+/// `origin` completes a relative name and stands for `@`.
+fn parse_to(
+    text: &str,
+    origin: Option<&[u8]>,
+    wire: &mut [u8; MAX_NAME_LEN + 1],
+) -> Result<usize, NameError> {
+    if text.is_empty() {
+        return Err(NameError::Empty);
+    }
+    if text == "@" {
+        let o = origin.ok_or(NameError::NoOrigin)?;
+        wire[..o.len()].copy_from_slice(o);
+        return Ok(o.len());
+    }
+    if text == "." {
+        wire[0] = 0;
+        return Ok(1);
+    }
+    let mut len = 0; // bytes of `wire` in use
+    let mut label_at = 0; // where the current label's length byte goes
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    let mut absolute = false;
+    let close_label = |wire: &mut [u8], label_at: usize, len: usize| -> Result<(), NameError> {
+        let label_len = len - label_at - 1;
+        if label_len == 0 {
+            return Err(NameError::EmptyLabel);
+        }
+        if label_len > MAX_LABEL_LEN {
+            return Err(NameError::LabelTooLong);
+        }
+        wire[label_at] = label_len as u8;
+        Ok(())
+    };
+    len += 1; // length byte of the first label
+    while i < bytes.len() {
+        if len >= MAX_NAME_LEN {
+            return Err(NameError::TooLong);
+        }
+        let c = bytes[i];
+        match c {
+            b'.' => {
+                close_label(&mut wire[..], label_at, len)?;
+                if i == bytes.len() - 1 {
+                    absolute = true;
+                } else {
+                    label_at = len;
+                    len += 1;
+                }
+                i += 1;
+            }
+            b'\\' => {
+                let (byte, used) = unescape(&bytes[i + 1..]).ok_or(NameError::BadEscape)?;
+                wire[len] = byte.to_ascii_lowercase();
+                len += 1;
+                i += 1 + used;
+            }
+            c if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'*' | b'/') => {
+                wire[len] = c.to_ascii_lowercase();
+                len += 1;
+                i += 1;
+            }
+            _ => {
+                let ch = text[i..].chars().next().unwrap_or('?');
+                return Err(NameError::BadChar(ch));
+            }
+        }
+    }
+    if !absolute {
+        close_label(&mut wire[..], label_at, len)?;
+    }
+    let tail: &[u8] = if absolute {
+        &[0]
+    } else {
+        origin.ok_or(NameError::NoOrigin)?
+    };
+    if len + tail.len() > MAX_NAME_LEN {
+        return Err(NameError::TooLong);
+    }
+    wire[len..len + tail.len()].copy_from_slice(tail);
+    len += tail.len();
+    Ok(len)
+}
+
 fn push_label(wire: &mut Vec<u8>, label: &[u8]) -> Result<(), NameError> {
     if label.len() > MAX_LABEL_LEN {
         return Err(NameError::LabelTooLong);
@@ -252,7 +282,7 @@ pub(crate) fn label_offsets(wire: &[u8]) -> impl Iterator<Item = usize> + '_ {
 }
 
 /// Whether `wire` equals `ancestor` or ends with it at a label boundary.
-pub(crate) fn is_wire_subdomain(wire: &[u8], ancestor: &[u8]) -> bool {
+pub fn is_wire_subdomain(wire: &[u8], ancestor: &[u8]) -> bool {
     if ancestor.len() > wire.len() {
         return false;
     }

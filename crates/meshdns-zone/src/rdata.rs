@@ -7,7 +7,7 @@ use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::name::Name;
-use crate::text::{Token, character_string, parse_ttl, tokenize};
+use crate::text::{Token, character_string, character_string_into, parse_ttl, tokenize};
 
 /// A record type code (RFC 1035 §3.2.2 and successors).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -236,6 +236,55 @@ impl RData {
     pub fn parse(rtype: RType, text: &str, origin: &Name) -> Result<RData, RDataError> {
         let tokens = tokenize(text).map_err(RDataError)?;
         Self::from_tokens(rtype, &tokens, origin)
+    }
+
+    /// Parses `rtype`'s data from presentation-format fields and appends its uncompressed wire
+    /// form to `out`: the same bytes and the same errors as [`RData::from_tokens`] followed by
+    /// [`RData::to_wire`]. A bulk load calls this; the common types (A, AAAA, TXT, and the
+    /// name-only CNAME, NS and PTR) are written without building an [`RData`] and allocate
+    /// nothing. On error `out` is left as it was.
+    pub fn wire_from_tokens(
+        rtype: RType,
+        t: &[Token<'_>],
+        origin: &Name,
+        out: &mut Vec<u8>,
+    ) -> Result<(), RDataError> {
+        let single_bare = t.len() == 1 && !t[0].quoted;
+        match rtype {
+            RType::A if single_bare => {
+                let a: Ipv4Addr = t[0]
+                    .text
+                    .parse()
+                    .map_err(|_| RDataError(format!("{:?} is not an IPv4 address", t[0].text)))?;
+                out.extend_from_slice(&a.octets());
+            }
+            RType::AAAA if single_bare => {
+                out.extend_from_slice(&parse_ipv6(t[0].text)?.octets());
+            }
+            RType::CNAME | RType::NS | RType::PTR if single_bare => {
+                let text = t[0].text;
+                Name::parse_into(text, Some(origin), out)
+                    .map_err(|e| RDataError(format!("{text:?}: {e}")))?;
+            }
+            RType::TXT if !t.is_empty() => {
+                let start = out.len();
+                for tok in t {
+                    if let Err(e) = character_string_into(tok, out) {
+                        out.truncate(start);
+                        return Err(RDataError(e));
+                    }
+                }
+                let total = out.len() - start;
+                if total > MAX_TXT_BYTES {
+                    out.truncate(start);
+                    return err(format!(
+                        "TXT data of {total} bytes is longer than {MAX_TXT_BYTES}"
+                    ));
+                }
+            }
+            _ => Self::from_tokens(rtype, t, origin)?.to_wire(out),
+        }
+        Ok(())
     }
 
     /// Parses `rtype`'s data from presentation-format fields.
@@ -576,6 +625,54 @@ mod tests {
 
     fn origin() -> Name {
         "example.org.".parse().unwrap()
+    }
+
+    #[test]
+    fn the_bulk_wire_writer_matches_parse_then_to_wire_bytes_and_errors() {
+        let long = format!("\"{}\"", "x".repeat(256));
+        let many = vec![format!("\"{}\"", "y".repeat(250)); 241].join(" ");
+        let cases: &[(RType, &str)] = &[
+            (RType::A, "192.0.2.1"),
+            (RType::A, "300.1.1.1"),
+            (RType::A, "\"192.0.2.1\""),
+            (RType::A, "192.0.2.1 192.0.2.2"),
+            (RType::A, ""),
+            (RType::AAAA, "2001:DB8::1"),
+            (RType::AAAA, "192.0.2.1"),
+            (RType::AAAA, "::ffff:192.0.2.1"),
+            (RType::CNAME, "WWW"),
+            (RType::CNAME, "www.other.net."),
+            (RType::CNAME, "a..b"),
+            (RType::CNAME, "@"),
+            (RType::NS, "ns\\.1"),
+            (RType::PTR, "host x"),
+            (RType::TXT, r#""hello world" two "\065\"q""#),
+            (RType::TXT, r#""""#),
+            (RType::TXT, r#""bad \9""#),
+            (RType::TXT, &long),
+            (RType::TXT, &many),
+            (RType::TXT, ""),
+            (RType::MX, "10 mail"),
+            (RType::SRV, "0 5 443 svc"),
+            (RType::CAA, r#"0 issue "letsencrypt.org""#),
+            (RType::SOA, "ns1 hostmaster 1 2 3 4 5"),
+            (RType::SOA, "ns1 hostmaster 1 2 3 4"),
+        ];
+        for (rtype, text) in cases {
+            let tokens = tokenize(text).unwrap();
+            let expected = RData::from_tokens(*rtype, &tokens, &origin()).map(|d| {
+                let mut w = vec![0xAA];
+                d.to_wire(&mut w);
+                w
+            });
+            let mut out = vec![0xAA];
+            let got =
+                RData::wire_from_tokens(*rtype, &tokens, &origin(), &mut out).map(|()| out.clone());
+            assert_eq!(got, expected, "{rtype} {text:?}");
+            if got.is_err() {
+                assert_eq!(out, [0xAA], "{rtype} {text:?}: nothing written on error");
+            }
+        }
     }
 
     #[test]

@@ -18,9 +18,20 @@ pub struct Token<'a> {
 }
 
 /// Whether `b` ends an unquoted field.
-pub fn is_delimiter(b: u8) -> bool {
+pub const fn is_delimiter(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b';' | b'(' | b')' | b'"')
 }
+
+/// Bytes that end an unquoted field ([`is_delimiter`]) or start an escape.
+static ENDS_OR_ESCAPES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = is_delimiter(b as u8) || b == b'\\' as usize;
+        b += 1;
+    }
+    table
+};
 
 /// Reads the field starting at byte `at` of `text` (a quote or a non-delimiter); returns it
 /// and the index just after it. A quoted field may not run past the end of its line.
@@ -44,13 +55,24 @@ pub fn scan_token(text: &str, at: usize) -> Result<(Token<'_>, usize), String> {
             j + 1,
         ));
     }
+    // A zone file is mostly fields of plain bytes: one table lookup per byte finds the end,
+    // and only an escape needs a second look.
     let mut j = at;
-    while j < b.len() && !is_delimiter(b[j]) {
-        j += if b[j] == b'\\' { 2 } else { 1 };
+    let mut escaped = false;
+    while j < b.len() {
+        let c = b[j];
+        if !ENDS_OR_ESCAPES[usize::from(c)] {
+            j += 1;
+        } else if c == b'\\' {
+            escaped = true;
+            j += 2;
+        } else {
+            break;
+        }
     }
-    // An escape may have skipped into a multi-byte character; end at the next boundary.
     let mut end = j.min(b.len());
-    while !text.is_char_boundary(end) {
+    // An escape may have skipped into a multi-byte character; end at the next boundary.
+    while escaped && !text.is_char_boundary(end) {
         end += 1;
     }
     Ok((
@@ -83,27 +105,45 @@ pub fn tokenize(line: &str) -> Result<Vec<Token<'_>>, String> {
 
 /// Decodes a character-string field (`\DDD` and `\X` escapes) into its bytes, at most 255.
 pub fn character_string(token: &Token<'_>) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(token.text.len() + 1);
+    character_string_into(token, &mut out)?;
+    out.remove(0);
+    Ok(out)
+}
+
+/// Appends a character-string field in wire form (a length byte, then the decoded bytes) to
+/// `out`. On error `out` is left as it was.
+pub fn character_string_into(token: &Token<'_>, out: &mut Vec<u8>) -> Result<(), String> {
     let bytes = token.text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\' {
-            let (b, used) = unescape(&bytes[i + 1..])
-                .ok_or_else(|| format!("bad escape in {:?}", token.text))?;
-            out.push(b);
-            i += 1 + used;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
+    let start = out.len();
+    out.push(0);
+    if !bytes.contains(&b'\\') {
+        out.extend_from_slice(bytes);
+    } else {
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b'\\' {
+                let Some((b, used)) = unescape(&bytes[i + 1..]) else {
+                    out.truncate(start);
+                    return Err(format!("bad escape in {:?}", token.text));
+                };
+                out.push(b);
+                i += 1 + used;
+            } else {
+                out.push(bytes[i]);
+                i += 1;
+            }
         }
     }
-    if out.len() > 255 {
+    let len = out.len() - start - 1;
+    if len > 255 {
+        out.truncate(start);
         return Err(format!(
-            "character-string of {} bytes is longer than 255",
-            out.len()
+            "character-string of {len} bytes is longer than 255"
         ));
     }
-    Ok(out)
+    out[start] = len as u8;
+    Ok(())
 }
 
 /// Parses a TTL: seconds, or BIND-style units (`1h30m`, `2d`, `1w`).

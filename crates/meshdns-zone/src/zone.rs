@@ -27,6 +27,7 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 
 use crate::name::{Name, is_wire_subdomain, label_offsets};
 use crate::rdata::{RData, RType, Soa};
+use crate::records::Records;
 
 /// One record as a source hands it over.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -633,8 +634,69 @@ impl CatalogBuilder {
         let zone = self.zone_for(origin, &record.name, rtype)?;
         let at = zone.rdata_arena.len();
         record.data.to_wire(&mut zone.rdata_arena);
-        push_entry(zone, record.name.wire(), rtype, record.ttl, at, source);
+        let len = zone.rdata_arena.len() - at;
+        push_entry(
+            zone,
+            record.name.wire(),
+            rtype,
+            record.ttl,
+            (at, len),
+            source,
+        );
         Ok(())
+    }
+
+    /// Adds every record of `records` to zone `origin` (declaring it), in order, as
+    /// [`CatalogBuilder::add`] would one by one; returns the refused ones.
+    /// A zone with no records yet takes the RDATA buffer over instead of copying it.
+    pub fn add_records(
+        &mut self,
+        origin: &Name,
+        records: Records,
+        source: SourceId,
+    ) -> Vec<Refused> {
+        self.declare(origin);
+        let zone = self.zones.get_mut(origin).expect("declared above");
+        let (names, data, items) = records.into_parts();
+        let base = if zone.rdata_arena.is_empty() {
+            zone.rdata_arena = data;
+            0
+        } else {
+            let base = zone.rdata_arena.len();
+            zone.rdata_arena.extend_from_slice(&data);
+            base
+        };
+        zone.entries.reserve(items.len());
+        let mut refused = Vec::new();
+        // Whether the current run's owner is in the zone: checked once per owner, not per record.
+        let mut checked: Option<(u32, bool)> = None;
+        for item in &items {
+            let at = item.name_at as usize;
+            let owner = &names[at..at + usize::from(item.name_len)];
+            let in_zone = match checked {
+                Some((name_at, ok)) if name_at == item.name_at => ok,
+                _ => {
+                    let ok = is_wire_subdomain(owner, origin.wire());
+                    checked = Some((item.name_at, ok));
+                    ok
+                }
+            };
+            let owner_name = || Name::from_wire(owner).unwrap_or_else(Name::root);
+            if !in_zone {
+                let why = Rejection::OutsideZone {
+                    name: owner_name(),
+                    origin: origin.clone(),
+                };
+                refused.push((owner_name(), item.rtype, why));
+            } else if item.rtype == RType::CNAME && owner == origin.wire() {
+                let why = Rejection::CnameAtApex { name: owner_name() };
+                refused.push((owner_name(), item.rtype, why));
+            } else {
+                let rdata = (base + item.data_at as usize, usize::from(item.data_len));
+                push_entry(zone, owner, item.rtype, item.ttl, rdata, source);
+            }
+        }
+        refused
     }
 
     /// Adds one record given in uncompressed wire form (as another zone holds it).
@@ -650,7 +712,7 @@ impl CatalogBuilder {
         let zone = self.zone_for(origin, name, rtype)?;
         let at = zone.rdata_arena.len();
         zone.rdata_arena.extend_from_slice(rdata);
-        push_entry(zone, name.wire(), rtype, ttl, at, source);
+        push_entry(zone, name.wire(), rtype, ttl, (at, rdata.len()), source);
         Ok(())
     }
 
@@ -692,7 +754,14 @@ impl CatalogBuilder {
                 for rd in set.rdatas() {
                     let at = target.rdata_arena.len();
                     target.rdata_arena.extend_from_slice(rd);
-                    push_entry(target, node.name, set.rtype, set.ttl, at, source);
+                    push_entry(
+                        target,
+                        node.name,
+                        set.rtype,
+                        set.ttl,
+                        (at, rd.len()),
+                        source,
+                    );
                 }
             }
         }
@@ -729,7 +798,7 @@ fn push_entry(
     name: &[u8],
     rtype: RType,
     ttl: u32,
-    rdata_at: usize,
+    (rdata_at, rdata_len): (usize, usize),
     source: SourceId,
 ) {
     // Records come in runs at one owner (a zone file's usual order): the last owner's id is
@@ -738,14 +807,13 @@ fn push_entry(
         Some(last) if zone.name_of(last.node) == name => last.node,
         _ => zone.node_id(name),
     };
-    let rdata_len = (zone.rdata_arena.len() - rdata_at) as u16;
     let seq = zone.entries.len() as u32;
     zone.entries.push(Entry {
         node,
         rtype,
         ttl,
         rdata_at: rdata_at as u32,
-        rdata_len,
+        rdata_len: rdata_len as u16,
         source: source as u32,
         seq,
     });
@@ -979,6 +1047,90 @@ mod tests {
             default_ttl: 5,
             serial: 7,
         }
+    }
+
+    /// Every node's RRsets, decoded, in node order.
+    fn dump(zone: &Zone) -> Vec<String> {
+        (0..zone.nodes.len() as u32)
+            .flat_map(|id| {
+                let node = zone.node_at(id);
+                let name = Name::from_wire(node.name).unwrap();
+                node.rrsets()
+                    .map(|set| format!("{name} {} {} {:?}", set.rtype, set.ttl, set.decoded()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn adding_a_record_list_builds_what_adding_one_by_one_builds() {
+        let origin = n("example.org.");
+        let list = [
+            rec("www.example.org.", RType::A, "192.0.2.1"),
+            rec("www.example.org.", RType::A, "192.0.2.2"),
+            rec("www.example.org.", RType::A, "192.0.2.1"),
+            rec("other.net.", RType::A, "192.0.2.9"),
+            rec("example.org.", RType::CNAME, "www"),
+            rec("alias.example.org.", RType::CNAME, "www"),
+            rec("alias.example.org.", RType::TXT, "\"beside a CNAME\""),
+            rec(
+                "_iroh.k.example.org.",
+                RType::TXT,
+                "\"addr=192.0.2.7:4433\"",
+            ),
+            rec("www.example.org.", RType::AAAA, "2001:db8::1"),
+        ];
+        let first = [rec("www.example.org.", RType::MX, "10 mail")];
+
+        let mut one_by_one = CatalogBuilder::new(defaults());
+        let mut refused_one = Vec::new();
+        for r in first.iter().chain(&list).chain(&list[..2]) {
+            if let Err(why) = one_by_one.add(&origin, r.clone(), 0) {
+                refused_one.push((r.name.clone(), r.data.rtype(), why));
+            }
+        }
+        let (zones_one, built_refused_one) = one_by_one.build_zones();
+
+        // Once into a fresh zone (the buffer is taken over), then appended to a filled one.
+        let mut listed = CatalogBuilder::new(defaults());
+        let mut refused_list = listed.add_records(&origin, first.iter().cloned().collect(), 0);
+        refused_list.extend(listed.add_records(&origin, list.iter().cloned().collect(), 0));
+        refused_list.extend(listed.add_records(&origin, list[..2].iter().cloned().collect(), 0));
+        let (zones_list, built_refused_list) = listed.build_zones();
+
+        assert_eq!(refused_list, refused_one);
+        assert_eq!(refused_list.len(), 2, "outside the zone, CNAME at the apex");
+        assert_eq!(built_refused_list, built_refused_one);
+        assert_eq!(dump(&zones_list[0]), dump(&zones_one[0]));
+        assert!(
+            dump(&zones_one[0])
+                .contains(&"www.example.org. A 60 [A(192.0.2.1), A(192.0.2.2)]".to_string())
+        );
+    }
+
+    #[test]
+    fn a_record_list_keeps_order_and_round_trips_each_record() {
+        let mut records = Records::new();
+        let all = [
+            rec("a.example.org.", RType::A, "192.0.2.1"),
+            rec("a.example.org.", RType::TXT, "x \"y z\""),
+            rec("b.example.org.", RType::SRV, "0 5 443 svc"),
+            rec("a.example.org.", RType::NS, "ns.other.net."),
+        ];
+        records.extend(all.iter().cloned());
+        assert_eq!(records.len(), 4);
+        assert_eq!(records.to_vec(), all);
+        assert_eq!(records.get(2).unwrap().to_record(), all[2]);
+        assert_eq!(records.last_owner(), Some(n("a.example.org.").wire()));
+        let refused: Result<(), &str> =
+            records.push_with(n("c.example.org.").wire(), RType::A, 1, |out| {
+                out.extend_from_slice(b"partial");
+                Err("bad")
+            });
+        assert_eq!(refused, Err("bad"));
+        assert_eq!(records.to_vec(), all, "a failed write adds nothing");
+        records.retain(|i, r| i != 1 && r.rtype != RType::SRV);
+        assert_eq!(records.to_vec(), [all[0].clone(), all[3].clone()]);
     }
 
     #[test]

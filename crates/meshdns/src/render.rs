@@ -387,7 +387,7 @@ pub fn render_zone(objects: &[Value], default_ttl: u32) -> Result<(String, Vec<S
     let mut contents = parsed.zones;
     contents.sort_by_key(|z| z.origin.to_string());
     let records: Vec<Vec<meshdns_zone::Record>> =
-        contents.iter().map(|z| z.records.clone()).collect();
+        contents.iter().map(|z| z.records.to_vec()).collect();
     let defaults = meshdns_zone::BuildDefaults {
         default_ttl,
         serial: 1,
