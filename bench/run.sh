@@ -4,11 +4,16 @@
 #   bench/run.sh setup                   # install dnsperf/NSD/Knot/BIND, build meshdns + reflector, generate zones
 #   bench/run.sh perf [REPS] [SERVERS]   # 100k-host zone: unthrottled full/A mixes, CPU/query at 20k and 100k QPS
 #   bench/run.sh load1m [REPS] [SERVERS] # 1M-host zone: load time and memory
+#   bench/run.sh pkarr [REPS] [SERVERS]  # pkarr-published names: iroh-dns-server and meshdns
+#                                        # (servers iroh, meshdns-pkarr), each fed the same
+#                                        # IROH_M (50000) signed packets over HTTP first
 #   bench/run.sh negscale [SERVERS]      # negatives-only QPS at 1k / 100k / 1M hosts (cost must not grow)
 #   bench/run.sh reload                  # meshdns: 10 reloads of the 1M-host zone under 100k QPS
 #   bench/run.sh summary DIR             # markdown tables from a results directory
 #
-# Servers: meshdns reflector nsd knot bind. Each server runs under `taskset -c 0` with one
+# Servers: meshdns reflector nsd knot bind hickory (zone file); iroh meshdns-pkarr (pkarr).
+# hickory-dns and iroh-dns-server are built from crates.io by `setup` into $RUN_ROOT/bin.
+# Each server runs under `taskset -c 0` with one
 # worker; dnsperf runs under `taskset -c 1`. Servers are interleaved per repetition
 # (A B C A B C) so drift hits all alike. Results: $OUT/runs.csv, $OUT/load.csv.
 # Env: DATA_ROOT (/tmp/meshdns-bench-data), RUN_ROOT (/tmp/meshdns-bench-run),
@@ -27,7 +32,12 @@ PROBE="python3 $HERE/dnsprobe.py"
 SERVER_PID=""
 
 port_of() {
-  case $1 in nsd) echo 5301;; knot) echo 5302;; bind) echo 5303;; meshdns) echo 5307;; reflector) echo 5308;; esac
+  case $1 in nsd) echo 5301;; knot) echo 5302;; bind) echo 5303;; hickory) echo 5304;;
+             iroh) echo 5305;; meshdns-pkarr) echo 5306;; meshdns) echo 5307;; reflector) echo 5308;; esac
+}
+
+http_port_of() { # the pkarr relay's HTTP port
+  case $1 in iroh) echo 5380;; meshdns-pkarr) echo 5381;; esac
 }
 
 render() { sed -e "s#@DATA@#$2#g" -e "s#@RUN@#$3#g" "$HERE/conf/$1"; }
@@ -37,7 +47,7 @@ start_server() { # start_server NAME DATADIR ; sets SERVER_PID, START_NS
   if ss -Hlun "sport = :$(port_of "$name")" | grep -q .; then
     echo "port $(port_of "$name") already in use; refusing to start $name" >&2; exit 1
   fi
-  rm -rf "$r"; mkdir -p "$r/db"
+  rm -rf "$r"; mkdir -p "$r/db" "$r/data"
   START_NS=$(date +%s%N)
   case $name in
     meshdns) taskset -c 0 "$MESHDNS" serve --zone-file "bench.test.=$data/bench.test.zone" \
@@ -46,6 +56,12 @@ start_server() { # start_server NAME DATADIR ; sets SERVER_PID, START_NS
     nsd)  render nsd.conf "$data" "$r" > "$r/nsd.conf"; taskset -c 0 nsd -d -c "$r/nsd.conf" > "$r/out.log" 2>&1 & ;;
     knot) render knot.conf "$data" "$r" > "$r/knot.conf"; taskset -c 0 knotd -c "$r/knot.conf" > "$r/out.log" 2>&1 & ;;
     bind) render named.conf "$data" "$r" > "$r/named.conf"; taskset -c 0 named -g -4 -n 1 -c "$r/named.conf" > "$r/out.log" 2>&1 & ;;
+    hickory) render hickory.toml "$data" "$r" > "$r/hickory.toml"
+          taskset -c 0 "$RUN_ROOT/bin/hickory-dns" --workers 1 -q -c "$r/hickory.toml" > "$r/out.log" 2>&1 & ;;
+    iroh) render iroh-dns-server.toml "$data" "$r" > "$r/iroh.toml"
+          TOKIO_WORKER_THREADS=1 RUST_LOG=warn taskset -c 0 "$RUN_ROOT/bin/iroh-dns-server" -c "$r/iroh.toml" > "$r/out.log" 2>&1 & ;;
+    meshdns-pkarr) taskset -c 0 "$MESHDNS" serve --pkarr bench.test. --http 127.0.0.1:5381 --data-dir "$r/data" \
+                --listen 127.0.0.1:5306 --udp-sockets 1 --workers 1 --log-level warn > "$r/out.log" 2>&1 & ;;
   esac
   SERVER_PID=$!
 }
@@ -60,6 +76,8 @@ stop_server() {
 
 wait_ready() { # wait_ready NAME DATADIR TIMEOUT -> seconds from start to first answer
   if [ "$1" = reflector ]; then sleep 0.3; echo 0; return; fi
+  case $1 in iroh|meshdns-pkarr)
+    START_NS=$START_NS $PROBE wait "$(port_of "$1")" bench.test. SOA "$3"; return;; esac
   START_NS=$START_NS $PROBE wait "$(port_of "$1")" "$(awk '/last_iroh/{print $2}' "$2/names.txt")" TXT "$3"
 }
 
@@ -90,8 +108,30 @@ perf_one() {
   echo "[$name rep $rep] ready after ${lt}s rss/pss/nproc=$mem"
   dnsperf_run "$name" "$rep" full "$data/queries.txt" 0
   dnsperf_run "$name" "$rep" a "$data/queries_a.txt" 0
-  dnsperf_run "$name" "$rep" full "$data/queries.txt" 20000
-  dnsperf_run "$name" "$rep" full "$data/queries.txt" 100000
+  # hickory-dns answers the full mix at a few hundred queries a second (it scans the zone for
+  # every negative answer), under either fixed rate: those runs would only measure its backlog.
+  if [ "$name" != hickory ]; then
+    dnsperf_run "$name" "$rep" full "$data/queries.txt" 20000
+    dnsperf_run "$name" "$rep" full "$data/queries.txt" 100000
+  fi
+  stop_server
+}
+
+pkarr_one() { # pkarr_one NAME REP: publish IROH_M packets over HTTP, then query them
+  local name=$1 rep=$2 m=${IROH_M:-50000}
+  start_server "$name" "$DATA_ROOT/n100k"
+  local lt; lt=$(wait_ready "$name" "" 60)
+  local t0; t0=$(date +%s%N)
+  python3 "$HERE/iroh_publish.py" "$m" "$(http_port_of "$name")" "$DATA_ROOT/iroh" --threads 8 \
+      > "$OUT/publish_${name}_r$rep.txt" 2>&1
+  # Published names become answerable once the store's write (iroh) or snapshot (meshdns) lands.
+  START_NS=$t0 $PROBE wait "$(port_of "$name")" "$(awk '/last_iroh/{print $2}' "$DATA_ROOT/iroh/names_iroh.txt")" TXT 120 \
+      > "$OUT/publish_${name}_r$rep.ready"
+  local pub; pub=$(cat "$OUT/publish_${name}_r$rep.ready"); local mem; mem=$($PROBE mem "$SERVER_PID")
+  echo "$name,$rep,pkarr$m,$pub,${mem// /,}" >> "$OUT/load.csv"
+  echo "[$name rep $rep] ready after ${lt}s; $m packets published and answerable after ${pub}s rss/pss/nproc=$mem"
+  dnsperf_run "$name" "$rep" pkarr "$DATA_ROOT/iroh/queries_iroh_pkarr.txt" 0
+  dnsperf_run "$name" "$rep" pkarr "$DATA_ROOT/iroh/queries_iroh_pkarr.txt" 20000
   stop_server
 }
 
@@ -148,6 +188,11 @@ setup() {
   for svc in nsd knot named bind9; do systemctl stop "$svc" 2>/dev/null || service "$svc" stop 2>/dev/null || true; done
   (cd "$ROOT" && cargo build --release -p meshdns)
   mkdir -p "$RUN_ROOT/bin"; cc -O2 -o "$REFLECTOR" "$HERE/reflector.c"
+  # The two Rust reference servers, at the versions the shared figures were measured with.
+  [ -x "$RUN_ROOT/bin/hickory-dns" ] || cargo install --locked --root "$RUN_ROOT" hickory-dns
+  [ -x "$RUN_ROOT/bin/iroh-dns-server" ] || cargo install --locked --root "$RUN_ROOT" iroh-dns-server
+  python3 -c 'import cryptography' 2>/dev/null || apt-get install -y -qq python3-cryptography >/dev/null
+  python3 "$HERE/iroh_publish.py" "${IROH_M:-50000}" 0 "$DATA_ROOT/iroh" --no-publish
   python3 "$HERE/gen_zone.py" 1000 "$DATA_ROOT/n1k"
   python3 "$HERE/gen_zone.py" 100000 "$DATA_ROOT/n100k"
   python3 "$HERE/gen_zone.py" 1000000 "$DATA_ROOT/n1m"
@@ -158,12 +203,15 @@ cmd=${1:-perf}; shift || true
 case $cmd in
   setup) setup ;;
   summary) exec python3 "$HERE/summarize.py" "$@" ;;
-  perf|load1m)
+  perf|load1m|pkarr)
     mkdir -p "$OUT" "$RUN_ROOT"
     reps=${1:-3}; shift || true
-    servers=${*:-meshdns reflector nsd knot bind}
+    default="meshdns reflector nsd knot bind hickory"; [ "$cmd" = pkarr ] && default="meshdns-pkarr iroh"
+    servers=${*:-$default}
     for rep in $(seq 1 "$reps"); do
-      for s in $servers; do case $cmd in perf) perf_one "$s" "$rep";; load1m) load1m_one "$s" "$rep";; esac; done
+      for s in $servers; do
+        case $cmd in perf) perf_one "$s" "$rep";; load1m) load1m_one "$s" "$rep";; pkarr) pkarr_one "$s" "$rep";; esac
+      done
     done
     echo "results in $OUT" ;;
   reload)
