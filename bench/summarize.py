@@ -9,7 +9,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-ORDER = ["meshdns", "reflector", "nsd", "knot", "bind", "hickory", "iroh", "seed"]
+ORDER = ["meshdns", "meshdns-pkarr", "reflector", "nsd", "knot", "bind", "hickory", "iroh", "seed"]
 
 
 def fmt3(vals, f="{:.0f}"):
@@ -90,7 +90,9 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|")
     for k in sorted(loads, key=key_order):
         v = loads[k]
-        zone = k[1] if k[0] != "iroh" else "no zone (startup, store open)"
+        zone = k[1]
+        if zone.startswith("pkarr"):
+            zone = f"{zone[5:]} pkarr packets, first PUT → last answerable (Python client signing)"
         print(f"| {k[0]} | {zone} | {len(v)} | {fmt3([x['t'] for x in v], '{:.2f}')} | "
               f"{fmt3([x['rss'] for x in v], '{:.1f}')} | {fmt3([x['pss'] for x in v], '{:.1f}')} | {v[0]['n']} |")
     for r in publish:
