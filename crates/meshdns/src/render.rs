@@ -5,6 +5,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use kube::ResourceExt;
+use meshdns_api::{Connector, ConnectorClass};
+use meshdns_controller::iroh::connector_input;
 use meshdns_iroh::connector::{
     ClaimAction, ConditionPlan, ConnectorInput, Decision, IrohSettings, RecordSetPlan, claim, plan,
 };
@@ -169,72 +172,43 @@ pub(crate) fn text<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
         .and_then(Value::as_str)
 }
 
-/// Connectors (with their class's controller) from the objects.
-fn connectors(objects: &[Value], cluster: &str) -> Vec<(String, ConnectorInput)> {
-    let classes: BTreeMap<&str, &str> = objects
-        .iter()
-        .filter(|o| text(o, &["kind"]) == Some("ConnectorClass"))
-        .filter_map(|o| {
-            let name = text(o, &["metadata", "name"])?;
-            // The CRD's default when the field is absent.
-            Some((
-                name,
-                text(o, &["spec", "controllerName"])
-                    .unwrap_or(meshdns_iroh::connector::IROH_CLASSES[0]),
-            ))
-        })
-        .collect();
-    objects
-        .iter()
-        .filter(|o| text(o, &["kind"]) == Some("Connector"))
+/// Connectors (with their class's controller) from the objects, each with its creation
+/// timestamp as written (RFC 3339 in UTC sorts as text; an absent one sorts last). They are
+/// read as the controller reads them (`meshdns_api`), and a Connector without a namespace is
+/// in `default`, as `kubectl apply` would put it.
+fn connectors(objects: &[Value], cluster: &str) -> Result<Vec<(String, ConnectorInput)>> {
+    let of_kind = |kind: &'static str| {
+        objects
+            .iter()
+            .filter(move |o| text(o, &["kind"]) == Some(kind))
+    };
+    let classes: BTreeMap<String, String> = of_kind("ConnectorClass")
         .map(|o| {
-            let key = |k: &str| {
-                text(o, &["status", "connectionDetails", "publicKey", k]).map(str::to_string)
-            };
-            let addresses = o
-                .get("status")
-                .and_then(|s| s.get("connectionDetails"))
-                .and_then(|c| c.get("publicKey"))
-                .and_then(|p| p.get("addresses"))
-                .and_then(Value::as_sequence)
-                .map(|list| {
-                    list.iter()
-                        .map(|a| {
-                            let address = text(a, &["address"]).unwrap_or_default().to_string();
-                            (address, a.get("port").and_then(Value::as_i64).unwrap_or(0))
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            let class = text(o, &["spec", "connectorClassName"]).unwrap_or_default();
-            // RFC 3339 in UTC sorts as text; an absent timestamp sorts last.
-            let created = text(o, &["metadata", "creationTimestamp"])
-                .unwrap_or("~")
-                .to_string();
-            let input = ConnectorInput {
-                cluster: cluster.to_string(),
-                namespace: text(o, &["metadata", "namespace"])
-                    .unwrap_or("default")
-                    .to_string(),
-                name: text(o, &["metadata", "name"])
-                    .unwrap_or_default()
-                    .to_string(),
-                uid: text(o, &["metadata", "uid"])
-                    .unwrap_or_default()
-                    .to_string(),
-                generation: o
-                    .get("metadata")
-                    .and_then(|m| m.get("generation"))
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0),
-                class_controller: classes.get(class).map(|c| c.to_string()),
-                public_key_id: key("id"),
-                home_relay: key("homeRelay"),
-                addresses,
-            };
-            (created, input)
+            let class: ConnectorClass = serde_yaml::from_value(o.clone())
+                .with_context(|| format!("ConnectorClass {}", object_name(o)))?;
+            Ok((class.name_any(), class.controller_name().to_string()))
+        })
+        .collect::<Result<_>>()?;
+    of_kind("Connector")
+        .map(|o| {
+            let c: Connector = serde_yaml::from_value(o.clone())
+                .with_context(|| format!("Connector {}", object_name(o)))?;
+            let class = classes.get(&c.spec.connector_class_name).cloned();
+            let mut input = connector_input(&c, class, cluster);
+            if input.namespace.is_empty() {
+                input.namespace = "default".into();
+            }
+            let created = text(o, &["metadata", "creationTimestamp"]).unwrap_or("~");
+            Ok((created.to_string(), input))
         })
         .collect()
+}
+
+/// `namespace/name` of an object, for errors.
+fn object_name(o: &Value) -> String {
+    let namespace = text(o, &["metadata", "namespace"]).unwrap_or("default");
+    let name = text(o, &["metadata", "name"]).unwrap_or("(unnamed)");
+    format!("{namespace}/{name}")
 }
 
 pub(crate) fn map(entries: Vec<(&str, Value)>) -> Value {
@@ -335,7 +309,7 @@ pub fn render_iroh(objects: &[Value], settings: &IrohSettings, cluster: &str) ->
     let mut shown = Vec::new();
     // Claims are decided as on a fresh cluster: the oldest Connector (by creation timestamp,
     // then UID) creates the record first.
-    let mut by_age: Vec<(String, ConnectorInput)> = connectors(objects, cluster);
+    let mut by_age: Vec<(String, ConnectorInput)> = connectors(objects, cluster)?;
     by_age.sort_by(|a, b| (&a.0, &a.1.uid).cmp(&(&b.0, &b.1.uid)));
     for (_, c) in by_age {
         let cond = match plan(&c, settings) {
