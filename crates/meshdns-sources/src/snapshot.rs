@@ -34,7 +34,7 @@ pub fn compile(
     let mut builder = CatalogBuilder::new(defaults);
     let mut problems = Vec::new();
     for zone in zones {
-        builder.reserve(&zone.origin, zone.records.len());
+        // `add_records` makes its own room (taking the RDATA buffer over when it can).
         if let Some(t) = zone.soa {
             // One file, one source: a template cannot be refused here.
             let _ = builder.set_soa_template(&zone.origin, t, 0);

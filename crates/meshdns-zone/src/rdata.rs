@@ -249,40 +249,30 @@ impl RData {
         origin: &Name,
         out: &mut Vec<u8>,
     ) -> Result<(), RDataError> {
-        let single_bare = t.len() == 1 && !t[0].quoted;
-        match rtype {
-            RType::A if single_bare => {
-                let a: Ipv4Addr = t[0]
-                    .text
-                    .parse()
-                    .map_err(|_| RDataError(format!("{:?} is not an IPv4 address", t[0].text)))?;
-                out.extend_from_slice(&a.octets());
+        let start = out.len();
+        let single = (t.len() == 1 && !t[0].quoted).then(|| t[0].text);
+        let written = match (rtype, single) {
+            (RType::A, Some(text)) => text
+                .parse::<Ipv4Addr>()
+                .map(|a| out.extend_from_slice(&a.octets()))
+                .is_ok(),
+            (RType::AAAA, Some(text)) => parse_ipv6(text)
+                .map(|a| out.extend_from_slice(&a.octets()))
+                .is_ok(),
+            (RType::CNAME | RType::NS | RType::PTR, Some(text)) => {
+                Name::parse_into(text, Some(origin), out).is_ok()
             }
-            RType::AAAA if single_bare => {
-                out.extend_from_slice(&parse_ipv6(t[0].text)?.octets());
+            (RType::TXT, _) => {
+                !t.is_empty()
+                    && t.iter().all(|tok| character_string_into(tok, out).is_ok())
+                    && out.len() - start <= MAX_TXT_BYTES
             }
-            RType::CNAME | RType::NS | RType::PTR if single_bare => {
-                let text = t[0].text;
-                Name::parse_into(text, Some(origin), out)
-                    .map_err(|e| RDataError(format!("{text:?}: {e}")))?;
-            }
-            RType::TXT if !t.is_empty() => {
-                let start = out.len();
-                for tok in t {
-                    if let Err(e) = character_string_into(tok, out) {
-                        out.truncate(start);
-                        return Err(RDataError(e));
-                    }
-                }
-                let total = out.len() - start;
-                if total > MAX_TXT_BYTES {
-                    out.truncate(start);
-                    return err(format!(
-                        "TXT data of {total} bytes is longer than {MAX_TXT_BYTES}"
-                    ));
-                }
-            }
-            _ => Self::from_tokens(rtype, t, origin)?.to_wire(out),
+            _ => false,
+        };
+        if !written {
+            // Other types, and every error: the general path, which words the reason.
+            out.truncate(start);
+            Self::from_tokens(rtype, t, origin)?.to_wire(out);
         }
         Ok(())
     }

@@ -24,6 +24,22 @@ pub(crate) struct Item {
     pub(crate) name_len: u8,
 }
 
+impl Item {
+    /// The owner's bytes in the owner buffer.
+    pub(crate) fn owner<'a>(&self, names: &'a [u8]) -> &'a [u8] {
+        &names[self.name_at as usize..self.name_at as usize + usize::from(self.name_len)]
+    }
+
+    fn view<'a>(&self, names: &'a [u8], data: &'a [u8]) -> RecordRef<'a> {
+        RecordRef {
+            owner: self.owner(names),
+            rtype: self.rtype,
+            ttl: self.ttl,
+            rdata: &data[self.data_at as usize..self.data_at as usize + usize::from(self.data_len)],
+        }
+    }
+}
+
 /// Records in the order added, held as wire bytes. Every owner is an absolute, lower-cased
 /// wire name, and every RDATA the uncompressed form [`RData::to_wire`] writes.
 #[derive(Clone, Default)]
@@ -88,32 +104,16 @@ impl Records {
         self.items.is_empty()
     }
 
-    /// The owner of the last record added, if any.
-    pub fn last_owner(&self) -> Option<&[u8]> {
-        self.items.last().map(|i| self.name_of(i))
-    }
-
-    fn name_of(&self, i: &Item) -> &[u8] {
-        &self.names[i.name_at as usize..i.name_at as usize + usize::from(i.name_len)]
-    }
-
-    fn get_item(&self, i: &Item) -> RecordRef<'_> {
-        RecordRef {
-            owner: self.name_of(i),
-            rtype: i.rtype,
-            ttl: i.ttl,
-            rdata: &self.data[i.data_at as usize..i.data_at as usize + usize::from(i.data_len)],
-        }
-    }
-
     /// The record at `index`.
     pub fn get(&self, index: usize) -> Option<RecordRef<'_>> {
-        self.items.get(index).map(|i| self.get_item(i))
+        self.items
+            .get(index)
+            .map(|i| i.view(&self.names, &self.data))
     }
 
     /// Every record, in the order added.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = RecordRef<'_>> + '_ {
-        self.items.iter().map(|i| self.get_item(i))
+        self.items.iter().map(|i| i.view(&self.names, &self.data))
     }
 
     /// Every record, decoded.
@@ -123,12 +123,9 @@ impl Records {
 
     /// Adds one record.
     pub fn push(&mut self, record: Record) {
-        let rtype = record.data.rtype();
-        self.push_with(record.name.wire(), rtype, record.ttl, |out| {
-            record.data.to_wire(out);
-            Ok::<(), std::convert::Infallible>(())
-        })
-        .unwrap_or_else(|never| match never {});
+        let data_at = self.data.len();
+        record.data.to_wire(&mut self.data);
+        self.add_item(record.name.wire(), record.data.rtype(), record.ttl, data_at);
     }
 
     /// Adds one record whose RDATA `write` appends to the buffer it is given (in the form
@@ -141,19 +138,25 @@ impl Records {
         ttl: u32,
         write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
     ) -> Result<(), E> {
-        debug_assert!(Name::from_wire(owner).is_some_and(|n| n.wire() == owner));
         let data_at = self.data.len();
         if let Err(e) = write(&mut self.data) {
             self.data.truncate(data_at);
             return Err(e);
         }
+        self.add_item(owner, rtype, ttl, data_at);
+        Ok(())
+    }
+
+    /// Records the item for RDATA already written from `data_at` on.
+    fn add_item(&mut self, owner: &[u8], rtype: RType, ttl: u32, data_at: usize) {
+        debug_assert!(Name::from_wire(owner).is_some_and(|n| n.wire() == owner));
         let data_len = self.data.len() - data_at;
         assert!(
             data_len <= usize::from(u16::MAX) && self.data.len() <= u32::MAX as usize,
             "RDATA and record buffers are bounded by the wire format"
         );
         let name_at = match self.items.last() {
-            Some(last) if self.name_of(last) == owner => last.name_at,
+            Some(last) if last.owner(&self.names) == owner => last.name_at,
             _ => {
                 let at = self.names.len();
                 self.names.extend_from_slice(owner);
@@ -168,7 +171,6 @@ impl Records {
             data_len: data_len as u16,
             name_len: owner.len() as u8,
         });
-        Ok(())
     }
 
     /// Keeps only the records `keep` accepts, in order.
@@ -176,14 +178,8 @@ impl Records {
         let mut index = 0;
         let (names, data) = (&self.names, &self.data);
         self.items.retain(|i| {
-            let r = RecordRef {
-                owner: &names[i.name_at as usize..i.name_at as usize + usize::from(i.name_len)],
-                rtype: i.rtype,
-                ttl: i.ttl,
-                rdata: &data[i.data_at as usize..i.data_at as usize + usize::from(i.data_len)],
-            };
             index += 1;
-            keep(index - 1, r)
+            keep(index - 1, i.view(names, data))
         });
     }
 

@@ -545,9 +545,10 @@ impl ZoneBuilder {
         }
     }
 
-    fn reserve(&mut self, records: usize, bytes_per_record: usize) {
+    /// Makes room for `records` more records with `rdata_bytes` of RDATA in all.
+    fn reserve(&mut self, records: usize, rdata_bytes: usize) {
         self.entries.reserve(records);
-        self.rdata_arena.reserve(records * bytes_per_record);
+        self.rdata_arena.reserve(rdata_bytes);
         self.name_arena.reserve(records * 16);
         let (names, arena, hasher) = (&self.names, &self.name_arena, &self.hasher);
         self.index.reserve(records, |&other| {
@@ -596,7 +597,7 @@ impl CatalogBuilder {
         self.zones
             .get_mut(origin)
             .expect("declared above")
-            .reserve(records, 16);
+            .reserve(records, records * 16);
     }
 
     /// Sets the SOA template of zone `origin` (declaring it); the first source to set one keeps
@@ -659,41 +660,43 @@ impl CatalogBuilder {
         let zone = self.zones.get_mut(origin).expect("declared above");
         let (names, data, items) = records.into_parts();
         let base = if zone.rdata_arena.is_empty() {
+            zone.reserve(items.len(), 0);
             zone.rdata_arena = data;
             0
         } else {
+            zone.reserve(items.len(), data.len());
             let base = zone.rdata_arena.len();
             zone.rdata_arena.extend_from_slice(&data);
             base
         };
-        zone.entries.reserve(items.len());
         let mut refused = Vec::new();
-        // Whether the current run's owner is in the zone: checked once per owner, not per record.
-        let mut checked: Option<(u32, bool)> = None;
+        // A run of records at one owner strictly inside the zone can refuse none of them: that
+        // is checked once per owner, and only the apex and strays take the full rule.
+        let mut run: Option<(u32, bool)> = None;
         for item in &items {
-            let at = item.name_at as usize;
-            let owner = &names[at..at + usize::from(item.name_len)];
-            let in_zone = match checked {
-                Some((name_at, ok)) if name_at == item.name_at => ok,
+            let owner = item.owner(&names);
+            let inside = match run {
+                Some((name_at, inside)) if name_at == item.name_at => inside,
                 _ => {
-                    let ok = is_wire_subdomain(owner, origin.wire());
-                    checked = Some((item.name_at, ok));
-                    ok
+                    let inside = owner != origin.wire() && is_wire_subdomain(owner, origin.wire());
+                    run = Some((item.name_at, inside));
+                    inside
                 }
             };
-            let owner_name = || Name::from_wire(owner).unwrap_or_else(Name::root);
-            if !in_zone {
-                let why = Rejection::OutsideZone {
-                    name: owner_name(),
-                    origin: origin.clone(),
-                };
-                refused.push((owner_name(), item.rtype, why));
-            } else if item.rtype == RType::CNAME && owner == origin.wire() {
-                let why = Rejection::CnameAtApex { name: owner_name() };
-                refused.push((owner_name(), item.rtype, why));
+            let refusal = if inside {
+                None
             } else {
-                let rdata = (base + item.data_at as usize, usize::from(item.data_len));
-                push_entry(zone, owner, item.rtype, item.ttl, rdata, source);
+                placement_refusal(origin, owner, item.rtype)
+            };
+            match refusal {
+                Some(why) => {
+                    let name = Name::from_wire(owner).unwrap_or_else(Name::root);
+                    refused.push((name, item.rtype, why));
+                }
+                None => {
+                    let rdata = (base + item.data_at as usize, usize::from(item.data_len));
+                    push_entry(zone, owner, item.rtype, item.ttl, rdata, source);
+                }
             }
         }
         refused
@@ -722,14 +725,8 @@ impl CatalogBuilder {
         name: &Name,
         rtype: RType,
     ) -> Result<&mut ZoneBuilder, Rejection> {
-        if !name.is_subdomain_of(origin) {
-            return Err(Rejection::OutsideZone {
-                name: name.clone(),
-                origin: origin.clone(),
-            });
-        }
-        if rtype == RType::CNAME && name == origin {
-            return Err(Rejection::CnameAtApex { name: name.clone() });
+        if let Some(why) = placement_refusal(origin, name.wire(), rtype) {
+            return Err(why);
         }
         self.declare(origin);
         Ok(self.zones.get_mut(origin).expect("declared above"))
@@ -790,6 +787,22 @@ impl CatalogBuilder {
             Catalog::from_zones(zones.into_iter().map(Arc::new)),
             refused,
         )
+    }
+}
+
+/// Why a record at `owner` (wire form) of type `rtype` cannot go into zone `origin`, if it
+/// cannot: outside the zone, or a CNAME at the apex.
+fn placement_refusal(origin: &Name, owner: &[u8], rtype: RType) -> Option<Rejection> {
+    let name = || Name::from_wire(owner).unwrap_or_else(Name::root);
+    if !is_wire_subdomain(owner, origin.wire()) {
+        Some(Rejection::OutsideZone {
+            name: name(),
+            origin: origin.clone(),
+        })
+    } else if rtype == RType::CNAME && owner == origin.wire() {
+        Some(Rejection::CnameAtApex { name: name() })
+    } else {
+        None
     }
 }
 
@@ -1121,7 +1134,7 @@ mod tests {
         assert_eq!(records.len(), 4);
         assert_eq!(records.to_vec(), all);
         assert_eq!(records.get(2).unwrap().to_record(), all[2]);
-        assert_eq!(records.last_owner(), Some(n("a.example.org.").wire()));
+        assert_eq!(records.get(3).unwrap().owner, n("a.example.org.").wire());
         let refused: Result<(), &str> =
             records.push_with(n("c.example.org.").wire(), RType::A, 1, |out| {
                 out.extend_from_slice(b"partial");
