@@ -13,7 +13,9 @@ pub mod zonefile;
 
 pub use pkarr::{PkarrConfig, PkarrStore, PutError};
 pub use records::{FileKind, ParseSettings, Parsed, Problem, ZoneContent, parse};
-pub use snapshot::{CompiledSource, SourceInput, assemble, compile};
+pub use snapshot::{
+    CompiledSource, Loaded, SourceInput, assemble, compile, load, load_objects, load_parsed,
+};
 pub use watch::{
     FileSource, FileSources, Poker, SourceConfig, SourceCounters, SourceStatus, WatchHandle,
     spawn_watcher,

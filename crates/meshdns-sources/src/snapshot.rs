@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use meshdns_zone::{BuildDefaults, Catalog, CatalogBuilder, Name, RType, Rejection, Zone};
 
-use crate::records::{Problem, ZoneContent};
+use crate::records::{FileKind, ParseSettings, Parsed, Problem, ZoneContent, parse};
 
 /// One file's content compiled into zones: what a source keeps between reloads.
 #[derive(Debug, Clone, Default)]
@@ -59,6 +59,51 @@ pub fn compile(
         },
         problems,
     )
+}
+
+/// A source's content, compiled, and every entry of it that was skipped: what `serve` keeps
+/// and `check` prints.
+#[derive(Debug, Clone, Default)]
+pub struct Loaded {
+    /// The zones to serve.
+    pub compiled: CompiledSource,
+    /// Entries skipped while parsing and compiling, in that order.
+    pub problems: Vec<Problem>,
+}
+
+impl Loaded {
+    /// Records served, SOA and NS included.
+    pub fn records(&self) -> usize {
+        self.compiled.zones.iter().map(|z| z.record_count()).sum()
+    }
+}
+
+/// Compiles a parsed source, keeping the parser's problems ahead of the compiler's.
+pub fn load_parsed(label: &str, parsed: Parsed, defaults: BuildDefaults) -> Loaded {
+    let (compiled, refused) = compile(label, parsed.zones, defaults);
+    let mut problems = parsed.problems;
+    problems.extend(refused);
+    Loaded { compiled, problems }
+}
+
+/// Parses and compiles one source's bytes; `Err` when the source is unusable as a whole.
+pub fn load(
+    label: &str,
+    kind: &FileKind,
+    bytes: &[u8],
+    settings: &ParseSettings,
+    defaults: BuildDefaults,
+) -> Result<Loaded, Problem> {
+    Ok(load_parsed(
+        label,
+        parse(label, kind, bytes, settings)?,
+        defaults,
+    ))
+}
+
+/// Compiles the zones that DNSZone and DNSRecordSet objects make (a live feed's objects).
+pub fn load_objects(label: &str, objects: &[serde_json::Value], defaults: BuildDefaults) -> Loaded {
+    load_parsed(label, crate::manifests::zones(label, objects), defaults)
 }
 
 /// One source's compiled content, labelled for problems.
@@ -152,7 +197,6 @@ fn refusal(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::records::{FileKind, ParseSettings, parse};
 
     const DEFAULTS: BuildDefaults = BuildDefaults {
         default_ttl: 5,

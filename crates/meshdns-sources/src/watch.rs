@@ -33,7 +33,7 @@ use tracing::{debug, error, info, warn};
 use crate::manifests::ManifestFeed;
 use crate::pkarr::PkarrStore;
 use crate::records::{FileKind, ParseSettings, Problem, ZoneContent, parse};
-use crate::snapshot::{CompiledSource, SourceInput, assemble, compile};
+use crate::snapshot::{CompiledSource, Loaded, SourceInput, assemble, load_objects, load_parsed};
 
 /// One records file to serve.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,26 +171,86 @@ fn read_source(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(out)
 }
 
-#[derive(Debug, Default)]
-struct FileState {
-    seen: Option<Fingerprint>,
-    content_hash: Option<u64>,
+/// One source of records: a file, a live feed or the pkarr store, with what it last loaded.
+/// [`FileSources`] keeps them in one list, in precedence order.
+struct Source {
+    /// How logs, metrics and problems name it (a path, `kubernetes`, `pkarr`).
+    label: String,
+    input: Input,
+    /// The last content that loaded; kept while the input is unusable.
     last_good: Option<CompiledSource>,
-    failing: bool,
+    counters: SourceCounters,
+    /// The problems its last load reported (a live feed's are logged when they appear).
+    reported: Reported,
+}
+
+/// What a [`Source`] reads, and how far it has read it.
+enum Input {
+    File {
+        file: FileSource,
+        seen: Option<Fingerprint>,
+        content_hash: Option<u64>,
+        failing: bool,
+    },
+    Feed {
+        feed: Arc<ManifestFeed>,
+        version: u64,
+    },
+    Pkarr {
+        store: Arc<PkarrStore>,
+        version: u64,
+    },
+}
+
+impl Source {
+    fn new(label: String, input: Input) -> Source {
+        Source {
+            label,
+            input,
+            last_good: None,
+            counters: SourceCounters::default(),
+            reported: Reported::default(),
+        }
+    }
+}
+
+/// Problems reported while they last: each is logged (and counted) when it appears, and again
+/// only if it comes back after it cleared.
+#[derive(Debug, Default)]
+struct Reported(HashSet<String>);
+
+impl Reported {
+    /// Makes `now` the current problems and returns those that were not current before.
+    fn update<'p>(&mut self, now: impl IntoIterator<Item = &'p Problem>) -> Vec<&'p Problem> {
+        let mut current = HashSet::new();
+        let mut new = Vec::new();
+        for p in now {
+            let text = p.to_string();
+            if !self.0.contains(&text) && !current.contains(&text) {
+                new.push(p);
+            }
+            current.insert(text);
+        }
+        self.0 = current;
+        new
+    }
+}
+
+fn log_skipped(p: &Problem) {
+    warn!(file = %p.file, entry = %p.entry, reason = %p.reason, "records entry skipped");
 }
 
 /// The file sources: their last good contents and the snapshot they publish.
 pub struct FileSources {
     config: SourceConfig,
-    pkarr: Option<(Arc<PkarrStore>, u64, CompiledSource)>,
-    /// Live feeds (Kubernetes): feed, version compiled, result, index among the labels.
-    feeds: Vec<(Arc<ManifestFeed>, u64, Option<CompiledSource>, usize)>,
-    labels: Vec<String>,
-    states: Vec<FileState>,
+    /// Files, then live feeds, then the pkarr store: the order in which a (name, type) given
+    /// twice is won.
+    sources: Vec<Source>,
+    /// Records refused by precedence at the last publish.
+    refused: Reported,
     serial: u32,
     published: Arc<ArcSwap<Catalog>>,
     status: Arc<SourceStatus>,
-    reported: HashSet<String>,
 }
 
 impl FileSources {
@@ -200,42 +260,39 @@ impl FileSources {
         published: Arc<ArcSwap<Catalog>>,
         status: Arc<SourceStatus>,
     ) -> FileSources {
-        let labels: Vec<String> = config
+        let sources = config
             .files
             .iter()
-            .map(|f| f.path.display().to_string())
+            .map(|f| {
+                let input = Input::File {
+                    file: f.clone(),
+                    seen: None,
+                    content_hash: None,
+                    failing: false,
+                };
+                Source::new(f.path.display().to_string(), input)
+            })
             .collect();
-        let states = config.files.iter().map(|_| FileState::default()).collect();
-        {
-            let mut inner = status.lock();
-            inner.sources = labels
-                .iter()
-                .map(|l| (l.clone(), SourceCounters::default()))
-                .collect();
-        }
-        FileSources {
+        let this = FileSources {
             config,
-            pkarr: None,
-            feeds: Vec::new(),
-            labels,
-            states,
+            sources,
+            refused: Reported::default(),
             serial: 0,
             published,
             status,
-            reported: HashSet::new(),
-        }
+        };
+        this.share_status();
+        this
     }
 
     /// Serves the records of a pkarr relay's store too, after every file's (files win a
     /// (name, type) both give).
     pub fn with_pkarr(mut self, store: Arc<PkarrStore>) -> FileSources {
-        self.pkarr = Some((store, 0, CompiledSource::default()));
-        // Counted like a file (its records refused by precedence, its rebuilds), after them.
-        self.labels.push(PKARR_LABEL.to_string());
-        self.status
-            .lock()
-            .sources
-            .push((PKARR_LABEL.to_string(), SourceCounters::default()));
+        let input = Input::Pkarr { store, version: 0 };
+        let mut source = Source::new(PKARR_LABEL.to_string(), input);
+        source.last_good = Some(CompiledSource::default());
+        self.sources.push(source);
+        self.share_status();
         self
     }
 
@@ -243,49 +300,16 @@ impl FileSources {
     /// file's (name, type) wins) and before pkarr publishes. Not ready until the feed's first
     /// set.
     pub fn with_feed(mut self, feed: Arc<ManifestFeed>) -> FileSources {
-        let label = feed.label().to_string();
-        // Feeds go before pkarr in the labels, keeping pkarr last.
-        let at = self.labels.len() - usize::from(self.pkarr.is_some());
-        self.labels.insert(at, label.clone());
-        self.status
-            .lock()
+        let at = self
             .sources
-            .insert(at, (label, SourceCounters::default()));
-        self.feeds.push((feed, 0, None, at));
+            .iter()
+            .position(|s| matches!(s.input, Input::Pkarr { .. }))
+            .unwrap_or(self.sources.len());
+        let label = feed.label().to_string();
+        let source = Source::new(label, Input::Feed { feed, version: 0 });
+        self.sources.insert(at, source);
+        self.share_status();
         self
-    }
-
-    fn check_feeds(&mut self) -> bool {
-        let mut changed = false;
-        for f in 0..self.feeds.len() {
-            let (feed, seen, _, at) = &self.feeds[f];
-            let at = *at;
-            let Some((version, objects)) = feed.take_if_newer(*seen) else {
-                continue;
-            };
-            let label = feed.label().to_string();
-            let parsed = crate::manifests::zones(&label, &objects);
-            let (compiled, refused) = compile(&label, parsed.zones, self.build_defaults());
-            let skipped = (parsed.problems.len() + refused.len()) as u64;
-            for p in parsed.problems.iter().chain(&refused) {
-                if self.reported.insert(p.to_string()) {
-                    warn!(file = %p.file, entry = %p.entry, reason = %p.reason, "records entry skipped");
-                }
-            }
-            let records: usize = compiled.zones.iter().map(|z| z.record_count()).sum();
-            info!(source = %label, records, skipped, "objects loaded");
-            let slot = &mut self.feeds[f];
-            slot.1 = version;
-            slot.2 = Some(compiled);
-            self.with_counters(at, |c| {
-                c.reloads_ok += 1;
-                c.skipped_entries += skipped;
-                c.last_success_unix = Some(unix_now());
-                c.last_error = None;
-            });
-            changed = true;
-        }
-        changed
     }
 
     /// Checks every file (and the feeds and the pkarr store), loads what changed, and
@@ -294,56 +318,47 @@ impl FileSources {
     pub fn refresh(&mut self) -> bool {
         let first = self.serial == 0;
         let mut changed = false;
-        for i in 0..self.config.files.len() {
-            changed |= self.check_file(i);
-        }
-        changed |= self.check_feeds();
-        if let Some((store, _, _)) = &self.pkarr {
-            store.expire();
-        }
-        let pkarr_version = self
-            .pkarr
-            .as_ref()
-            .map(|(store, seen, _)| (store.version(), *seen));
-        if let Some((now, seen)) = pkarr_version
-            && now != seen
-        {
-            let defaults = self.build_defaults();
-            let (store, seen, compiled) = self.pkarr.as_mut().expect("checked above");
-            *compiled = store.compile(defaults);
-            *seen = now;
-            changed = true;
-            let i = self.labels.len() - 1; // pkarr stays last
-            self.with_counters(i, |c| {
-                c.reloads_ok += 1;
-                c.last_success_unix = Some(unix_now());
-            });
+        for i in 0..self.sources.len() {
+            changed |= match self.sources[i].input {
+                Input::File { .. } => self.check_file(i),
+                Input::Feed { .. } => self.check_feed(i),
+                Input::Pkarr { .. } => self.check_pkarr(i),
+            };
         }
         if changed || first {
             self.publish();
         }
         self.update_readiness();
+        self.share_status();
         changed || first
     }
 
     fn check_file(&mut self, i: usize) -> bool {
-        let source = &self.config.files[i];
-        let label = self.labels[i].clone();
-        let fp = if source.path.is_dir() {
-            fingerprint_dir(&source.path)
-        } else {
-            fingerprint(&source.path)
+        let settings = &self.config.settings;
+        let source = &mut self.sources[i];
+        let Input::File {
+            file,
+            seen,
+            content_hash,
+            failing,
+        } = &mut source.input
+        else {
+            unreachable!("check_file is called on files")
         };
-        let state = &mut self.states[i];
-        if fp.is_some() && fp == state.seen && !state.failing {
+        let fp = if file.path.is_dir() {
+            fingerprint_dir(&file.path)
+        } else {
+            fingerprint(&file.path)
+        };
+        if fp.is_some() && fp == *seen && !*failing {
             return false;
         }
-        let bytes = match read_source(&source.path) {
+        let bytes = match read_source(&file.path) {
             Ok(b) => b,
             Err(e) => {
-                state.seen = None;
-                let problem = Problem::new(&label, "file", format!("cannot read: {e}"));
-                self.fail(i, problem);
+                *seen = None;
+                let problem = Problem::new(&source.label, "file", format!("cannot read: {e}"));
+                fail(source, problem);
                 return false;
             }
         };
@@ -352,76 +367,104 @@ impl FileSources {
             bytes.hash(&mut h);
             h.finish()
         };
-        state.seen = fp;
-        if state.content_hash == Some(hash) && state.last_good.is_some() && !state.failing {
+        *seen = fp;
+        if *content_hash == Some(hash) && source.last_good.is_some() && !*failing {
             return false;
         }
+        *content_hash = Some(hash);
         let started = Instant::now();
-        match parse(&label, &source.kind, &bytes, &self.config.settings) {
-            Ok(mut parsed) => {
-                if parsed.zones.is_empty()
-                    && let Some(previous) = &state.last_good
-                {
-                    // An emptied file clears its records but keeps its zones served, so names
-                    // in them get NXDOMAIN rather than REFUSED (as Tailscale's nameserver does).
-                    parsed.zones = previous
-                        .zones
-                        .iter()
-                        .map(|z| ZoneContent::empty(z.origin()))
-                        .collect();
-                }
-                drop(bytes);
-                let (compiled, refused) = compile(&label, parsed.zones, self.build_defaults());
-                let records: usize = compiled.zones.iter().map(|z| z.record_count()).sum();
-                let skipped = (parsed.problems.len() + refused.len()) as u64;
-                for p in parsed.problems.iter().chain(&refused) {
-                    warn!(file = %p.file, entry = %p.entry, reason = %p.reason, "records entry skipped");
-                }
-                info!(file = %label, records, skipped, elapsed_ms = started.elapsed().as_millis() as u64, "records file loaded");
-                let state = &mut self.states[i];
-                state.content_hash = Some(hash);
-                state.last_good = Some(compiled);
-                state.failing = false;
-                self.with_counters(i, |c| {
-                    c.reloads_ok += 1;
-                    c.skipped_entries += skipped;
-                    c.last_success_unix = Some(unix_now());
-                    c.last_error = None;
-                });
-                true
-            }
+        let kind = file.kind.clone();
+        let parsed = match parse(&source.label, &kind, &bytes, settings) {
+            Ok(parsed) => parsed,
             Err(problem) => {
-                self.states[i].content_hash = Some(hash);
-                self.fail(i, problem);
-                false
+                fail(source, problem);
+                return false;
             }
-        }
-    }
-
-    fn fail(&mut self, i: usize, problem: Problem) {
-        let state = &mut self.states[i];
-        let keeping = if state.last_good.is_some() {
-            "keeping the last good records"
-        } else {
-            "no records from it yet"
         };
-        if state.failing
-            && self.status.lock().sources[i].1.last_error.as_deref() == Some(&problem.to_string())
+        drop(bytes);
+        let mut parsed = parsed;
+        if parsed.zones.is_empty()
+            && let Some(previous) = &source.last_good
         {
-            debug!(%problem, "records file still unusable");
-            return;
+            // An emptied file clears its records but keeps its zones served, so names in them
+            // get NXDOMAIN rather than REFUSED (as Tailscale's nameserver does).
+            parsed.zones = previous
+                .zones
+                .iter()
+                .map(|z| ZoneContent::empty(z.origin()))
+                .collect();
         }
-        state.failing = true;
-        error!(file = %problem.file, entry = %problem.entry, reason = %problem.reason, "records file unusable; {keeping}");
-        let text = problem.to_string();
-        self.with_counters(i, |c| {
-            c.reloads_error += 1;
-            c.last_error = Some(text);
-        });
+        let defaults = self.build_defaults();
+        let source = &mut self.sources[i];
+        let loaded = load_parsed(&source.label, parsed, defaults);
+        // A file's problems are logged at every load: each load is a new version of the file.
+        loaded.problems.iter().for_each(log_skipped);
+        info!(file = %source.label, records = loaded.records(), skipped = loaded.problems.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64, "records file loaded");
+        if let Input::File { failing, .. } = &mut source.input {
+            *failing = false;
+        }
+        succeed(source, loaded);
+        true
     }
 
-    fn with_counters(&self, i: usize, f: impl FnOnce(&mut SourceCounters)) {
-        f(&mut self.status.lock().sources[i].1);
+    fn check_feed(&mut self, i: usize) -> bool {
+        let Input::Feed { feed, version } = &self.sources[i].input else {
+            unreachable!("check_feed is called on feeds")
+        };
+        let Some((now, objects)) = feed.take_if_newer(*version) else {
+            return false;
+        };
+        let defaults = self.build_defaults();
+        let source = &mut self.sources[i];
+        let loaded = load_objects(&source.label, &objects, defaults);
+        // A feed reloads on every object change: only problems that are new are logged.
+        source
+            .reported
+            .update(&loaded.problems)
+            .into_iter()
+            .for_each(log_skipped);
+        info!(source = %source.label, records = loaded.records(), skipped = loaded.problems.len(), "objects loaded");
+        if let Input::Feed { version, .. } = &mut source.input {
+            *version = now;
+        }
+        succeed(source, loaded);
+        true
+    }
+
+    fn check_pkarr(&mut self, i: usize) -> bool {
+        let Input::Pkarr { store, version } = &self.sources[i].input else {
+            unreachable!("check_pkarr is called on the pkarr store")
+        };
+        store.expire();
+        let now = store.version();
+        if now == *version {
+            return false;
+        }
+        let defaults = self.build_defaults();
+        let source = &mut self.sources[i];
+        let Input::Pkarr { store, version } = &mut source.input else {
+            unreachable!("checked above")
+        };
+        let compiled = store.compile(defaults);
+        *version = now;
+        succeed(
+            source,
+            Loaded {
+                compiled,
+                problems: Vec::new(),
+            },
+        );
+        true
+    }
+
+    /// Copies the sources' counters to the status the HTTP endpoint reads.
+    fn share_status(&self) {
+        self.status.lock().sources = self
+            .sources
+            .iter()
+            .map(|s| (s.label.clone(), s.counters.clone()))
+            .collect();
     }
 
     /// Defaults for a build, with a serial that grows with every build (unix time, or one more
@@ -438,38 +481,22 @@ impl FileSources {
         let started = Instant::now();
         let defaults = self.build_defaults();
         let empty = CompiledSource::default();
-        let mut inputs: Vec<SourceInput<'_>> = self
-            .labels
+        let inputs: Vec<SourceInput<'_>> = self
+            .sources
             .iter()
-            .zip(&self.states)
-            .map(|(label, s)| SourceInput {
-                label,
+            .map(|s| SourceInput {
+                label: &s.label,
                 compiled: s.last_good.as_ref().unwrap_or(&empty),
             })
             .collect();
-        for (feed, _, compiled, _) in &self.feeds {
-            inputs.push(SourceInput {
-                label: feed.label(),
-                compiled: compiled.as_ref().unwrap_or(&empty),
-            });
-        }
-        // pkarr publishes come after every file: a file's (name, type) wins.
-        if let Some((_, _, compiled)) = &self.pkarr {
-            inputs.push(SourceInput {
-                label: PKARR_LABEL,
-                compiled,
-            });
-        }
         let (catalog, refused) = assemble(&inputs, &self.config.zones, defaults);
         let records = catalog.record_count();
         let zones = catalog.zones().len();
         let old = self.published.swap(Arc::new(catalog));
-        for p in refused {
-            if self.reported.insert(p.to_string()) {
-                warn!(file = %p.file, entry = %p.entry, reason = %p.reason, "records entry skipped");
-                if let Some(i) = self.labels.iter().position(|l| *l == p.file) {
-                    self.with_counters(i, |c| c.skipped_entries += 1);
-                }
+        for p in self.refused.update(&refused) {
+            log_skipped(p);
+            if let Some(s) = self.sources.iter_mut().find(|s| s.label == p.file) {
+                s.counters.skipped_entries += 1;
             }
         }
         info!(
@@ -490,35 +517,19 @@ impl FileSources {
     }
 
     fn update_readiness(&self) {
-        let mut missing: Vec<String> = self
-            .labels
+        let detail: Vec<String> = self
+            .sources
             .iter()
-            .zip(&self.states)
-            .filter(|(_, s)| s.last_good.is_none())
-            .map(|(l, _)| l.clone())
+            .filter(|s| s.last_good.is_none())
+            .map(|s| {
+                s.counters
+                    .last_error
+                    .clone()
+                    .unwrap_or_else(|| format!("{}: not loaded yet", s.label))
+            })
             .collect();
-        missing.extend(
-            self.feeds
-                .iter()
-                .filter(|f| f.2.is_none())
-                .map(|f| f.0.label().to_string()),
-        );
-        let reason = (!missing.is_empty()).then(|| {
-            let detail: Vec<String> = self
-                .status
-                .lock()
-                .sources
-                .iter()
-                .filter(|(l, _)| missing.contains(l))
-                .map(|(l, c)| {
-                    c.last_error
-                        .clone()
-                        .unwrap_or_else(|| format!("{l}: not loaded yet"))
-                })
-                .collect();
-            format!("records not loaded: {}", detail.join("; "))
-        });
-        self.status.lock().not_ready = reason;
+        self.status.lock().not_ready =
+            (!detail.is_empty()).then(|| format!("records not loaded: {}", detail.join("; ")));
     }
 
     fn watch_dirs(&self) -> Vec<PathBuf> {
@@ -536,6 +547,38 @@ impl FileSources {
         dirs.dedup();
         dirs
     }
+}
+
+/// Records a load: its content becomes the last good one, and it is counted.
+fn succeed(source: &mut Source, loaded: Loaded) {
+    let c = &mut source.counters;
+    c.reloads_ok += 1;
+    c.skipped_entries += loaded.problems.len() as u64;
+    c.last_success_unix = Some(unix_now());
+    c.last_error = None;
+    source.last_good = Some(loaded.compiled);
+}
+
+/// Records that a file cannot be used: its last good records keep serving. The same error
+/// again is counted and logged once.
+fn fail(source: &mut Source, problem: Problem) {
+    let Input::File { failing, .. } = &mut source.input else {
+        unreachable!("only files fail to load")
+    };
+    let text = problem.to_string();
+    if *failing && source.counters.last_error.as_deref() == Some(text.as_str()) {
+        debug!(%problem, "records file still unusable");
+        return;
+    }
+    *failing = true;
+    let keeping = if source.last_good.is_some() {
+        "keeping the last good records"
+    } else {
+        "no records from it yet"
+    };
+    error!(file = %problem.file, entry = %problem.entry, reason = %problem.reason, "records file unusable; {keeping}");
+    source.counters.reloads_error += 1;
+    source.counters.last_error = Some(text);
 }
 
 /// Loading a large file must not take CPU from answering queries (a pinned one-core server
@@ -694,5 +737,72 @@ fn ensure_watches(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sources(files: &[&Path]) -> (FileSources, Arc<SourceStatus>) {
+        let status = Arc::new(SourceStatus::default());
+        let config = SourceConfig {
+            files: files
+                .iter()
+                .map(|p| FileSource {
+                    path: p.to_path_buf(),
+                    kind: FileKind::Auto,
+                })
+                .collect(),
+            zones: Vec::new(),
+            settings: ParseSettings::default(),
+            poll_interval: Duration::from_secs(3600),
+            debounce: Duration::from_millis(20),
+        };
+        let published = Arc::new(ArcSwap::from_pointee(Catalog::empty()));
+        (FileSources::new(config, published, status.clone()), status)
+    }
+
+    fn zone(records: &str) -> String {
+        format!("zones: [{{origin: example.org, records: [{records}]}}]\n")
+    }
+
+    /// A record lost to a file listed earlier is counted when the conflict appears; once it
+    /// clears and comes back, it is counted again.
+    #[test]
+    fn a_precedence_problem_that_clears_and_returns_is_counted_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, second) = (dir.path().join("a.yaml"), dir.path().join("b.yaml"));
+        std::fs::write(&first, zone("{name: www, type: A, value: 192.0.2.1}")).unwrap();
+        let conflicting = zone("{name: www, type: A, value: 192.0.2.2}");
+        let clear = zone("{name: www, type: AAAA, value: '2001:db8::2'}");
+        std::fs::write(&second, &conflicting).unwrap();
+        let (mut s, status) = sources(&[&first, &second]);
+        let skipped = |status: &SourceStatus| status.counters()[1].1.skipped_entries;
+
+        assert!(s.refresh());
+        assert_eq!(skipped(&status), 1);
+        // Nothing changed: the same conflict is not counted twice.
+        s.refresh();
+        assert_eq!(skipped(&status), 1);
+
+        std::fs::write(&second, &clear).unwrap();
+        assert!(s.refresh());
+        assert_eq!(skipped(&status), 1);
+
+        std::fs::write(&second, &conflicting).unwrap();
+        assert!(s.refresh());
+        assert_eq!(skipped(&status), 2, "the returning conflict is counted");
+    }
+
+    #[test]
+    fn reported_problems_are_new_only_once_while_they_last() {
+        let a = Problem::new("f", "x", "bad");
+        let b = Problem::new("f", "y", "bad");
+        let mut r = Reported::default();
+        assert_eq!(r.update([&a, &b, &a]), vec![&a, &b]);
+        assert!(r.update([&a, &b]).is_empty());
+        assert!(r.update([&b]).is_empty());
+        assert_eq!(r.update([&a, &b]), vec![&a]);
     }
 }

@@ -411,6 +411,16 @@ pub enum Rejection {
         /// The source whose records are kept.
         winner: SourceId,
     },
+    /// More records in one RRset than a DNS message can count (its counts are 16 bits).
+    #[error("{name} {rtype} has {count} records; an RRset holds at most 65535")]
+    TooManyRecords {
+        /// The owner name.
+        name: Name,
+        /// The type.
+        rtype: RType,
+        /// How many distinct records were given.
+        count: usize,
+    },
 }
 
 /// SOA fields a source wants when it gives no SOA record; unset fields take the defaults
@@ -861,6 +871,22 @@ fn synthesised_apex(
     (ns, (t.ttl.unwrap_or(defaults.default_ttl), wire))
 }
 
+/// RRsets up to this size find duplicates by scanning what they kept.
+const SMALL_SET: usize = 16;
+
+/// Whether `data` is not among the RDATA kept so far (recording it in `seen` when given).
+fn is_new<'a>(
+    seen: &mut Option<hashbrown::HashSet<&'a [u8]>>,
+    kept: &[&Entry],
+    data: &'a [u8],
+    rdata: &impl Fn(&Entry) -> &'a [u8],
+) -> bool {
+    match seen {
+        Some(seen) => seen.insert(data),
+        None => !kept.iter().any(|k| rdata(k) == data),
+    }
+}
+
 fn finish_zone(mut z: ZoneBuilder, defaults: BuildDefaults, refused: &mut Vec<Refused>) -> Zone {
     z.add_empty_non_terminals();
     let origin = z.origin.clone();
@@ -965,6 +991,9 @@ fn finish_zone(mut z: ZoneBuilder, defaults: BuildDefaults, refused: &mut Vec<Re
             // The first source to give (name, type) keeps it; entries are in order added.
             let winner = set[0].source;
             let mut kept: Vec<&Entry> = Vec::with_capacity(set.len());
+            // Duplicates are found by a scan in small sets, by a hash set in large ones.
+            let mut seen: Option<hashbrown::HashSet<&[u8]>> =
+                (set.len() > SMALL_SET).then(hashbrown::HashSet::new);
             for e in set {
                 if e.source != winner {
                     let why = Rejection::TakenBy {
@@ -986,9 +1015,22 @@ fn finish_zone(mut z: ZoneBuilder, defaults: BuildDefaults, refused: &mut Vec<Re
                             name: name_of(node),
                         },
                     ));
-                } else if !kept.iter().any(|k| rdata(k) == rdata(e)) {
+                } else if is_new(&mut seen, &kept, rdata(e), &rdata) {
                     kept.push(e);
                 }
+            }
+            if kept.len() > usize::from(u16::MAX) {
+                let why = Rejection::TooManyRecords {
+                    name: name_of(node),
+                    rtype,
+                    count: kept.len(),
+                };
+                refused.push((name_of(node), rtype, why));
+                if !(rtype == RType::SOA && node == apex_id) {
+                    continue;
+                }
+                // The apex must keep an SOA: the first one given stays.
+                kept.truncate(1);
             }
             // RFC 2181 §5.2: one TTL per RRset, the lowest given (duplicates included).
             let ttl = set
@@ -1073,6 +1115,48 @@ mod tests {
                     .collect::<Vec<_>>()
             })
             .collect()
+    }
+
+    #[test]
+    fn an_rrset_too_large_to_count_is_refused_not_wrapped() {
+        let origin = n("example.org.");
+        let mut b = CatalogBuilder::new(defaults());
+        let big: Records = (0..=u32::from(u16::MAX))
+            .map(|i| {
+                let [_, _, hi, lo] = i.to_be_bytes();
+                rec("big.example.org.", RType::A, &format!("10.0.{hi}.{lo}"))
+            })
+            .chain([rec("small.example.org.", RType::A, "192.0.2.1")])
+            .collect();
+        assert!(b.add_records(&origin, big, 0).is_empty());
+        let (zones, refused) = b.build_zones();
+        assert_eq!(
+            refused,
+            vec![(
+                n("big.example.org."),
+                RType::A,
+                Rejection::TooManyRecords {
+                    name: n("big.example.org."),
+                    rtype: RType::A,
+                    count: 65536
+                }
+            )]
+        );
+        assert_eq!(
+            refused[0].2.to_string(),
+            "big.example.org. A has 65536 records; an RRset holds at most 65535"
+        );
+        let zone = &zones[0];
+        assert!(
+            zone.node(n("big.example.org.").wire())
+                .is_none_or(|node| node.get(RType::A).is_none())
+        );
+        assert_eq!(
+            zone.node(n("small.example.org.").wire())
+                .and_then(|node| node.get(RType::A))
+                .map(|set| set.rdatas().count()),
+            Some(1)
+        );
     }
 
     #[test]

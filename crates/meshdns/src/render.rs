@@ -11,6 +11,7 @@ use meshdns_controller::iroh::connector_input;
 use meshdns_iroh::connector::{
     ClaimAction, ConditionPlan, ConnectorInput, Decision, IrohSettings, RecordSetPlan, claim, plan,
 };
+use meshdns_zone::Name;
 use serde::Deserialize;
 use serde_yaml::{Mapping, Value};
 
@@ -358,19 +359,25 @@ pub fn render_zone(objects: &[Value], default_ttl: u32) -> Result<(String, Vec<S
         .collect::<std::result::Result<_, _>>()?;
     let parsed = meshdns_sources::manifests::zones("manifests", &json);
     let mut problems: Vec<String> = parsed.problems.iter().map(ToString::to_string).collect();
-    let mut contents = parsed.zones;
-    contents.sort_by_key(|z| z.origin.to_string());
-    let records: Vec<Vec<meshdns_zone::Record>> =
-        contents.iter().map(|z| z.records.to_vec()).collect();
+    let contents = parsed.zones;
+    // The records each zone was given, by origin: the compiled zones come back in their own
+    // order, and each must be printed with its own records.
+    let records: BTreeMap<Name, Vec<meshdns_zone::Record>> = contents
+        .iter()
+        .map(|z| (z.origin.clone(), z.records.to_vec()))
+        .collect();
     let defaults = meshdns_zone::BuildDefaults {
         default_ttl,
         serial: 1,
     };
     let (compiled, refused) = meshdns_sources::compile("manifests", contents, defaults);
     problems.extend(refused.iter().map(ToString::to_string));
+    let mut zones: Vec<&meshdns_zone::Zone> = compiled.zones.iter().map(|z| &**z).collect();
+    zones.sort_by_key(|z| z.origin().to_string());
     let mut out = String::new();
-    for (zone, recs) in compiled.zones.iter().zip(records) {
+    for zone in zones {
         let origin = zone.origin();
+        let recs = records.get(origin).map_or(&[][..], Vec::as_slice);
         out.push_str(&format!("$ORIGIN {origin}\n"));
         let soa = zone.soa_rrset();
         for data in soa.decoded() {

@@ -181,3 +181,59 @@ www\t60\tIN\tA\t192.0.2.1
         assert!(err.contains(want), "{want} missing from:\n{err}");
     }
 }
+
+/// Several zones: each `$ORIGIN` section holds its own zone's records (and the sections are in
+/// origin order, whatever order the objects came in).
+#[test]
+fn render_zone_keeps_each_zones_records_under_its_origin() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut docs = String::new();
+    // Text order (ab.example. before b.example.) differs from wire order (a one-byte label
+    // before a two-byte one).
+    for (zone, domain, ip) in [
+        ("zc", "c.example.org", "192.0.2.3"),
+        ("za", "ab.example", "192.0.2.1"),
+        ("zb", "b.example", "192.0.2.2"),
+    ] {
+        docs.push_str(&format!(
+            "---
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSZone
+metadata: {{name: {zone}, namespace: dns}}
+spec: {{domainName: {domain}, dnsZoneClassName: meshdns}}
+---
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {{name: {zone}-www, namespace: dns}}
+spec:
+  dnsZoneRef: {{name: {zone}}}
+  recordType: A
+  records:
+  - {{name: www, a: {{content: {ip}}}}}
+"
+        ));
+    }
+    let f = write(dir.path(), "zones.yaml", &docs);
+    let out = bin().args(["render", "zone", "-f", &f]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut want = String::new();
+    for (domain, ip) in [
+        ("ab.example", "192.0.2.1"),
+        ("b.example", "192.0.2.2"),
+        ("c.example.org", "192.0.2.3"),
+    ] {
+        want.push_str(&format!(
+            "$ORIGIN {domain}.
+@\t5\tIN\tSOA\tns.{domain}. hostmaster.{domain}. 1 3600 600 604800 5
+@\t5\tIN\tNS\tns.{domain}.
+www\t300\tIN\tA\t{ip}
+"
+        ));
+    }
+    assert_eq!(text, want);
+}
