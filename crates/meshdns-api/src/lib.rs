@@ -56,10 +56,7 @@ type ClusterScoped = k8s_openapi::ClusterResourceScope;
 
 /// `apiVersion` of datum's networking objects.
 pub const DATUM_API_VERSION: &str = "networking.datumapis.com/v1alpha1";
-/// `apiVersion` of dns-operator's objects.
-pub const DNS_API_VERSION: &str = "dns.networking.miloapis.com/v1alpha1";
-/// `apiVersion` of Kilo's and the cluster mesh's objects.
-pub const KILO_API_VERSION: &str = "kilo.squat.ai/v1alpha1";
+pub use meshdns_mesh::{DNS_API_VERSION, KILO_API_VERSION};
 
 // ------------------------------------------------------------------ datum
 

@@ -26,7 +26,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
-use meshdns_api::{Connector, ConnectorClass, DNS_API_VERSION, DNSRecordSet};
+use meshdns_api::{Connector, ConnectorClass, DNSRecordSet};
 use meshdns_iroh::connector::{
     CONDITION_TYPE, ClaimAction, ConditionPlan, ConnectorInput, Decision, FIELD_MANAGER, FINALIZER,
     IrohSettings, LABEL_CLAIMED_BY_UID, LABEL_MANAGED_BY, MANAGED_BY, RecordSetPlan, claim, plan,
@@ -390,23 +390,6 @@ async fn lease_expired(ctx: &Context, c: &Connector) -> Result<bool, Error> {
     Ok(expires < Timestamp::now())
 }
 
-/// The DNSRecordSet as the API wants it.
-fn record_set_object(p: &RecordSetPlan) -> serde_json::Value {
-    let records: Vec<serde_json::Value> = p
-        .records
-        .iter()
-        .map(|r| json!({"name": r.name, "ttl": r.ttl, "txt": {"content": r.content}}))
-        .collect();
-    let mut metadata = json!({"name": p.name, "namespace": p.namespace, "labels": p.labels});
-    if !p.annotations.is_empty() {
-        metadata["annotations"] = json!(p.annotations);
-    }
-    json!({
-        "apiVersion": DNS_API_VERSION, "kind": "DNSRecordSet", "metadata": metadata,
-        "spec": {"dnsZoneRef": {"name": p.zone_name}, "recordType": "TXT", "records": records},
-    })
-}
-
 /// Whether the existing record set already is what the plan wants (labels and annotations
 /// included; extra ones others added are fine).
 fn up_to_date(have: &DNSRecordSet, want: &serde_json::Value) -> Result<bool, Error> {
@@ -429,7 +412,7 @@ async fn publish(
     p: &RecordSetPlan,
 ) -> Result<(ConditionPlan, Outcome), Error> {
     let api = Api::<DNSRecordSet>::namespaced(ctx.downstream.clone(), &p.namespace);
-    let want = record_set_object(p);
+    let want = RecordSetPlan::to_object(p);
     // Two tries: a lost create race is followed by a second look at the winner.
     for _ in 0..2 {
         let existing = api.get_opt(&p.name).await?;

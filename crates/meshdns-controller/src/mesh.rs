@@ -29,7 +29,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
-use meshdns_api::{ClusterMesh, DNS_API_VERSION, DNSRecordSet, KILO_API_VERSION, Peer};
+use meshdns_api::{ClusterMesh, DNSRecordSet, Peer};
 use meshdns_mesh::dns::node_record_sets;
 use meshdns_mesh::plan::peer_owner;
 use meshdns_mesh::{
@@ -476,11 +476,7 @@ async fn reconcile_namespace(ctx: &Context) -> Result<bool, Error> {
         for action in diff_target(&desired, &existing, &may_delete) {
             match action {
                 PeerAction::Apply(p) => {
-                    let body = json!({
-                        "apiVersion": KILO_API_VERSION, "kind": "Peer",
-                        "metadata": {"name": p.name, "labels": p.labels},
-                        "spec": p.spec,
-                    });
+                    let body = p.to_object();
                     let pp = PatchParams::apply(FIELD_MANAGER).force();
                     peers_api.patch(&p.name, &pp, &Patch::Apply(&body)).await?;
                     peers_written += 1;
@@ -558,22 +554,14 @@ async fn reconcile_record_sets(
         let Some(dns) = &m.spec.dns else { continue };
         for set in node_record_sets(plan, dns) {
             wanted.insert(set.name.clone());
-            let key = set.record_type.to_ascii_lowercase();
-            let records: Vec<serde_json::Value> = set
-                .records
-                .iter()
-                .map(|(n, ip)| json!({"name": n, "ttl": set.ttl, key.as_str(): {"content": ip.to_string()}}))
-                .collect();
-            let spec = json!({"dnsZoneRef": {"name": set.zone_name}, "recordType": set.record_type, "records": records});
+            let body = set.to_object(&ctx.opts.namespace);
+            let spec = &body["spec"];
             let current = existing.iter().find(|r| r.name_any() == set.name);
             let same = current.is_some_and(|r| {
-                serde_json::to_value(&r.spec).ok().as_ref() == Some(&spec)
+                serde_json::to_value(&r.spec).ok().as_ref() == Some(spec)
                     && set.labels.iter().all(|(k, v)| r.labels().get(k) == Some(v))
             });
             if !same {
-                let body = json!({"apiVersion": DNS_API_VERSION, "kind": "DNSRecordSet",
-                    "metadata": {"name": set.name, "namespace": ctx.opts.namespace, "labels": set.labels},
-                    "spec": spec});
                 api.patch(
                     &set.name,
                     &PatchParams::apply(FIELD_MANAGER).force(),

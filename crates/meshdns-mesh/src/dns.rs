@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+use serde_json::json;
+
 use crate::naming::{LABEL_MESH, LABEL_SOURCE_CLUSTER, object_name};
 use crate::plan::MeshPlan;
 use crate::types::MeshDns;
@@ -26,6 +28,22 @@ pub struct NodeRecordSet {
     pub records: Vec<(String, IpAddr)>,
     /// TTL of every record.
     pub ttl: u32,
+}
+
+impl NodeRecordSet {
+    /// The DNSRecordSet object in `namespace` (the mesh's): what the controller applies and
+    /// `meshdns render mesh` prints.
+    pub fn to_object(&self, namespace: &str) -> serde_json::Value {
+        let key = self.record_type.to_ascii_lowercase();
+        let records: Vec<serde_json::Value> = self
+            .records
+            .iter()
+            .map(|(n, ip)| json!({"name": n, "ttl": self.ttl, key.as_str(): {"content": ip.to_string()}}))
+            .collect();
+        json!({"apiVersion": crate::DNS_API_VERSION, "kind": "DNSRecordSet",
+            "metadata": {"name": self.name, "namespace": namespace, "labels": self.labels},
+            "spec": {"dnsZoneRef": {"name": self.zone_name}, "recordType": self.record_type, "records": records}})
+    }
 }
 
 /// The DNSRecordSets for a mesh's node names, one per (source cluster, address family) that

@@ -37,6 +37,10 @@ pub use validate::{Skip, SkipReason, spec_problems};
 /// The finalizer on every ClusterMesh: its Peers are removed from every cluster before the
 /// mesh goes.
 pub const FINALIZER: &str = "kilo-clustermesh.io/cleanup";
+/// `apiVersion` of dns-operator's DNSRecordSet.
+pub const DNS_API_VERSION: &str = "dns.networking.miloapis.com/v1alpha1";
+/// `apiVersion` of Kilo's Peer and of the ClusterMesh.
+pub const KILO_API_VERSION: &str = "kilo.squat.ai/v1alpha1";
 
 /// Kilo's node annotations (prefix `kilo.squat.ai/`).
 pub mod annotations {

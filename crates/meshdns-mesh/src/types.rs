@@ -169,6 +169,17 @@ pub struct Peer {
     pub spec: PeerSpec,
 }
 
+impl Peer {
+    /// The Peer object: what the controller applies and `meshdns render mesh` prints.
+    pub fn to_object(&self) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": crate::KILO_API_VERSION, "kind": "Peer",
+            "metadata": {"name": self.name, "labels": self.labels},
+            "spec": self.spec,
+        })
+    }
+}
+
 /// The parts of a Kubernetes `Node` the planner reads, deserialised straight from the Node's
 /// JSON or YAML (`kubectl get nodes -o yaml` items); everything else is ignored.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]

@@ -6,12 +6,14 @@
 
 pub mod manifests;
 pub mod pkarr;
+pub mod read;
 pub mod records;
 pub mod snapshot;
 pub mod watch;
 pub mod zonefile;
 
 pub use pkarr::{PkarrConfig, PkarrStore, PutError};
+pub use read::{read_manifests, read_source};
 pub use records::{FileKind, ParseSettings, Parsed, Problem, ZoneContent, parse};
 pub use snapshot::{
     CompiledSource, Loaded, SourceInput, assemble, compile, load, load_objects, load_parsed,

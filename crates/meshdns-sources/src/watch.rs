@@ -32,6 +32,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::manifests::ManifestFeed;
 use crate::pkarr::PkarrStore;
+use crate::read::{manifest_files, read_source};
 use crate::records::{FileKind, ParseSettings, Problem, ZoneContent, parse};
 use crate::snapshot::{CompiledSource, Loaded, SourceInput, assemble, load_objects, load_parsed};
 
@@ -141,34 +142,6 @@ fn fingerprint_dir(dir: &Path) -> Option<Fingerprint> {
         }
     }
     Some(fp)
-}
-
-/// The manifest files of a directory, in name order.
-fn manifest_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.is_file()
-                && p.extension()
-                    .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
-        })
-        .collect();
-    files.sort();
-    Ok(files)
-}
-
-/// A file's bytes; for a directory, its manifest files as one multi-document YAML text.
-fn read_source(path: &Path) -> std::io::Result<Vec<u8>> {
-    if !path.is_dir() {
-        return std::fs::read(path);
-    }
-    let mut out = Vec::new();
-    for f in manifest_files(path)? {
-        out.extend_from_slice(b"\n---\n");
-        out.extend_from_slice(&std::fs::read(&f)?);
-        out.push(b'\n');
-    }
-    Ok(out)
 }
 
 /// One source of records: a file, a live feed or the pkarr store, with what it last loaded.

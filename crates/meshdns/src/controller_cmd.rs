@@ -2,7 +2,7 @@
 //! shutdown around the controllers of `meshdns-controller`.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
@@ -12,61 +12,11 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 use meshdns_controller::leader::{Election, lead};
 use meshdns_controller::metrics::Metrics;
-use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
-/// Flags shared by both controllers.
-#[derive(Debug, clap::Args)]
-pub struct ControllerArgs {
-    /// Config file: an `iroh:` / `mesh:` block, or datum's NetworkServicesOperator config.
-    #[arg(long, short = 'c')]
-    pub config: Option<PathBuf>,
-    /// kubeconfig of the cluster the controller runs against [default: in-cluster, then
-    /// $KUBECONFIG / ~/.kube/config].
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
-    /// Metrics and health (`/metrics`, `/healthz`) on this address.
-    #[arg(long, default_value = "127.0.0.1:8081")]
-    pub http: SocketAddr,
-    /// Elect one active replica through a Lease.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    pub leader_elect: bool,
-    /// Namespace of the leader-election Lease [default: $POD_NAMESPACE, else `default`].
-    #[arg(long)]
-    pub leader_election_namespace: Option<String>,
-}
-
-/// A cluster reached through a kubeconfig file or Secret.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ClusterRef {
-    /// The cluster's name (in labels, logs and conditions).
-    pub name: String,
-    /// A kubeconfig file.
-    #[serde(default)]
-    pub kubeconfig_path: Option<PathBuf>,
-    /// A kubeconfig in a Secret of the local cluster.
-    #[serde(default)]
-    pub kubeconfig_secret_ref: Option<SecretRef>,
-}
-
-/// `{namespace, name, key}` of a Secret holding a kubeconfig.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SecretRef {
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-    /// Key in `data` [default: `kubeconfig`].
-    #[serde(default = "default_secret_key")]
-    pub key: String,
-}
-
-fn default_secret_key() -> String {
-    "kubeconfig".into()
-}
+use crate::cli::{IrohCmd, MeshCmd};
+use crate::config::{ClusterRef, ControllerArgs};
 
 /// A client from a kubeconfig file, or inferred (in-cluster, then `$KUBECONFIG`).
 pub async fn client(kubeconfig: Option<&Path>) -> Result<Client> {
@@ -168,12 +118,8 @@ where
 {
     let stop = shutdown.child_token();
     let mut lost = None;
-    if args.leader_elect {
-        let ns = args
-            .leader_election_namespace
-            .clone()
-            .or_else(|| std::env::var("POD_NAMESPACE").ok())
-            .unwrap_or_else(|| "default".into());
+    if args.leader_elect() {
+        let ns = args.lease_namespace();
         info!(lease = lease_name, namespace = %ns, "waiting for leadership");
         match lead(local, Election::new(&ns, lease_name), shutdown.clone()).await {
             Some(token) => {
@@ -201,24 +147,22 @@ where
 }
 
 /// `meshdns controller iroh`.
-pub async fn run_iroh(args: &ControllerArgs, shutdown: CancellationToken) -> Result<()> {
+pub async fn run_iroh(cmd: &IrohCmd, shutdown: CancellationToken) -> Result<()> {
     use meshdns_controller::iroh::{IrohOptions, SourceCluster, run};
-    let path = args
+    let iroh = cmd.resolve()?;
+    let at = cmd
         .config
-        .as_deref()
-        .context("--config is required: a file with an `iroh:` block or datum's NetworkServicesOperator config")?;
-    let file = crate::render::load_iroh_config(path)?;
-    let settings = file
-        .settings()
-        .with_context(|| format!("{}", path.display()))?;
-    let mut opts = IrohOptions::new(settings);
-    opts.enabled = file.dns_enabled.unwrap_or(true);
-    opts.withdraw_expired_leases = file.withdraw_expired_leases;
-    if let Some(fm) = file.field_manager.clone().filter(|f| !f.is_empty()) {
+        .as_ref()
+        .map_or_else(|| "flags".to_string(), |p| p.display().to_string());
+    let mut opts = IrohOptions::new(iroh.settings().with_context(|| at.clone())?);
+    opts.enabled = iroh.dns_enabled.unwrap_or(true);
+    opts.withdraw_expired_leases = iroh.withdraw_expired_leases.unwrap_or(false);
+    if let Some(fm) = iroh.field_manager.clone().filter(|f| !f.is_empty()) {
         opts.field_manager = fm;
     }
+    let args = &cmd.process;
     let local = client(args.kubeconfig.as_deref()).await?;
-    let downstream = match file
+    let downstream = match iroh
         .downstream_kubeconfig_path
         .as_deref()
         .filter(|p| !p.as_os_str().is_empty())
@@ -227,23 +171,20 @@ pub async fn run_iroh(args: &ControllerArgs, shutdown: CancellationToken) -> Res
         None => local.clone(),
     };
     let mut sources = Vec::new();
-    if file.include_local.unwrap_or(true) {
+    if iroh.include_local.unwrap_or(true) {
         sources.push(SourceCluster {
-            name: file.cluster_name.clone().unwrap_or_else(|| "local".into()),
+            name: iroh.cluster_name().to_string(),
             client: local.clone(),
         });
     }
-    for c in &file.source_clusters {
+    for c in &iroh.source_clusters {
         sources.push(SourceCluster {
             name: c.name.clone(),
             client: cluster_client(&local, c).await?,
         });
     }
     if sources.is_empty() {
-        bail!(
-            "{}: no source cluster (includeLocal is false and sourceClusters is empty)",
-            path.display()
-        );
+        bail!("{at}: no source cluster (includeLocal is false and sourceClusters is empty)");
     }
     let metrics = Arc::new(Metrics::new("iroh"));
     serve_metrics(args.http, metrics.clone(), shutdown.clone()).await?;
@@ -265,47 +206,14 @@ pub async fn run_iroh(args: &ControllerArgs, shutdown: CancellationToken) -> Res
     .await
 }
 
-/// The controller config's `mesh:` block.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct MeshFile {
-    /// Namespace of the ClusterMeshes and their kubeconfig Secrets [default: $POD_NAMESPACE,
-    /// else `default`].
-    #[serde(default)]
-    pub namespace: Option<String>,
-    /// Periodic re-plan, seconds [default: 300].
-    #[serde(default)]
-    pub resync_seconds: Option<u64>,
-}
-
-fn load_mesh_config(path: &Path) -> Result<MeshFile> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let doc: serde_yaml::Value =
-        serde_yaml::from_str(&text).with_context(|| format!("{}: not YAML", path.display()))?;
-    match doc.get("mesh") {
-        Some(block) => serde_yaml::from_value(block.clone())
-            .with_context(|| format!("{}: mesh block", path.display())),
-        None => bail!("{}: no `mesh:` block", path.display()),
-    }
-}
-
 /// `meshdns controller mesh`.
-pub async fn run_mesh(args: &ControllerArgs, shutdown: CancellationToken) -> Result<()> {
+pub async fn run_mesh(cmd: &MeshCmd, shutdown: CancellationToken) -> Result<()> {
     use meshdns_controller::mesh::{MeshOptions, run};
-    let file = match &args.config {
-        Some(path) => load_mesh_config(path)?,
-        None => MeshFile::default(),
-    };
-    let namespace = file
-        .namespace
-        .clone()
-        .or_else(|| std::env::var("POD_NAMESPACE").ok())
-        .unwrap_or_else(|| "default".into());
+    let mesh = cmd.resolve()?;
+    let namespace = mesh.namespace();
     let mut opts = MeshOptions::new(&namespace);
-    if let Some(s) = file.resync_seconds {
-        opts.resync = std::time::Duration::from_secs(s.max(1));
-    }
+    opts.resync = mesh.resync();
+    let args = &cmd.process;
     let local = client(args.kubeconfig.as_deref()).await?;
     let metrics = Arc::new(Metrics::new("mesh"));
     serve_metrics(args.http, metrics.clone(), shutdown.clone()).await?;

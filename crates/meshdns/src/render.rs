@@ -2,171 +2,54 @@
 //! converge to, without a cluster.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use kube::ResourceExt;
 use meshdns_api::{Connector, ConnectorClass};
 use meshdns_controller::iroh::connector_input;
 use meshdns_iroh::connector::{
     ClaimAction, ConditionPlan, ConnectorInput, Decision, IrohSettings, RecordSetPlan, claim, plan,
 };
+use meshdns_sources::read_manifests;
 use meshdns_zone::Name;
-use serde::Deserialize;
-use serde_yaml::{Mapping, Value};
+use serde_json::{Value, json};
 
-/// The controller's `iroh:` block: the keys of datum's `connector.iroh` block, plus meshdns's
-/// own (`fieldManager`, `clusterName`, `sourceClusters`, `withdrawExpiredLeases`). Render uses
-/// only the zone, prefix, suffix and TTL.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct IrohFile {
-    /// The DNSZone the records go into (its namespace is where DNSRecordSets are written).
-    #[serde(default)]
-    pub dns_zone_ref: ZoneRef,
-    /// First label of record names (must be `_iroh`).
-    #[serde(default = "default_prefix")]
-    pub record_prefix: String,
-    /// Labels between the z32 label and the zone origin.
-    #[serde(default)]
-    pub record_suffix: String,
-    /// TTL of every entry.
-    #[serde(default = "default_ttl")]
-    pub ttl_seconds: u32,
-    /// Publish at all. Default: true in a meshdns config, false in datum's file (as datum).
-    /// When false the controller only releases records and removes its finalizers.
-    #[serde(default)]
-    pub dns_enabled: Option<bool>,
-    /// kubeconfig of the cluster that holds the DNSRecordSets (empty: the local one).
-    #[serde(default)]
-    pub downstream_kubeconfig_path: Option<PathBuf>,
-    /// Server-side apply field manager [default: `network-services-operator/iroh-dns`].
-    #[serde(default)]
-    pub field_manager: Option<String>,
-    /// Name of the local cluster in claim labels [default: `local`].
-    #[serde(default)]
-    pub cluster_name: Option<String>,
-    /// Publish the local cluster's Connectors [default: true].
-    #[serde(default)]
-    pub include_local: Option<bool>,
-    /// Further clusters whose Connectors are published.
-    #[serde(default)]
-    pub source_clusters: Vec<crate::controller_cmd::ClusterRef>,
-    /// Withdraw records while a Connector's Lease is expired.
-    #[serde(default)]
-    pub withdraw_expired_leases: bool,
+use crate::cli::{RenderIrohCmd, RenderZoneCmd};
+use crate::config::defaults;
+
+/// `meshdns render iroh`: the config's iroh block and the manifests, planned.
+pub fn iroh(cmd: &RenderIrohCmd) -> Result<String> {
+    let iroh = cmd.resolve()?;
+    let at = cmd
+        .config
+        .as_ref()
+        .map_or_else(|| "flags".to_string(), |p| p.display().to_string());
+    let settings = iroh.settings().with_context(|| at)?;
+    let objects = read_manifests(&cmd.files).map_err(anyhow::Error::msg)?;
+    render_iroh(&objects, &settings, iroh.cluster_name())
 }
 
-/// `{namespace, name}` of the DNSZone.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct ZoneRef {
-    /// Namespace.
-    #[serde(default)]
-    pub namespace: String,
-    /// Name.
-    #[serde(default)]
-    pub name: String,
-}
-
-fn default_prefix() -> String {
-    meshdns_iroh::IROH_LABEL.to_string()
-}
-
-fn default_ttl() -> u32 {
-    meshdns_iroh::DEFAULT_TTL
-}
-
-impl IrohFile {
-    /// The planner's settings, or every problem with them.
-    pub fn settings(&self) -> Result<IrohSettings> {
-        let s = IrohSettings {
-            zone_namespace: self.dns_zone_ref.namespace.clone(),
-            zone_name: self.dns_zone_ref.name.clone(),
-            record_prefix: self.record_prefix.clone(),
-            record_suffix: self.record_suffix.clone(),
-            ttl: self.ttl_seconds,
-        };
-        let problems = s.problems();
-        if !problems.is_empty() {
-            bail!("{}", problems.join("; "));
-        }
-        Ok(s)
+/// `meshdns render zone`: the zones of the manifests, with the problems on stderr.
+pub fn zone(cmd: &RenderZoneCmd) -> Result<String> {
+    let objects = read_manifests(&cmd.files).map_err(anyhow::Error::msg)?;
+    let (text, problems) = render_zone(&objects, cmd.default_ttl.unwrap_or(defaults::TTL));
+    for p in problems {
+        eprintln!("{p}");
     }
+    Ok(text)
 }
 
-/// Reads the iroh block from a meshdns config file (`iroh:`) or from datum's
-/// `NetworkServicesOperator` config file as it is (`connector.iroh`).
-pub fn load_iroh_config(path: &Path) -> Result<IrohFile> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let doc: Value =
-        serde_yaml::from_str(&text).with_context(|| format!("{}: not YAML", path.display()))?;
-    let block = if doc.get("kind").and_then(Value::as_str) == Some("NetworkServicesOperator") {
-        doc.get("connector").and_then(|c| c.get("iroh"))
-    } else {
-        doc.get("iroh")
-    };
-    let Some(block) = block else {
-        bail!(
-            "{}: no `iroh:` block (or `connector.iroh` in a NetworkServicesOperator config)",
-            path.display()
-        );
-    };
-    let nso = doc.get("kind").and_then(Value::as_str) == Some("NetworkServicesOperator");
-    let mut file: IrohFile = serde_yaml::from_value(block.clone())
-        .with_context(|| format!("{}: iroh block", path.display()))?;
-    file.dns_enabled.get_or_insert(!nso);
-    Ok(file)
+/// Objects as multi-document YAML, each document starting with `---`.
+pub(crate) fn yaml_documents(docs: impl IntoIterator<Item = Value>) -> Result<String> {
+    let mut out = String::new();
+    for doc in docs {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml::to_string(&doc)?);
+    }
+    Ok(out)
 }
 
-/// Every Kubernetes object in the files and directories given (YAML, several documents per
-/// file, `List` kinds expanded), in path order.
-pub fn load_manifests(paths: &[PathBuf]) -> Result<Vec<Value>> {
-    let mut files = Vec::new();
-    for p in paths {
-        if p.is_dir() {
-            let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
-                .with_context(|| format!("cannot read directory {}", p.display()))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|f| {
-                    f.extension()
-                        .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
-                })
-                .collect();
-            entries.sort();
-            files.extend(entries);
-        } else {
-            files.push(p.clone());
-        }
-    }
-    let mut objects = Vec::new();
-    for f in files {
-        let text =
-            std::fs::read_to_string(&f).with_context(|| format!("cannot read {}", f.display()))?;
-        for (i, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
-            let value = Value::deserialize(doc)
-                .with_context(|| format!("{}: document {}: not YAML", f.display(), i + 1))?;
-            push_objects(value, &mut objects);
-        }
-    }
-    Ok(objects)
-}
-
-fn push_objects(value: Value, out: &mut Vec<Value>) {
-    if value.is_null() {
-        return;
-    }
-    if value.get("kind").and_then(Value::as_str) == Some("List") {
-        if let Some(Value::Sequence(items)) = value.get("items") {
-            for item in items {
-                push_objects(item.clone(), out);
-            }
-        }
-        return;
-    }
-    out.push(value);
-}
-
+/// The string at `path` in an object.
 pub(crate) fn text<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
     path.iter()
         .try_fold(v, |v, k| v.get(*k))
@@ -185,14 +68,14 @@ fn connectors(objects: &[Value], cluster: &str) -> Result<Vec<(String, Connector
     };
     let classes: BTreeMap<String, String> = of_kind("ConnectorClass")
         .map(|o| {
-            let class: ConnectorClass = serde_yaml::from_value(o.clone())
+            let class: ConnectorClass = serde_json::from_value(o.clone())
                 .with_context(|| format!("ConnectorClass {}", object_name(o)))?;
             Ok((class.name_any(), class.controller_name().to_string()))
         })
         .collect::<Result<_>>()?;
     of_kind("Connector")
         .map(|o| {
-            let c: Connector = serde_yaml::from_value(o.clone())
+            let c: Connector = serde_json::from_value(o.clone())
                 .with_context(|| format!("Connector {}", object_name(o)))?;
             let class = classes.get(&c.spec.connector_class_name).cloned();
             let mut input = connector_input(&c, class, cluster);
@@ -212,92 +95,17 @@ fn object_name(o: &Value) -> String {
     format!("{namespace}/{name}")
 }
 
-pub(crate) fn map(entries: Vec<(&str, Value)>) -> Value {
-    let mut m = Mapping::new();
-    for (k, v) in entries {
-        m.insert(Value::from(k), v);
-    }
-    Value::Mapping(m)
-}
-
-pub(crate) fn string_map(m: &BTreeMap<String, String>) -> Value {
-    Value::Mapping(
-        m.iter()
-            .map(|(k, v)| (Value::from(k.as_str()), Value::from(v.as_str())))
-            .collect(),
-    )
-}
-
-fn record_set(p: &RecordSetPlan) -> Value {
-    let mut metadata = vec![
-        ("name", Value::from(p.name.as_str())),
-        ("namespace", Value::from(p.namespace.as_str())),
-        ("labels", string_map(&p.labels)),
-    ];
-    if !p.annotations.is_empty() {
-        metadata.push(("annotations", string_map(&p.annotations)));
-    }
-    let records = p
-        .records
-        .iter()
-        .map(|r| {
-            map(vec![
-                ("name", Value::from(r.name.as_str())),
-                ("ttl", Value::from(r.ttl)),
-                (
-                    "txt",
-                    map(vec![("content", Value::from(r.content.as_str()))]),
-                ),
-            ])
-        })
-        .collect();
-    map(vec![
-        (
-            "apiVersion",
-            Value::from("dns.networking.miloapis.com/v1alpha1"),
-        ),
-        ("kind", Value::from("DNSRecordSet")),
-        ("metadata", map(metadata)),
-        (
-            "spec",
-            map(vec![
-                (
-                    "dnsZoneRef",
-                    map(vec![("name", Value::from(p.zone_name.as_str()))]),
-                ),
-                ("recordType", Value::from("TXT")),
-                ("records", Value::Sequence(records)),
-            ]),
-        ),
-    ])
-}
-
+/// A Connector with only its `IrohDNSPublished` condition, as the controller would set it.
 fn connector_status(c: &ConnectorInput, cond: &ConditionPlan) -> Value {
-    let condition = map(vec![
-        ("type", Value::from(meshdns_iroh::connector::CONDITION_TYPE)),
-        ("status", Value::from(cond.status)),
-        ("reason", Value::from(cond.reason)),
-        ("message", Value::from(cond.message.as_str())),
-        ("observedGeneration", Value::from(c.generation)),
-    ]);
-    map(vec![
-        (
-            "apiVersion",
-            Value::from("networking.datumapis.com/v1alpha1"),
-        ),
-        ("kind", Value::from("Connector")),
-        (
-            "metadata",
-            map(vec![
-                ("name", Value::from(c.name.as_str())),
-                ("namespace", Value::from(c.namespace.as_str())),
-            ]),
-        ),
-        (
-            "status",
-            map(vec![("conditions", Value::Sequence(vec![condition]))]),
-        ),
-    ])
+    json!({
+        "apiVersion": meshdns_api::DATUM_API_VERSION, "kind": "Connector",
+        "metadata": {"name": c.name, "namespace": c.namespace},
+        "status": {"conditions": [{
+            "type": meshdns_iroh::connector::CONDITION_TYPE,
+            "status": cond.status, "reason": cond.reason, "message": cond.message,
+            "observedGeneration": c.generation,
+        }]},
+    })
 }
 
 /// What the iroh controller would converge to, as multi-document YAML: the DNSRecordSets
@@ -336,28 +144,19 @@ pub fn render_iroh(objects: &[Value], settings: &IrohSettings, cluster: &str) ->
         ));
     }
     shown.sort_by(|a: &(String, String, Value), b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
-    let mut out = String::new();
-    for doc in owned
+    let docs = owned
         .values()
-        .map(record_set)
-        .chain(shown.into_iter().map(|s| s.2))
-    {
-        out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(&doc)?);
-    }
-    Ok(out)
+        .map(RecordSetPlan::to_object)
+        .chain(shown.into_iter().map(|s| s.2));
+    yaml_documents(docs)
 }
 
 /// The zones the DNSZones and DNSRecordSets among `objects` make, as RFC 1035 zone-file text
 /// (one `$ORIGIN` section per zone, ordered by origin), with the SOA and NS that `serve` would
 /// synthesise where the manifests give none. Entries that cannot be served are returned as
 /// problems (`FILE: ENTRY: REASON`), not printed.
-pub fn render_zone(objects: &[Value], default_ttl: u32) -> Result<(String, Vec<String>)> {
-    let json: Vec<serde_json::Value> = objects
-        .iter()
-        .map(serde_json::to_value)
-        .collect::<std::result::Result<_, _>>()?;
-    let parsed = meshdns_sources::manifests::zones("manifests", &json);
+pub fn render_zone(objects: &[Value], default_ttl: u32) -> (String, Vec<String>) {
+    let parsed = meshdns_sources::manifests::zones("manifests", objects);
     let mut problems: Vec<String> = parsed.problems.iter().map(ToString::to_string).collect();
     let contents = parsed.zones;
     // The records each zone was given, by origin: the compiled zones come back in their own
@@ -425,5 +224,5 @@ pub fn render_zone(objects: &[Value], default_ttl: u32) -> Result<(String, Vec<S
             out.push_str(&line);
         }
     }
-    Ok((out, problems))
+    (out, problems)
 }

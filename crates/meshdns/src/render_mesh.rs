@@ -8,14 +8,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use meshdns_mesh::dns::{NodeRecordSet, node_record_sets};
+use meshdns_mesh::dns::node_record_sets;
 use meshdns_mesh::{
     ClusterMeshSpec, ClusterNodes, MeshPlan, Node, Peer, discovered_endpoints, enrich,
     merge_same_key, plan_meshes, spec_problems,
 };
-use serde_yaml::Value;
+use meshdns_sources::read_manifests;
+use serde_json::{Value, json};
 
-use crate::render::{load_manifests, map, string_map, text};
+use crate::render::{text, yaml_documents};
 
 /// A ClusterMesh read from a manifest.
 struct MeshObject {
@@ -82,22 +83,17 @@ pub fn render_mesh(dir: &Path) -> Result<String> {
             docs.extend(
                 node_record_sets(plan, dns)
                     .iter()
-                    .map(|s| record_set(s, &m.namespace)),
+                    .map(|s| s.to_object(&m.namespace)),
             );
         }
     }
     for (m, plan) in meshes.iter().zip(&plans) {
-        docs.push(mesh_status(m, plan)?);
+        docs.push(mesh_status(m, plan));
     }
     for (m, plan) in meshes.iter().zip(&plans) {
         docs.extend(skip_events(m, plan));
     }
-    let mut out = String::new();
-    for doc in docs {
-        out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(&doc)?);
-    }
-    Ok(out)
+    yaml_documents(docs)
 }
 
 fn load_meshes(dir: &Path) -> Result<Vec<MeshObject>> {
@@ -108,7 +104,7 @@ fn load_meshes(dir: &Path) -> Result<Vec<MeshObject>> {
         .collect();
     top.sort();
     let mut meshes = Vec::new();
-    for object in load_manifests(&top)? {
+    for object in read_manifests(&top).map_err(anyhow::Error::msg)? {
         if text(&object, &["kind"]) != Some("ClusterMesh") {
             continue;
         }
@@ -119,7 +115,7 @@ fn load_meshes(dir: &Path) -> Result<Vec<MeshObject>> {
             bail!("{at}: metadata.name is required");
         }
         let spec: ClusterMeshSpec =
-            serde_yaml::from_value(object.get("spec").cloned().unwrap_or(Value::Null))
+            serde_json::from_value(object.get("spec").cloned().unwrap_or(Value::Null))
                 .with_context(|| format!("{at}: spec"))?;
         let problems = spec_problems(&spec);
         if !problems.is_empty() {
@@ -148,7 +144,7 @@ fn load_nodes(dir: &Path) -> std::result::Result<Vec<Node>, String> {
     if !dir.is_dir() {
         return Err(format!("{} not found", dir.display()));
     }
-    let objects = load_manifests(&[dir.to_path_buf()]).map_err(|e| format!("{e:#}"))?;
+    let objects = read_manifests(&[dir.to_path_buf()]).map_err(|e| e.to_string())?;
     objects
         .into_iter()
         .filter(|o| text(o, &["kind"]) == Some("Node"))
@@ -156,103 +152,31 @@ fn load_nodes(dir: &Path) -> std::result::Result<Vec<Node>, String> {
             let name = text(&o, &["metadata", "name"])
                 .unwrap_or_default()
                 .to_string();
-            serde_yaml::from_value::<Node>(o)
+            serde_json::from_value::<Node>(o)
                 .map_err(|e| format!("{}: Node {name}: {e}", dir.display()))
         })
         .collect()
 }
 
+/// The Peers a target keeps, as one `List` annotated with the target's name.
 fn peer_list(target: &str, peers: &[Peer]) -> Value {
-    let items = peers
-        .iter()
-        .map(|p| {
-            map(vec![
-                ("apiVersion", Value::from("kilo.squat.ai/v1alpha1")),
-                ("kind", Value::from("Peer")),
-                (
-                    "metadata",
-                    map(vec![
-                        ("name", Value::from(p.name.as_str())),
-                        ("labels", string_map(&p.labels)),
-                    ]),
-                ),
-                ("spec", serde_yaml::to_value(&p.spec).expect("plain data")),
-            ])
-        })
-        .collect();
-    map(vec![
-        ("apiVersion", Value::from("v1")),
-        ("kind", Value::from("List")),
-        (
-            "metadata",
-            map(vec![(
-                "annotations",
-                map(vec![("meshdns.io/target-cluster", Value::from(target))]),
-            )]),
-        ),
-        ("items", Value::Sequence(items)),
-    ])
+    json!({
+        "apiVersion": "v1", "kind": "List",
+        "metadata": {"annotations": {"meshdns.io/target-cluster": target}},
+        "items": peers.iter().map(Peer::to_object).collect::<Vec<_>>(),
+    })
 }
 
-fn record_set(s: &NodeRecordSet, namespace: &str) -> Value {
-    let key = s.record_type.to_ascii_lowercase();
-    let records = s
-        .records
-        .iter()
-        .map(|(name, ip)| {
-            map(vec![
-                ("name", Value::from(name.as_str())),
-                ("ttl", Value::from(s.ttl)),
-                (
-                    key.as_str(),
-                    map(vec![("content", Value::from(ip.to_string()))]),
-                ),
-            ])
-        })
-        .collect();
-    map(vec![
-        (
-            "apiVersion",
-            Value::from("dns.networking.miloapis.com/v1alpha1"),
-        ),
-        ("kind", Value::from("DNSRecordSet")),
-        (
-            "metadata",
-            map(vec![
-                ("name", Value::from(s.name.as_str())),
-                ("namespace", Value::from(namespace)),
-                ("labels", string_map(&s.labels)),
-            ]),
-        ),
-        (
-            "spec",
-            map(vec![
-                (
-                    "dnsZoneRef",
-                    map(vec![("name", Value::from(s.zone_name.as_str()))]),
-                ),
-                ("recordType", Value::from(s.record_type)),
-                ("records", Value::Sequence(records)),
-            ]),
-        ),
-    ])
+/// A ClusterMesh with only the status the controller would write.
+fn mesh_status(m: &MeshObject, plan: &MeshPlan) -> Value {
+    json!({
+        "apiVersion": meshdns_mesh::KILO_API_VERSION, "kind": "ClusterMesh",
+        "metadata": {"name": m.name, "namespace": m.namespace},
+        "status": plan.status(m.generation),
+    })
 }
 
-fn mesh_status(m: &MeshObject, plan: &MeshPlan) -> Result<Value> {
-    Ok(map(vec![
-        ("apiVersion", Value::from("kilo.squat.ai/v1alpha1")),
-        ("kind", Value::from("ClusterMesh")),
-        (
-            "metadata",
-            map(vec![
-                ("name", Value::from(m.name.as_str())),
-                ("namespace", Value::from(m.namespace.as_str())),
-            ]),
-        ),
-        ("status", serde_yaml::to_value(plan.status(m.generation))?),
-    ]))
-}
-
+/// One Warning Event per skipped node, as the controller records them.
 fn skip_events(m: &MeshObject, plan: &MeshPlan) -> Vec<Value> {
     let mut events = Vec::new();
     for source in &plan.sources {
@@ -264,37 +188,15 @@ fn skip_events(m: &MeshObject, plan: &MeshPlan) -> Vec<Value> {
                 skip.node,
                 skip.reason.as_str().to_ascii_lowercase()
             ));
-            events.push(map(vec![
-                ("apiVersion", Value::from("v1")),
-                ("kind", Value::from("Event")),
-                (
-                    "metadata",
-                    map(vec![
-                        ("name", Value::from(name)),
-                        ("namespace", Value::from(m.namespace.as_str())),
-                    ]),
-                ),
-                ("type", Value::from("Warning")),
-                ("reason", Value::from(skip.reason.as_str())),
-                ("action", Value::from("SkipNodePeering")),
-                (
-                    "message",
-                    Value::from(format!(
-                        "{}/{}: {}",
-                        source.cluster, skip.node, skip.message
-                    )),
-                ),
-                (
-                    "involvedObject",
-                    map(vec![
-                        ("apiVersion", Value::from("kilo.squat.ai/v1alpha1")),
-                        ("kind", Value::from("ClusterMesh")),
-                        ("name", Value::from(m.name.as_str())),
-                        ("namespace", Value::from(m.namespace.as_str())),
-                    ]),
-                ),
-                ("reportingComponent", Value::from("meshdns")),
-            ]));
+            events.push(json!({
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": name, "namespace": m.namespace},
+                "type": "Warning", "reason": skip.reason.as_str(), "action": "SkipNodePeering",
+                "message": format!("{}/{}: {}", source.cluster, skip.node, skip.message),
+                "involvedObject": {"apiVersion": meshdns_mesh::KILO_API_VERSION, "kind": "ClusterMesh",
+                    "name": m.name, "namespace": m.namespace},
+                "reportingComponent": "meshdns",
+            }));
         }
     }
     events

@@ -92,3 +92,64 @@ fn check_reports_conflicts_between_files_as_serve_would() {
     let (code, stdout, _) = check(&["--zone-file", &format!("example.org.={zone}")]);
     assert_eq!((code, stdout.as_str()), (0, ""));
 }
+
+const MANIFESTS: &str = "apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSZone
+metadata: {name: z, namespace: dns}
+spec: {domainName: example.org}
+---
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {name: www, namespace: dns}
+spec:
+  dnsZoneRef: {name: z}
+  recordType: A
+  records:
+  - {name: www, a: {content: 192.0.2.1}}
+  - {name: bad, a: {content: nope}}
+";
+
+/// A directory of manifests is read as `serve --manifests` reads it, whether given as
+/// `--manifests`, as a positional path, or through a config file's `serve:` block (beside the
+/// other commands' blocks).
+#[test]
+fn check_reads_manifest_directories_and_config_files_as_serve_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifests = dir.path().join("manifests");
+    std::fs::create_dir(&manifests).unwrap();
+    write(&manifests, "zone.yaml", MANIFESTS);
+    write(&manifests, "README.txt", "not a manifest");
+    let m = manifests.display().to_string();
+    let config = write(
+        dir.path(),
+        "meshdns.yaml",
+        "serve:\n  manifests: [manifests]\n  listen: ['127.0.0.1:0']\niroh:\n  dnsZoneRef: {namespace: dns, name: z}\nmesh:\n  namespace: kilo\n",
+    );
+    for args in [vec!["--manifests", &m], vec![&m], vec!["-c", &config]] {
+        let (code, stdout, stderr) = check(&args);
+        assert_eq!(code, 0, "{args:?}: {stdout}{stderr}");
+        assert_eq!(
+            stdout,
+            format!(
+                "{m}: DNSRecordSet dns/www records[1].a: \"nope\": \"nope\" is not an IPv4 address\n"
+            ),
+            "{args:?}"
+        );
+        assert!(
+            stderr.contains(&format!(
+                "{m}: ok: 3 records served (SOA and NS included) in 1 zone(s), 1 skipped"
+            )),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn check_refuses_bad_flags_before_reading_anything() {
+    let (code, _, stderr) = check(&["--default-ttl", "forever", "x.json"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--default-ttl"), "{stderr}");
+    let (code, _, stderr) = check(&[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("nothing to check"), "{stderr}");
+}

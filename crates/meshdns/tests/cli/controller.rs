@@ -74,6 +74,41 @@ async fn controller_iroh_publishes_and_stops_cleanly() {
         rs["spec"]["records"][0]["txt"]["content"],
         "relay=https://relay.example.com"
     );
+    // render prints the same document for the same objects (as the API server now holds them,
+    // UID included) and the same config file.
+    let objects: Vec<serde_json::Value> = [
+        ("ConnectorClass", None, "datum-connect"),
+        ("Connector", Some("default"), "laptop"),
+    ]
+    .into_iter()
+    .map(|(kind, ns, name)| {
+        fake.get("networking.datumapis.com/v1alpha1", kind, ns, name)
+            .unwrap()
+    })
+    .collect();
+    let manifests = write(
+        dir.path(),
+        "objects.json",
+        &serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": objects}))
+            .unwrap(),
+    );
+    let out = bin()
+        .args(["render", "iroh", "--config", &config, "-f", &manifests])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rendered: serde_json::Value = serde_yaml::from_str(
+        text.split("---\n")
+            .find(|d| d.contains("kind: DNSRecordSet"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(as_written(&rendered), as_written(&rs), "{text}");
     let lease = fake
         .get(
             "coordination.k8s.io/v1",
@@ -98,6 +133,18 @@ async fn controller_iroh_publishes_and_stops_cleanly() {
         "{body}"
     );
     stop(child).await;
+}
+
+/// An object without what the API server adds (UID, resource version, timestamps, managed
+/// fields, status): what a client wrote.
+fn as_written(o: &serde_json::Value) -> serde_json::Value {
+    let m = &o["metadata"];
+    let mut metadata =
+        json!({"name": m["name"], "namespace": m["namespace"], "labels": m["labels"]});
+    if let Some(a) = m.get("annotations") {
+        metadata["annotations"] = a.clone();
+    }
+    json!({"apiVersion": o["apiVersion"], "kind": o["kind"], "metadata": metadata, "spec": o["spec"]})
 }
 
 fn spawn(args: &[&str]) -> std::process::Child {

@@ -1,0 +1,64 @@
+//! `meshdns check`: everything `serve` would read, read by the same functions, printed
+//! instead of served.
+
+use anyhow::Result;
+use meshdns_sources::{Loaded, Problem, SourceInput, assemble, load, read_source};
+use meshdns_zone::BuildDefaults;
+
+use crate::config::ServeConfig;
+
+/// Prints every problem (`FILE: ENTRY: REASON`) on stdout and a summary per source on stderr;
+/// `Ok(false)` when a source cannot be used at all.
+pub fn check(settings: &ServeConfig) -> Result<bool> {
+    let parse = settings.parse_settings();
+    let defaults = BuildDefaults {
+        default_ttl: settings.default_ttl(),
+        serial: 1,
+    };
+    let mut usable = true;
+    let mut loaded: Vec<(String, Loaded)> = Vec::new();
+    for source in settings.files() {
+        let label = source.path.display().to_string();
+        let result = read_source(&source.path)
+            .map_err(|e| Problem::new(&label, "file", format!("cannot read: {e}")))
+            .and_then(|bytes| load(&label, &source.kind, &bytes, &parse, defaults));
+        match result {
+            Ok(l) => {
+                for problem in &l.problems {
+                    println!("{problem}");
+                }
+                loaded.push((label, l));
+            }
+            Err(problem) => {
+                println!("{problem}");
+                eprintln!("{label}: unusable");
+                usable = false;
+            }
+        }
+    }
+    let inputs: Vec<SourceInput<'_>> = loaded
+        .iter()
+        .map(|(label, l)| SourceInput {
+            label,
+            compiled: &l.compiled,
+        })
+        .collect();
+    let (catalog, refused) = assemble(&inputs, &settings.declared_zones(), defaults);
+    for problem in &refused {
+        println!("{problem}");
+    }
+    for (label, l) in &loaded {
+        let skipped = l.problems.len() + refused.iter().filter(|p| &p.file == label).count();
+        eprintln!(
+            "{label}: ok: {} records served (SOA and NS included) in {} zone(s), {skipped} skipped",
+            l.records(),
+            l.compiled.zones.len()
+        );
+    }
+    eprintln!(
+        "{} zone(s), {} records served in all",
+        catalog.zones().len(),
+        catalog.record_count()
+    );
+    Ok(usable)
+}

@@ -1,0 +1,214 @@
+//! The command line: commands, and the flags each adds to its config block.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{ConfigFile, ControllerArgs, IrohConfig, MeshConfig, ServeConfig};
+
+/// Discovery DNS for overlay networks on Kubernetes.
+#[derive(Debug, Parser)]
+#[command(name = "meshdns", version, about)]
+pub struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once at start-up; boxing buys nothing
+pub enum Command {
+    /// Serve DNS authoritatively from records files, manifests, a cluster and pkarr
+    /// publishes, reloading them when they change.
+    Serve(ServeCmd),
+    /// Read everything `serve` would read (the same flags and config file; positional FILEs
+    /// are more --records) and print every problem as FILE: ENTRY: REASON; exit 1 if a
+    /// source cannot be used.
+    Check(CheckCmd),
+    /// Run a controller's planner on manifest files and print what it would converge to.
+    #[command(subcommand)]
+    Render(RenderTarget),
+    /// Run a controller against Kubernetes clusters (with leader election).
+    #[command(subcommand)]
+    Controller(ControllerTarget),
+    /// Print the CRDs meshdns owns (ClusterMesh) and compatible copies of those it consumes
+    /// (Connector, ConnectorClass, DNSZone, DNSRecordSet, Peer).
+    Crds,
+}
+
+/// `meshdns controller …`.
+#[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once at start-up; boxing buys nothing
+pub enum ControllerTarget {
+    /// Publish each Connector's iroh endpoint as a DNSRecordSet of TXT records.
+    Iroh(IrohCmd),
+    /// Keep Kilo WireGuard Peers in every member cluster of each ClusterMesh.
+    Mesh(MeshCmd),
+}
+
+/// `meshdns render …`.
+#[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once at start-up; boxing buys nothing
+pub enum RenderTarget {
+    /// The iroh controller: DNSRecordSets for Connectors, then each Connector's
+    /// IrohDNSPublished condition.
+    Iroh(RenderIrohCmd),
+    /// The mesh controller: per target cluster the Peers it would keep, then each
+    /// ClusterMesh's status and an Event per skipped node.
+    Mesh(RenderMeshCmd),
+    /// The zones DNSZones and DNSRecordSets make, as RFC 1035 zone-file text.
+    Zone(RenderZoneCmd),
+}
+
+/// `meshdns serve`.
+#[derive(Debug, Args)]
+pub struct ServeCmd {
+    /// Config file (YAML; its `serve:` block is read); flags override it.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The settings.
+    #[command(flatten)]
+    pub settings: ServeConfig,
+}
+
+impl ServeCmd {
+    /// The flags over the config file's `serve:` block.
+    pub fn resolve(self) -> Result<ServeConfig> {
+        let file = ConfigFile::read_optional(self.config.as_deref())?;
+        Ok(self.settings.over(file.serve))
+    }
+}
+
+/// `meshdns check`.
+#[derive(Debug, Args)]
+pub struct CheckCmd {
+    /// Records files (Tailscale records.json, meshdns YAML/JSON, or zone files by extension),
+    /// checked before any --records.
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// What `serve` would read.
+    #[command(flatten)]
+    pub serve: ServeCmd,
+}
+
+impl CheckCmd {
+    /// What `serve` would be configured with, the positional files first among the records.
+    pub fn resolve(self) -> Result<ServeConfig> {
+        let mut settings = self.serve.resolve()?;
+        let mut records = self.files;
+        records.append(&mut settings.records);
+        settings.records = records;
+        if settings.kubernetes().is_some() {
+            bail!("check reads files; a cluster's objects (--kubernetes) cannot be checked here");
+        }
+        if settings.files().is_empty() {
+            bail!(
+                "nothing to check: give files, --records, --zone-file, --manifests or a config file that lists some"
+            );
+        }
+        Ok(settings)
+    }
+}
+
+/// `meshdns controller iroh`.
+#[derive(Debug, Args)]
+pub struct IrohCmd {
+    /// Config file: a meshdns file with an `iroh:` block, or datum's NetworkServicesOperator
+    /// config; flags override it.
+    #[arg(long, short = 'c', value_name = "FILE",
+        required_unless_present_all = ["dns_zone_namespace", "dns_zone_name"])]
+    pub config: Option<PathBuf>,
+    /// The `iroh:` block's settings.
+    #[command(flatten)]
+    pub iroh: IrohConfig,
+    /// Process flags.
+    #[command(flatten)]
+    pub process: ControllerArgs,
+}
+
+/// The flags over the config file's iroh block; a file without one is an error.
+fn resolve_iroh(config: Option<&std::path::Path>, flags: IrohConfig) -> Result<IrohConfig> {
+    let file = match config {
+        Some(path) => ConfigFile::read(path)?.iroh.with_context(|| {
+            format!(
+                "config file {}: no `iroh:` block (or `connector.iroh` in a NetworkServicesOperator config)",
+                path.display()
+            )
+        })?,
+        None => IrohConfig::default(),
+    };
+    Ok(flags.over(file))
+}
+
+impl IrohCmd {
+    /// The flags over the config file's iroh block.
+    pub fn resolve(&self) -> Result<IrohConfig> {
+        resolve_iroh(self.config.as_deref(), self.iroh.clone())
+    }
+}
+
+/// `meshdns controller mesh`.
+#[derive(Debug, Args)]
+pub struct MeshCmd {
+    /// Config file with a `mesh:` block (optional); flags override it.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The `mesh:` block's settings.
+    #[command(flatten)]
+    pub mesh: MeshConfig,
+    /// Process flags.
+    #[command(flatten)]
+    pub process: ControllerArgs,
+}
+
+impl MeshCmd {
+    /// The flags over the config file's mesh block.
+    pub fn resolve(&self) -> Result<MeshConfig> {
+        let file = ConfigFile::read_optional(self.config.as_deref())?;
+        Ok(self.mesh.clone().over(file.mesh))
+    }
+}
+
+/// `meshdns render iroh`.
+#[derive(Debug, Args)]
+pub struct RenderIrohCmd {
+    /// Config file with an `iroh:` block, or datum's NetworkServicesOperator config; flags
+    /// override it.
+    #[arg(long, short = 'c', value_name = "FILE",
+        required_unless_present_all = ["dns_zone_namespace", "dns_zone_name"])]
+    pub config: Option<PathBuf>,
+    /// The `iroh:` block's settings.
+    #[command(flatten)]
+    pub iroh: IrohConfig,
+    /// Manifest files or directories (YAML, several documents, List kinds).
+    #[arg(short = 'f', long = "filename", required = true, value_name = "PATH")]
+    pub files: Vec<PathBuf>,
+}
+
+impl RenderIrohCmd {
+    /// The flags over the config file's iroh block.
+    pub fn resolve(&self) -> Result<IrohConfig> {
+        resolve_iroh(self.config.as_deref(), self.iroh.clone())
+    }
+}
+
+/// `meshdns render mesh`.
+#[derive(Debug, Args)]
+pub struct RenderMeshCmd {
+    /// Directory with ClusterMesh manifests at the top and clusters/<name>/ Node lists.
+    #[arg(short = 'f', long = "filename", value_name = "DIR")]
+    pub dir: PathBuf,
+}
+
+/// `meshdns render zone`.
+#[derive(Debug, Args)]
+pub struct RenderZoneCmd {
+    /// Manifest files or directories (YAML, several documents, List kinds).
+    #[arg(short = 'f', long = "filename", required = true, value_name = "PATH")]
+    pub files: Vec<PathBuf>,
+    /// TTL of the synthesised SOA and NS, and the SOA minimum [default: 5].
+    #[arg(long, value_name = "TTL", value_parser = crate::config::values::ttl)]
+    pub default_ttl: Option<u32>,
+}

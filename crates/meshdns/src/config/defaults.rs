@@ -1,0 +1,85 @@
+//! Every default of every setting, in one place. Help texts and `docs/configuration.md`
+//! repeat these values; a change here is a change there.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use meshdns_zone::Name;
+
+use super::values::LogFormat;
+
+/// The DNS port `serve` listens on, on every address, without `--listen`.
+pub const DNS_PORT: u16 = 1053;
+/// TTL of records that give none; also the SOA minimum of synthesised SOAs.
+pub const TTL: u32 = 5;
+/// The zone Tailscale names go into without `--zone` (Tailscale's MagicDNS domain).
+pub const TAILSCALE_ZONE: &str = "ts.net.";
+/// EDNS UDP payload size (the DNS Flag Day 2020 value).
+pub const EDNS_PAYLOAD: u16 = 1232;
+/// Idle TCP connections are closed after this long.
+pub const TCP_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Concurrent TCP connections.
+pub const TCP_MAX_CONNECTIONS: usize = 1024;
+/// Files are checked this often without a change notification.
+pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// A burst of change notifications ends after this much quiet.
+pub const DEBOUNCE: Duration = Duration::from_millis(20);
+/// DNS over HTTPS on the HTTP listener.
+pub const DOH: bool = true;
+/// pkarr packets older than this are dropped.
+pub const PKARR_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+/// pkarr publishes a minute per client address (0: no limit, for cluster-internal use).
+pub const PKARR_PUT_LIMIT: u32 = 0;
+/// Log filter.
+pub const LOG_LEVEL: &str = "info";
+/// Log format.
+pub const LOG_FORMAT: LogFormat = LogFormat::Text;
+
+/// The controllers' metrics and health address.
+pub const CONTROLLER_HTTP: &str = "127.0.0.1:8081";
+/// Namespace of the leader-election Lease and of ClusterMeshes outside a Pod.
+pub const NAMESPACE: &str = "default";
+/// The mesh controller's periodic re-plan (the reference operator's).
+pub const MESH_RESYNC: Duration = Duration::from_secs(300);
+/// The iroh controller's name for the local cluster in claim labels.
+pub const CLUSTER_NAME: &str = "local";
+
+/// [`TAILSCALE_ZONE`] as a name.
+pub fn tailscale_zone() -> Name {
+    TAILSCALE_ZONE.parse().expect("a valid name")
+}
+
+/// The addresses `serve` listens on without `--listen`: every IPv4 and IPv6 address.
+pub fn listen() -> [SocketAddr; 2] {
+    [
+        (std::net::Ipv4Addr::UNSPECIFIED, DNS_PORT).into(),
+        (std::net::Ipv6Addr::UNSPECIFIED, DNS_PORT).into(),
+    ]
+}
+
+/// The namespace the controllers work in when none is configured: the Pod's own
+/// (`$POD_NAMESPACE`, from the downward API), else [`NAMESPACE`]. A configured namespace (flag
+/// or file) always wins over the Pod's, so this is read as a default, not through clap's `env`.
+pub fn namespace() -> String {
+    std::env::var("POD_NAMESPACE")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| NAMESPACE.into())
+}
+
+/// One per core.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// `$XDG_DATA_HOME/meshdns`, else `~/.local/share/meshdns`, else `./meshdns-data`.
+pub fn data_dir() -> PathBuf {
+    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(xdg).join("meshdns");
+    }
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => PathBuf::from(home).join(".local/share/meshdns"),
+        None => PathBuf::from("meshdns-data"),
+    }
+}

@@ -1,0 +1,99 @@
+//! The configuration of every command: one YAML file ([`ConfigFile`]) with a block per
+//! command, and flags.
+//!
+//! Each block is one type that is both the file's schema (serde) and the command's flags
+//! (clap): [`ServeConfig`] (`serve:`), [`IrohConfig`] (`iroh:`), [`MeshConfig`] (`mesh:`).
+//! Every field is optional; a command merges its flags over the file's block field by field
+//! (`over`), and what neither gives comes from [`defaults`]. A list given as flags replaces
+//! the file's list. Values are parsed by the same functions ([`values`]) from flags and file,
+//! so a bad value is refused before anything starts.
+//!
+//! One file may configure every command: `serve -c` reads only `serve:`, the controllers and
+//! `render iroh` only their own block, and none rejects the others. Unknown keys are an error
+//! naming the key and the file. Relative paths in the file are relative to its directory.
+//! datum's `NetworkServicesOperator` config file is read as it is: its `connector.iroh` block
+//! is the `iroh:` block (with `dnsEnabled` false unless it says otherwise, as datum).
+
+pub mod controllers;
+pub mod defaults;
+pub mod serve;
+pub mod values;
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+
+pub use controllers::{ClusterRef, ControllerArgs, IrohConfig, MeshConfig};
+pub use serve::ServeConfig;
+
+/// The whole configuration file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// `meshdns serve` (and `meshdns check`).
+    #[serde(default)]
+    pub serve: ServeConfig,
+    /// `meshdns controller iroh` and `meshdns render iroh`; `None` when the file has none.
+    #[serde(default)]
+    pub iroh: Option<IrohConfig>,
+    /// `meshdns controller mesh`.
+    #[serde(default)]
+    pub mesh: MeshConfig,
+}
+
+/// datum's operator config: only `connector.iroh` is read; the operator's other keys are
+/// its own.
+#[derive(Debug, Deserialize)]
+struct NetworkServicesOperator {
+    #[serde(default)]
+    connector: Option<NsoConnector>,
+}
+
+#[derive(Debug, Deserialize)]
+struct NsoConnector {
+    #[serde(default)]
+    iroh: Option<IrohConfig>,
+}
+
+impl ConfigFile {
+    /// Reads a meshdns config file, or datum's `NetworkServicesOperator` file.
+    pub fn read(path: &Path) -> Result<ConfigFile> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config file {}", path.display()))?;
+        let at = || format!("config file {}", path.display());
+        let doc: serde_yaml::Value = serde_yaml::from_str(&text).with_context(at)?;
+        let mut file = if doc.is_null() {
+            ConfigFile::default()
+        } else if doc.get("kind").and_then(serde_yaml::Value::as_str)
+            == Some("NetworkServicesOperator")
+        {
+            let nso: NetworkServicesOperator = serde_yaml::from_str(&text).with_context(at)?;
+            let mut iroh = nso.connector.and_then(|c| c.iroh);
+            if let Some(iroh) = &mut iroh {
+                iroh.dns_enabled.get_or_insert(false);
+            }
+            ConfigFile {
+                iroh,
+                ..ConfigFile::default()
+            }
+        } else {
+            // From the text, not the parsed value, so errors carry the line and column.
+            serde_yaml::from_str(&text).with_context(at)?
+        };
+        let base = path.parent().unwrap_or(Path::new(""));
+        file.serve.rebase(base);
+        if let Some(iroh) = &mut file.iroh {
+            iroh.rebase(base);
+        }
+        Ok(file)
+    }
+
+    /// The file at `path`, or an empty one.
+    pub fn read_optional(path: Option<&Path>) -> Result<ConfigFile> {
+        path.map_or_else(|| Ok(ConfigFile::default()), ConfigFile::read)
+    }
+}
+
+#[cfg(test)]
+mod tests;

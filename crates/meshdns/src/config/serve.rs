@@ -1,0 +1,227 @@
+//! The `serve:` block and the flags of `meshdns serve` (and of `meshdns check`, which reads
+//! what `serve` would read): one declaration per setting.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use meshdns_sources::{FileKind, FileSource, ParseSettings};
+use meshdns_zone::Name;
+use serde::Deserialize;
+
+use super::defaults;
+use super::values::{self, LogFormat, ZoneFileSpec, de, layer_fields, rebase, toggle};
+
+/// Settings of `meshdns serve`. Every field is optional: unset on the command line, it comes
+/// from the file; unset there, from [`defaults`].
+#[derive(Debug, Clone, Default, Args, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ServeConfig {
+    /// DNS address to listen on, UDP and TCP (repeatable) [default: 0.0.0.0:1053 and [::]:1053].
+    #[arg(long, value_name = "ADDR", help_heading = "Listeners")]
+    #[serde(default)]
+    pub listen: Vec<SocketAddr>,
+    /// HTTP address for /metrics, /healthz, /readyz, DoH and pkarr [default: off].
+    #[arg(long, value_name = "ADDR", help_heading = "Listeners")]
+    pub http: Option<SocketAddr>,
+    /// Serve DNS over HTTPS at /dns-query on the HTTP listener [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+        default_missing_value = "true", overrides_with = "no_doh", help_heading = "Listeners")]
+    pub doh: Option<bool>,
+    /// Do not serve DNS over HTTPS (the same as --doh=false).
+    #[arg(long, overrides_with = "doh", help_heading = "Listeners")]
+    #[serde(skip)]
+    pub no_doh: bool,
+
+    /// Records file to serve and watch: Tailscale records.json, meshdns YAML/JSON, or a zone
+    /// file by extension (repeatable; the first to give a name and type wins).
+    #[arg(long, value_name = "FILE", help_heading = "Records")]
+    #[serde(default)]
+    pub records: Vec<PathBuf>,
+    /// RFC 1035 zone file, as FILE or ORIGIN=FILE (repeatable).
+    #[arg(
+        long = "zone-file",
+        value_name = "[ORIGIN=]FILE",
+        help_heading = "Records"
+    )]
+    #[serde(default, deserialize_with = "de::list")]
+    pub zone_files: Vec<ZoneFileSpec>,
+    /// Directory (or file) of Kubernetes manifests whose DNSZones and DNSRecordSets are
+    /// served, watched like records files (repeatable).
+    #[arg(long, value_name = "DIR", help_heading = "Records")]
+    #[serde(default)]
+    pub manifests: Vec<PathBuf>,
+    /// Zone always served; Tailscale records.json names are placed in these (repeatable)
+    /// [default: ts.net.].
+    #[arg(long = "zone", value_name = "ORIGIN", value_parser = values::name, help_heading = "Records")]
+    #[serde(default, deserialize_with = "de::list")]
+    pub zones: Vec<Name>,
+    /// TTL of records that give none, in seconds or with units (30, 1m) [default: 5].
+    #[arg(long, value_name = "TTL", value_parser = values::ttl, help_heading = "Records")]
+    #[serde(default, deserialize_with = "de::ttl")]
+    pub default_ttl: Option<u32>,
+    /// Check files this often even without a change notification [default: 1s].
+    #[arg(long, value_name = "DURATION", value_parser = values::duration, help_heading = "Records")]
+    #[serde(default, deserialize_with = "de::duration")]
+    pub poll_interval: Option<Duration>,
+
+    /// Serve the DNSZones and DNSRecordSets of a Kubernetes cluster, watched live [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+        default_missing_value = "true", overrides_with = "no_kubernetes", help_heading = "Kubernetes")]
+    pub kubernetes: Option<bool>,
+    /// Do not serve a cluster's objects (the same as --kubernetes=false).
+    #[arg(long, overrides_with = "kubernetes", help_heading = "Kubernetes")]
+    #[serde(skip)]
+    pub no_kubernetes: bool,
+    /// With --kubernetes: only this namespace [default: all namespaces].
+    #[arg(long, value_name = "NS", help_heading = "Kubernetes")]
+    pub kubernetes_namespace: Option<String>,
+    /// With --kubernetes: kubeconfig [default: in-cluster, then $KUBECONFIG, ~/.kube/config].
+    #[arg(long, value_name = "FILE", help_heading = "Kubernetes")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Accept pkarr publishes on the HTTP listener (PUT /pkarr/<z32>) and serve them under
+    /// ORIGIN as _iroh.<z32>.ORIGIN (repeatable) [default: off].
+    #[arg(long = "pkarr", value_name = "ORIGIN", value_parser = values::name, help_heading = "pkarr relay")]
+    #[serde(default, deserialize_with = "de::list")]
+    pub pkarr: Vec<Name>,
+    /// Where pkarr packets are kept across restarts [default: $XDG_DATA_HOME/meshdns, else
+    /// ~/.local/share/meshdns].
+    #[arg(long, value_name = "DIR", help_heading = "pkarr relay")]
+    pub data_dir: Option<PathBuf>,
+    /// Drop pkarr packets older than this [default: 7d].
+    #[arg(long, value_name = "DURATION", value_parser = values::duration, help_heading = "pkarr relay")]
+    #[serde(default, deserialize_with = "de::duration")]
+    pub pkarr_max_age: Option<Duration>,
+    /// At most N pkarr publishes a minute per client IP address, in bursts of N; 0 = no limit
+    /// [default: 0].
+    #[arg(long, value_name = "N", help_heading = "pkarr relay")]
+    pub pkarr_put_limit: Option<u32>,
+
+    /// UDP sockets per listen address, sharing the port (SO_REUSEPORT) [default: one per core].
+    #[arg(long, value_name = "N", value_parser = values::at_least_one, help_heading = "Tuning")]
+    #[serde(default, deserialize_with = "de::at_least_one")]
+    pub udp_sockets: Option<usize>,
+    /// Worker threads answering queries [default: one per core].
+    #[arg(long, value_name = "N", value_parser = values::at_least_one, help_heading = "Tuning")]
+    #[serde(default, deserialize_with = "de::at_least_one")]
+    pub workers: Option<usize>,
+    /// EDNS UDP payload size to advertise and accept, 512 to 65535 [default: 1232].
+    #[arg(long, value_name = "BYTES", value_parser = values::edns_payload, help_heading = "Tuning")]
+    #[serde(default, deserialize_with = "de::edns_payload")]
+    pub edns_payload: Option<u16>,
+    /// Close TCP connections idle this long [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = values::duration, help_heading = "Tuning")]
+    #[serde(default, deserialize_with = "de::duration")]
+    pub tcp_idle_timeout: Option<Duration>,
+    /// Maximum concurrent TCP connections [default: 1024].
+    #[arg(long, value_name = "N", value_parser = values::at_least_one, help_heading = "Tuning")]
+    #[serde(default, deserialize_with = "de::at_least_one")]
+    pub tcp_max_connections: Option<usize>,
+
+    /// Log level or filter, e.g. info or meshdns=debug (RUST_LOG wins) [default: info].
+    #[arg(
+        long,
+        value_name = "FILTER",
+        env = "MESHDNS_LOG_LEVEL",
+        help_heading = "Logging"
+    )]
+    pub log_level: Option<String>,
+    /// Log format [default: text].
+    #[arg(long, value_enum, env = "MESHDNS_LOG_FORMAT", help_heading = "Logging")]
+    pub log_format: Option<LogFormat>,
+}
+
+impl ServeConfig {
+    /// These settings (flags) over `file`'s, field by field.
+    pub fn over(mut self, file: ServeConfig) -> ServeConfig {
+        self.doh = toggle(self.doh, self.no_doh);
+        self.kubernetes = toggle(self.kubernetes, self.no_kubernetes);
+        layer_fields!(
+            self,
+            file,
+            ServeConfig {
+                listen,
+                http,
+                doh,
+                no_doh,
+                records,
+                zone_files,
+                manifests,
+                zones,
+                default_ttl,
+                poll_interval,
+                kubernetes,
+                no_kubernetes,
+                kubernetes_namespace,
+                kubeconfig,
+                pkarr,
+                data_dir,
+                pkarr_max_age,
+                pkarr_put_limit,
+                udp_sockets,
+                workers,
+                edns_payload,
+                tcp_idle_timeout,
+                tcp_max_connections,
+                log_level,
+                log_format,
+            }
+        );
+        self
+    }
+
+    /// Resolves the file's relative paths against its directory.
+    pub fn rebase(&mut self, base: &Path) {
+        let paths = self.records.iter_mut().chain(&mut self.manifests);
+        let paths = paths.chain(self.zone_files.iter_mut().map(|z| &mut z.path));
+        let paths = paths.chain(&mut self.data_dir).chain(&mut self.kubeconfig);
+        for path in paths {
+            rebase(path, base);
+        }
+    }
+
+    /// The files to read, in precedence order: records, then zone files, then manifests.
+    pub fn files(&self) -> Vec<FileSource> {
+        let records = self.records.iter().map(|p| FileSource {
+            path: p.clone(),
+            kind: FileKind::Auto,
+        });
+        let zone_files = self.zone_files.iter().map(ZoneFileSpec::source);
+        let manifests = self.manifests.iter().map(|p| FileSource {
+            path: p.clone(),
+            kind: FileKind::Manifests,
+        });
+        records.chain(zone_files).chain(manifests).collect()
+    }
+
+    /// How records are read: the default TTL and the zones Tailscale names go into.
+    pub fn parse_settings(&self) -> ParseSettings {
+        ParseSettings {
+            default_ttl: self.default_ttl(),
+            tailscale_zones: if self.zones.is_empty() {
+                vec![defaults::tailscale_zone()]
+            } else {
+                self.zones.clone()
+            },
+        }
+    }
+
+    /// Zones served even when nothing gives them records: `--zone`s and pkarr origins.
+    pub fn declared_zones(&self) -> Vec<Name> {
+        self.zones.iter().chain(&self.pkarr).cloned().collect()
+    }
+
+    /// TTL of records that give none.
+    pub fn default_ttl(&self) -> u32 {
+        self.default_ttl.unwrap_or(defaults::TTL)
+    }
+
+    /// The namespace to watch (`None`: all) when a cluster's objects are served.
+    pub fn kubernetes(&self) -> Option<Option<&str>> {
+        self.kubernetes
+            .unwrap_or(false)
+            .then_some(self.kubernetes_namespace.as_deref())
+    }
+}

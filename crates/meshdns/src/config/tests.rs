@@ -1,0 +1,296 @@
+//! The configuration as users meet it: one file for every command, flags over the file in
+//! both directions, values refused by clap before anything starts.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Parser;
+use meshdns_sources::FileKind;
+
+use super::values::LogFormat;
+use super::*;
+use crate::cli::{Cli, Command, ControllerTarget, RenderTarget};
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+fn parse(args: &[&str]) -> Command {
+    Cli::try_parse_from(std::iter::once("meshdns").chain(args.iter().copied()))
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+        .command
+}
+
+fn serve(args: &[&str]) -> ServeConfig {
+    match parse(args) {
+        Command::Serve(cmd) => cmd.resolve().unwrap(),
+        other => panic!("{other:?}"),
+    }
+}
+
+const EVERY_BLOCK: &str = "serve:
+  listen: ['127.0.0.1:5353']
+  records: [a.json]
+  zoneFiles: ['example.org=ex.zone']
+  defaultTtl: 1m
+  workers: 3
+  doh: false
+  kubernetes: true
+  tcpIdleTimeout: 30s
+  logFormat: json
+iroh:
+  dnsZoneRef: {namespace: dns, name: z}
+  dnsEnabled: false
+  downstreamKubeconfigPath: downstream.kubeconfig
+mesh:
+  namespace: kilo
+  resyncSeconds: 60
+";
+
+#[test]
+fn flags_override_the_file_and_paths_are_relative_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(dir.path(), "meshdns.yaml", EVERY_BLOCK);
+    let s = serve(&["serve", "-c", &cfg, "--workers", "1"]);
+    assert_eq!(s.listen, vec!["127.0.0.1:5353".parse().unwrap()]);
+    let files = s.files();
+    assert_eq!(files[0].path, dir.path().join("a.json"));
+    assert_eq!(files[1].path, dir.path().join("ex.zone"));
+    assert_eq!(
+        files[1].kind,
+        FileKind::ZoneFile {
+            origin: Some("example.org.".parse().unwrap())
+        }
+    );
+    assert_eq!(s.default_ttl(), 60);
+    assert_eq!(s.workers, Some(1));
+    assert_eq!(s.tcp_idle_timeout, Some(Duration::from_secs(30)));
+    assert_eq!(s.log_format, Some(LogFormat::Json));
+    assert_eq!(s.parse_settings().tailscale_zones[0].to_string(), "ts.net.");
+}
+
+#[test]
+fn one_file_configures_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(dir.path(), "meshdns.yaml", EVERY_BLOCK);
+    // serve reads serve: and accepts the others.
+    assert_eq!(serve(&["serve", "-c", &cfg]).workers, Some(3));
+    // The controllers read their own blocks and accept serve:.
+    let Command::Controller(ControllerTarget::Iroh(iroh)) =
+        parse(&["controller", "iroh", "-c", &cfg])
+    else {
+        panic!()
+    };
+    let iroh = iroh.resolve().unwrap();
+    assert_eq!(iroh.settings().unwrap().zone_namespace, "dns");
+    assert_eq!(iroh.dns_enabled, Some(false));
+    assert_eq!(
+        iroh.downstream_kubeconfig_path,
+        Some(dir.path().join("downstream.kubeconfig"))
+    );
+    let Command::Controller(ControllerTarget::Mesh(mesh)) =
+        parse(&["controller", "mesh", "-c", &cfg])
+    else {
+        panic!()
+    };
+    let mesh = mesh.resolve().unwrap();
+    assert_eq!(mesh.namespace(), "kilo");
+    assert_eq!(mesh.resync(), Duration::from_secs(60));
+    // check reads what serve reads.
+    let Command::Check(check) = parse(&["check", "-c", &cfg, "extra.json"]) else {
+        panic!()
+    };
+    let checked = check.resolve();
+    // The file asks for --kubernetes, which check cannot read.
+    assert!(
+        format!("{:#}", checked.unwrap_err()).contains("--kubernetes"),
+        "check refuses a cluster source"
+    );
+    let Command::Check(check) = parse(&["check", "-c", &cfg, "--no-kubernetes", "extra.json"])
+    else {
+        panic!()
+    };
+    let files: Vec<PathBuf> = check
+        .resolve()
+        .unwrap()
+        .files()
+        .into_iter()
+        .map(|f| f.path)
+        .collect();
+    assert_eq!(
+        files,
+        vec![
+            PathBuf::from("extra.json"),
+            dir.path().join("a.json"),
+            dir.path().join("ex.zone")
+        ]
+    );
+}
+
+#[test]
+fn every_toggle_overrides_the_file_in_both_directions() {
+    let dir = tempfile::tempdir().unwrap();
+    let on = write(
+        dir.path(),
+        "on.yaml",
+        "serve: {doh: true, kubernetes: true}\n",
+    );
+    let off = write(
+        dir.path(),
+        "off.yaml",
+        "serve: {doh: false, kubernetes: false}\n",
+    );
+    let none = write(dir.path(), "none.yaml", "serve: {}\n");
+    assert_eq!(serve(&["serve", "-c", &on]).doh, Some(true));
+    assert_eq!(serve(&["serve", "-c", &on, "--no-doh"]).doh, Some(false));
+    assert_eq!(serve(&["serve", "-c", &on, "--doh=false"]).doh, Some(false));
+    assert_eq!(serve(&["serve", "-c", &off, "--doh"]).doh, Some(true));
+    assert_eq!(serve(&["serve", "-c", &off, "--doh=true"]).doh, Some(true));
+    assert_eq!(serve(&["serve", "-c", &none]).doh, None);
+    // The last of a pair wins.
+    assert_eq!(serve(&["serve", "--no-doh", "--doh"]).doh, Some(true));
+    assert_eq!(serve(&["serve", "--doh", "--no-doh"]).doh, Some(false));
+    assert!(
+        serve(&["serve", "-c", &on, "--no-kubernetes"])
+            .kubernetes()
+            .is_none()
+    );
+    assert!(
+        serve(&["serve", "-c", &off, "--kubernetes"])
+            .kubernetes()
+            .is_some()
+    );
+
+    let iroh = write(
+        dir.path(),
+        "iroh.yaml",
+        "iroh: {dnsZoneRef: {namespace: dns, name: z}, dnsEnabled: true, includeLocal: false}\n",
+    );
+    let Command::Controller(ControllerTarget::Iroh(cmd)) = parse(&[
+        "controller",
+        "iroh",
+        "-c",
+        &iroh,
+        "--no-dns-enabled",
+        "--include-local",
+        "--dns-zone-name",
+        "other",
+    ]) else {
+        panic!()
+    };
+    let iroh = cmd.resolve().unwrap();
+    assert_eq!(iroh.dns_enabled, Some(false));
+    assert_eq!(iroh.include_local, Some(true));
+    assert_eq!(iroh.settings().unwrap().zone_name, "other");
+    assert_eq!(iroh.settings().unwrap().zone_namespace, "dns");
+    assert!(cmd.process.leader_elect());
+    let Command::Controller(ControllerTarget::Mesh(cmd)) =
+        parse(&["controller", "mesh", "--no-leader-elect"])
+    else {
+        panic!()
+    };
+    assert!(!cmd.process.leader_elect());
+}
+
+#[test]
+fn lists_given_as_flags_replace_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "c.yaml",
+        "serve: {records: [a.json, b.json], zones: [example.org]}\n",
+    );
+    let s = serve(&["serve", "-c", &cfg, "--records", "c.json"]);
+    assert_eq!(s.records, vec![PathBuf::from("c.json")]);
+    assert_eq!(s.zones[0].to_string(), "example.org.");
+}
+
+#[test]
+fn bad_values_are_refused_before_anything_starts() {
+    for args in [
+        &["serve", "--tcp-idle-timeout", "soon"][..],
+        &["serve", "--log-format", "xml"],
+        &["serve", "--edns-payload", "100"],
+        &["serve", "--zone", "bad..name"],
+        &["serve", "--default-ttl", "forever"],
+        &["serve", "--workers", "0"],
+        &["serve", "--doh=maybe"],
+        &["controller", "iroh"],
+        &["render", "iroh", "-f", "x.yaml"],
+    ] {
+        let err = Cli::try_parse_from(std::iter::once("meshdns").chain(args.iter().copied()))
+            .expect_err(&format!("{args:?} must be refused"));
+        assert_eq!(err.exit_code(), 2, "{args:?}: {err}");
+    }
+    // Flags alone can replace the config file of the iroh commands.
+    assert!(matches!(
+        parse(&[
+            "render",
+            "iroh",
+            "--dns-zone-namespace",
+            "dns",
+            "--dns-zone-name",
+            "z",
+            "-f",
+            "x.yaml"
+        ]),
+        Command::Render(RenderTarget::Iroh(_))
+    ));
+}
+
+#[test]
+fn bad_values_in_the_file_are_refused_naming_key_and_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for (text, want) in [
+        (
+            "serve:\n  listn: ['127.0.0.1:5353']\n",
+            "unknown field `listn`",
+        ),
+        ("serve:\n  tcpIdleTimeout: soon\n", "not a duration"),
+        ("serve:\n  logFormat: xml\n", "unknown variant `xml`"),
+        ("serve:\n  zones: ['bad..name']\n", "bad..name"),
+        ("serve:\n  ednsPayload: 100\n", "512 to 65535"),
+        ("serv:\n  listen: []\n", "unknown field `serv`"),
+    ] {
+        let cfg = write(dir.path(), "c.yaml", text);
+        let Command::Serve(cmd) = parse(&["serve", "-c", &cfg]) else {
+            panic!()
+        };
+        let err = format!("{:#}", cmd.resolve().unwrap_err());
+        assert!(err.contains(want), "{text}: {err}");
+        assert!(err.contains(&cfg), "{text}: {err}");
+    }
+}
+
+#[test]
+fn datums_operator_config_is_read_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "nso.yaml",
+        "apiVersion: apiserver.config.datumapis.com/v1alpha1
+kind: NetworkServicesOperator
+webhookServer: {port: 9443}
+connector:
+  iroh:
+    dnsZoneRef: {namespace: dns, name: z}
+",
+    );
+    let Command::Render(RenderTarget::Iroh(cmd)) =
+        parse(&["render", "iroh", "-c", &cfg, "-f", "x"])
+    else {
+        panic!()
+    };
+    let iroh = cmd.resolve().unwrap();
+    assert_eq!(iroh.dns_enabled, Some(false), "datum's default");
+    assert_eq!(iroh.settings().unwrap().zone_name, "z");
+    let none = write(dir.path(), "serve-only.yaml", "serve: {}\n");
+    let Command::Render(RenderTarget::Iroh(cmd)) =
+        parse(&["render", "iroh", "-c", &none, "-f", "x"])
+    else {
+        panic!()
+    };
+    assert!(format!("{:#}", cmd.resolve().unwrap_err()).contains("no `iroh:` block"));
+}

@@ -1,0 +1,277 @@
+//! Values that flags and the config file spell the same way, each parsed by one function that
+//! clap (`value_parser`) and serde (`deserialize_with`) both call, so a bad value is refused
+//! with the same words before anything starts, wherever it was written.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use meshdns_sources::{FileKind, FileSource};
+use meshdns_zone::Name;
+use meshdns_zone::text::parse_ttl;
+use serde::{Deserialize, Deserializer};
+
+/// A duration: `250ms`, or seconds with optional units (`10s`, `5m`, `1h`, `7d`, `1w`, `1h30m`).
+pub fn duration(text: &str) -> Result<Duration, String> {
+    if let Some(ms) = text.strip_suffix("ms") {
+        return ms
+            .parse()
+            .map(Duration::from_millis)
+            .map_err(|_| format!("{text:?} is not a duration (such as 250ms, 10s, 5m, 7d)"));
+    }
+    parse_ttl(text)
+        .map(|s| Duration::from_secs(u64::from(s)))
+        .map_err(|_| format!("{text:?} is not a duration (such as 250ms, 10s, 5m, 7d)"))
+}
+
+/// A TTL: seconds (`30`) or with units (`5m`).
+pub fn ttl(text: &str) -> Result<u32, String> {
+    parse_ttl(text)
+}
+
+/// A domain name; relative names are taken as absolute (`ts.net` is `ts.net.`).
+pub fn name(text: &str) -> Result<Name, String> {
+    text.parse::<Name>()
+        .map_err(|e| format!("{text:?}: {e} (expected a domain name such as ts.net.)"))
+}
+
+/// An EDNS UDP payload size: 512 to 65535.
+pub fn edns_payload(text: &str) -> Result<u16, String> {
+    match text.parse::<u16>() {
+        Ok(n) if n >= 512 => Ok(n),
+        _ => Err(format!(
+            "{text:?}: expected a payload size from 512 to 65535"
+        )),
+    }
+}
+
+/// A count of at least one (sockets, threads, connections).
+pub fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{text:?}: expected a whole number of at least 1")),
+    }
+}
+
+/// How logs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines (coloured on a terminal).
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// A zone file as `FILE` or `ORIGIN=FILE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZoneFileSpec {
+    /// The initial `$ORIGIN`, when given.
+    pub origin: Option<Name>,
+    /// The file.
+    pub path: PathBuf,
+}
+
+impl ZoneFileSpec {
+    /// The source `serve` watches for it.
+    pub fn source(&self) -> FileSource {
+        FileSource {
+            path: self.path.clone(),
+            kind: FileKind::ZoneFile {
+                origin: self.origin.clone(),
+            },
+        }
+    }
+}
+
+impl FromStr for ZoneFileSpec {
+    type Err = String;
+
+    fn from_str(spec: &str) -> Result<Self, String> {
+        match spec.split_once('=') {
+            Some((origin, path)) => Ok(ZoneFileSpec {
+                origin: Some(name(origin).map_err(|e| format!("zone file origin {e}"))?),
+                path: path.into(),
+            }),
+            None => Ok(ZoneFileSpec {
+                origin: None,
+                path: spec.into(),
+            }),
+        }
+    }
+}
+
+/// Makes a relative path relative to `base` (the config file's directory).
+pub fn rebase(path: &mut PathBuf, base: &Path) {
+    if path.is_relative() {
+        *path = base.join(&*path);
+    }
+}
+
+/// A number or a string, as YAML gives either for `30` and `30s`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Scalar {
+    Number(u64),
+    Text(String),
+}
+
+impl fmt::Display for Scalar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Scalar::Number(n) => write!(f, "{n}"),
+            Scalar::Text(t) => f.write_str(t),
+        }
+    }
+}
+
+/// serde adapters: each runs the parser above on what the file gives.
+pub mod de {
+    use super::*;
+
+    fn with<'de, D, T>(d: D, parse: fn(&str) -> Result<T, String>) -> Result<Option<T>, D::Error>
+    where
+        D: Deserializer<'de>,
+    {
+        let Some(v) = Option::<Scalar>::deserialize(d)? else {
+            return Ok(None);
+        };
+        parse(&v.to_string())
+            .map(Some)
+            .map_err(serde::de::Error::custom)
+    }
+
+    /// An optional [`super::duration`]; a bare number is seconds.
+    pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        with(d, super::duration)
+    }
+
+    /// An optional [`super::ttl`].
+    pub fn ttl<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+        with(d, super::ttl)
+    }
+
+    /// An optional [`super::edns_payload`].
+    pub fn edns_payload<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u16>, D::Error> {
+        with(d, super::edns_payload)
+    }
+
+    /// An optional [`super::at_least_one`].
+    pub fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+        with(d, super::at_least_one)
+    }
+
+    /// A list of anything parsed from text (names, zone file specs).
+    pub fn list<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: FromText,
+    {
+        Option::<Vec<String>>::deserialize(d)?
+            .unwrap_or_default()
+            .iter()
+            .map(|s| T::from_text(s).map_err(serde::de::Error::custom))
+            .collect()
+    }
+}
+
+/// Types the config file writes as text.
+pub trait FromText: Sized {
+    /// Parses one value.
+    fn from_text(text: &str) -> Result<Self, String>;
+}
+
+impl FromText for Name {
+    fn from_text(text: &str) -> Result<Self, String> {
+        name(text)
+    }
+}
+
+impl FromText for ZoneFileSpec {
+    fn from_text(text: &str) -> Result<Self, String> {
+        text.parse()
+    }
+}
+
+/// One layer of settings filled from a lower one where it says nothing: an unset `Option`
+/// or an empty list (a list given as flags replaces the file's, it is not appended to).
+pub trait Layer {
+    /// Takes `lower` if `self` is unset.
+    fn fill(&mut self, lower: Self);
+}
+
+impl<T> Layer for Option<T> {
+    fn fill(&mut self, lower: Self) {
+        if self.is_none() {
+            *self = lower;
+        }
+    }
+}
+
+impl<T> Layer for Vec<T> {
+    fn fill(&mut self, lower: Self) {
+        if self.is_empty() {
+            *self = lower;
+        }
+    }
+}
+
+impl Layer for bool {
+    /// A `--no-x` flag: set on either layer means set.
+    fn fill(&mut self, lower: Self) {
+        *self |= lower;
+    }
+}
+
+/// `flags.fill(file)` for every field of a block. The pattern lists every field without `..`,
+/// so a field added to the block and not here is a compile error, not a silently dropped key.
+macro_rules! layer_fields {
+    ($upper:expr, $lower:expr, $ty:ident { $($field:ident),* $(,)? }) => {{
+        let $ty { $($field),* } = $lower;
+        $( $crate::config::values::Layer::fill(&mut $upper.$field, $field); )*
+    }};
+}
+pub(crate) use layer_fields;
+
+/// A `--x[=BOOL]` / `--no-x` pair as one setting: `--no-x` means `false`.
+pub fn toggle(on: Option<bool>, off: bool) -> Option<bool> {
+    if off { Some(false) } else { on }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_ttls_and_names_parse_once_for_flags_and_file() {
+        assert_eq!(duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert!(duration("soon").unwrap_err().contains("not a duration"));
+        assert_eq!(ttl("1m"), Ok(60));
+        assert_eq!(name("ts.net").unwrap().to_string(), "ts.net.");
+        assert!(edns_payload("511").is_err());
+        assert!(at_least_one("0").is_err());
+        let spec: ZoneFileSpec = "example.org=ex.zone".parse().unwrap();
+        assert_eq!(spec.origin.unwrap().to_string(), "example.org.");
+        assert_eq!(spec.path, PathBuf::from("ex.zone"));
+    }
+
+    #[test]
+    fn layers_fill_only_what_is_unset() {
+        let mut a = Some(1);
+        a.fill(Some(2));
+        assert_eq!(a, Some(1));
+        let mut b: Option<u8> = None;
+        b.fill(Some(2));
+        assert_eq!(b, Some(2));
+        let mut v = vec![1];
+        v.fill(vec![2, 3]);
+        assert_eq!(v, vec![1]);
+        let mut e: Vec<u8> = Vec::new();
+        e.fill(vec![2, 3]);
+        assert_eq!(e, vec![2, 3]);
+        assert_eq!(toggle(Some(true), true), Some(false));
+        assert_eq!(toggle(None, false), None);
+    }
+}

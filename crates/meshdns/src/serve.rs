@@ -1,0 +1,218 @@
+//! `meshdns serve`: wires the sources, the DNS listeners and the HTTP endpoints together,
+//! and stops them in order on a signal.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use arc_swap::ArcSwap;
+use axum::http::StatusCode;
+use meshdns_server::http::{DohState, HttpState, PkarrRelay, router, serve_http};
+use meshdns_server::{DnsMetrics, Server, ServerConfig, SharedCatalog};
+use meshdns_sources::{
+    FileSources, PkarrConfig, PkarrStore, Poker, PutError, SourceConfig, SourceStatus,
+    spawn_watcher,
+};
+use meshdns_zone::{AnswerConfig, Catalog};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+
+use crate::config::{ServeConfig, defaults};
+use crate::{controller_cmd, telemetry, wait_for_signal};
+
+/// Runs `serve` until SIGTERM or SIGINT.
+pub async fn run(settings: ServeConfig) -> Result<()> {
+    let catalog: SharedCatalog = Arc::new(ArcSwap::from_pointee(Catalog::empty()));
+    let status = Arc::new(SourceStatus::default());
+    let pkarr = if settings.pkarr.is_empty() {
+        None
+    } else {
+        let data_dir = settings.data_dir.clone().unwrap_or_else(defaults::data_dir);
+        let dir = data_dir.join("pkarr");
+        let store = PkarrStore::open(PkarrConfig {
+            origins: settings.pkarr.clone(),
+            data_dir: Some(dir.clone()),
+            max_age: settings.pkarr_max_age.unwrap_or(defaults::PKARR_MAX_AGE),
+            put_per_minute: settings
+                .pkarr_put_limit
+                .unwrap_or(defaults::PKARR_PUT_LIMIT),
+        })
+        .with_context(|| format!("cannot open the pkarr store in {}", dir.display()))?;
+        if settings.http.is_none() {
+            warn!(
+                "--pkarr without --http: stored packets are served, but no new ones can be published"
+            );
+        }
+        Some(Arc::new(store))
+    };
+    let mut sources = FileSources::new(
+        SourceConfig {
+            files: settings.files(),
+            zones: settings.declared_zones(),
+            settings: settings.parse_settings(),
+            poll_interval: settings.poll_interval.unwrap_or(defaults::POLL_INTERVAL),
+            debounce: defaults::DEBOUNCE,
+        },
+        catalog.clone(),
+        status.clone(),
+    );
+    let feed = settings
+        .kubernetes()
+        .map(|_| meshdns_sources::manifests::ManifestFeed::new("kubernetes"));
+    if let Some(feed) = &feed {
+        sources = sources.with_feed(feed.clone());
+    }
+    if let Some(store) = &pkarr {
+        sources = sources.with_pkarr(store.clone());
+    }
+    // The first snapshot is in place before the first socket is bound.
+    sources.refresh();
+    if let Err(reason) = status.readiness() {
+        warn!(%reason, "starting without every records file; /readyz reports 503 until they load");
+    }
+
+    let metrics = Arc::new(DnsMetrics::default());
+    let answer = AnswerConfig {
+        edns_payload: settings.edns_payload.unwrap_or(defaults::EDNS_PAYLOAD),
+    };
+    let mut server_config = ServerConfig {
+        listen: settings.listen.clone(),
+        udp_sockets: settings.udp_sockets.unwrap_or_else(defaults::cores),
+        tcp_idle_timeout: settings
+            .tcp_idle_timeout
+            .unwrap_or(defaults::TCP_IDLE_TIMEOUT),
+        tcp_max_connections: settings
+            .tcp_max_connections
+            .unwrap_or(defaults::TCP_MAX_CONNECTIONS),
+        answer,
+        ..ServerConfig::default()
+    };
+    let server = if !settings.listen.is_empty() {
+        Server::bind(server_config, catalog.clone(), metrics.clone()).await?
+    } else {
+        // The default listens on IPv6 too where the host has it.
+        let [v4, v6] = defaults::listen();
+        server_config.listen = vec![v4, v6];
+        match Server::bind(server_config.clone(), catalog.clone(), metrics.clone()).await {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(error = %e, "cannot listen on {v6}; serving IPv4 only");
+                server_config.listen = vec![v4];
+                Server::bind(server_config, catalog.clone(), metrics.clone()).await?
+            }
+        }
+    };
+
+    let watcher = spawn_watcher(sources).context("cannot start the file watcher")?;
+    let shutdown = CancellationToken::new();
+    let tasks = TaskTracker::new();
+    if let (Some(feed), Some(namespace)) = (feed, settings.kubernetes()) {
+        let namespace = namespace.map(str::to_string);
+        let client = controller_cmd::client(settings.kubeconfig.as_deref())
+            .await
+            .context("--kubernetes")?;
+        let poker = watcher.poker();
+        info!(
+            namespace = namespace.as_deref().unwrap_or("(all)"),
+            "watching DNSZones and DNSRecordSets"
+        );
+        tasks.spawn(meshdns_controller::dns_source::reflect(
+            client,
+            namespace,
+            feed,
+            move || poker.poke(),
+            shutdown.clone(),
+        ));
+    }
+    let http_addr = match settings.http {
+        Some(addr) => {
+            let state = HttpState {
+                metrics: {
+                    let (metrics, catalog, status, pkarr) = (
+                        metrics.clone(),
+                        catalog.clone(),
+                        status.clone(),
+                        pkarr.clone(),
+                    );
+                    Arc::new(move || {
+                        telemetry::render(&metrics, &catalog.load(), &status, pkarr.as_deref())
+                    })
+                },
+                readiness: {
+                    let status = status.clone();
+                    Arc::new(move || status.readiness())
+                },
+                pkarr: pkarr.clone().map(|store| {
+                    Arc::new(PkarrHttp {
+                        store,
+                        poker: watcher.poker(),
+                    }) as Arc<dyn PkarrRelay>
+                }),
+                doh: settings.doh.unwrap_or(defaults::DOH).then(|| DohState {
+                    catalog: catalog.clone(),
+                    metrics: metrics.clone(),
+                    answer,
+                }),
+            };
+            Some(
+                serve_http(addr, router(state), shutdown.clone(), &tasks)
+                    .await
+                    .with_context(|| format!("cannot serve HTTP on {addr}"))?,
+            )
+        }
+        None => None,
+    };
+    let dns: Vec<String> = server.udp_addrs().iter().map(ToString::to_string).collect();
+    info!(dns = %dns.join(","), http = %http_addr.map_or("off".to_string(), |a| a.to_string()), "meshdns ready");
+
+    wait_for_signal().await;
+    info!("shutting down");
+    server.shutdown();
+    shutdown.cancel();
+    server.join().await;
+    tasks.close();
+    tasks.wait().await;
+    tokio::task::spawn_blocking(move || watcher.stop())
+        .await
+        .ok();
+    info!("stopped");
+    Ok(())
+}
+
+/// The pkarr relay as the HTTP endpoint sees it: the store, plus a nudge to the watcher so a
+/// publish is served at once.
+struct PkarrHttp {
+    store: Arc<PkarrStore>,
+    poker: Poker,
+}
+
+impl PkarrRelay for PkarrHttp {
+    fn put(
+        &self,
+        client: std::net::IpAddr,
+        key: &str,
+        body: &[u8],
+    ) -> Result<(), (StatusCode, String)> {
+        match self.store.put(Some(client), key, body) {
+            Ok(()) => {
+                self.poker.poke();
+                Ok(())
+            }
+            Err(e) => {
+                let status = match e {
+                    PutError::Key(_) | PutError::Payload(_) => StatusCode::BAD_REQUEST,
+                    PutError::Stale => StatusCode::CONFLICT,
+                    PutError::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+                    PutError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                };
+                Err((status, e.to_string()))
+            }
+        }
+    }
+
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, (StatusCode, String)> {
+        self.store
+            .get(key)
+            .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))
+    }
+}
