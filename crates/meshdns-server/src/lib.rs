@@ -6,7 +6,8 @@
 //! and `shutdown`/`join`.
 //!
 //! UDP: `udp_sockets` sockets per address share the port with `SO_REUSEPORT`, so the kernel
-//! spreads datagrams across them and each is served by its own task. TCP (RFC 7766): 2-byte
+//! spreads datagrams across them; each is served by its own OS thread, blocked in `recvmmsg`
+//! and answering with `sendmmsg` (see `udp`). TCP (RFC 7766): 2-byte
 //! length framing, several queries per connection answered in order, an idle timeout, and a
 //! connection cap taken *before* `accept` so a flood waits in the kernel backlog instead of
 //! costing us memory.

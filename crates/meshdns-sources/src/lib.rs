@@ -1,8 +1,11 @@
-//! Where meshdns records come from.
+//! Where meshdns records come from: records files in three formats (Tailscale `records.json`,
+//! meshdns YAML/JSON, RFC 1035 zone files), Kubernetes manifests (files, directories, or a
+//! live feed from a cluster) and the pkarr relay's store.
 //!
-//! Today: records files in three formats (Tailscale `records.json`, meshdns YAML/JSON, RFC 1035
-//! zone files), watched and reloaded ([`watch`]). Parsing ([`records`], [`zonefile`]) and
-//! snapshot assembly ([`snapshot`]) are pure; only [`watch`] touches the filesystem.
+//! Parsing ([`records`], [`zonefile`], [`manifests`]) and compiling and assembling snapshots
+//! ([`snapshot`]) are pure. [`read`] is the one reader of files and directories, shared by
+//! `serve`, `check` and `render`; [`watch`] is the one loop that watches them and publishes
+//! snapshots; [`pkarr`] keeps published packets.
 
 pub mod manifests;
 pub mod pkarr;

@@ -119,15 +119,6 @@ impl Name {
         Some(Name(self.0[skip..].into()))
     }
 
-    /// The first (leftmost) label, or `None` for the root.
-    pub fn first_label(&self) -> Option<&[u8]> {
-        if self.is_root() {
-            return None;
-        }
-        let len = self.0[0] as usize;
-        Some(&self.0[1..1 + len])
-    }
-
     /// `label.self`.
     pub fn prepend(&self, label: &[u8]) -> Result<Name, NameError> {
         if label.is_empty() {

@@ -712,23 +712,6 @@ impl CatalogBuilder {
         refused
     }
 
-    /// Adds one record given in uncompressed wire form (as another zone holds it).
-    pub fn add_wire(
-        &mut self,
-        origin: &Name,
-        name: &Name,
-        rtype: RType,
-        ttl: u32,
-        rdata: &[u8],
-        source: SourceId,
-    ) -> Result<(), Rejection> {
-        let zone = self.zone_for(origin, name, rtype)?;
-        let at = zone.rdata_arena.len();
-        zone.rdata_arena.extend_from_slice(rdata);
-        push_entry(zone, name.wire(), rtype, ttl, (at, rdata.len()), source);
-        Ok(())
-    }
-
     fn zone_for(
         &mut self,
         origin: &Name,

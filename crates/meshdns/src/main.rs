@@ -8,6 +8,7 @@ mod check;
 mod cli;
 mod config;
 mod controller_cmd;
+mod pkarr_http;
 mod render;
 mod render_mesh;
 mod serve;

@@ -5,12 +5,10 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use arc_swap::ArcSwap;
-use axum::http::StatusCode;
 use meshdns_server::http::{DohState, HttpState, PkarrRelay, router, serve_http};
 use meshdns_server::{DnsMetrics, Server, ServerConfig, SharedCatalog};
 use meshdns_sources::{
-    FileSources, PkarrConfig, PkarrStore, Poker, PutError, SourceConfig, SourceStatus,
-    spawn_watcher,
+    FileSources, PkarrConfig, PkarrStore, SourceConfig, SourceStatus, spawn_watcher,
 };
 use meshdns_zone::{AnswerConfig, Catalog};
 use tokio_util::sync::CancellationToken;
@@ -18,6 +16,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::config::{ServeConfig, defaults};
+use crate::pkarr_http::PkarrHttp;
 use crate::{controller_cmd, telemetry, wait_for_signal};
 
 /// Runs `serve` until SIGTERM or SIGINT.
@@ -177,42 +176,4 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
         .ok();
     info!("stopped");
     Ok(())
-}
-
-/// The pkarr relay as the HTTP endpoint sees it: the store, plus a nudge to the watcher so a
-/// publish is served at once.
-struct PkarrHttp {
-    store: Arc<PkarrStore>,
-    poker: Poker,
-}
-
-impl PkarrRelay for PkarrHttp {
-    fn put(
-        &self,
-        client: std::net::IpAddr,
-        key: &str,
-        body: &[u8],
-    ) -> Result<(), (StatusCode, String)> {
-        match self.store.put(Some(client), key, body) {
-            Ok(()) => {
-                self.poker.poke();
-                Ok(())
-            }
-            Err(e) => {
-                let status = match e {
-                    PutError::Key(_) | PutError::Payload(_) => StatusCode::BAD_REQUEST,
-                    PutError::Stale => StatusCode::CONFLICT,
-                    PutError::RateLimited => StatusCode::TOO_MANY_REQUESTS,
-                    PutError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
-                };
-                Err((status, e.to_string()))
-            }
-        }
-    }
-
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, (StatusCode, String)> {
-        self.store
-            .get(key)
-            .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))
-    }
 }
