@@ -17,8 +17,8 @@ pub mod zone;
 pub use answer::{AnswerConfig, Outcome, Transport, answer, rcode};
 pub use name::{Name, NameError};
 pub use rdata::{RData, RDataError, RType, Soa};
-pub use records::{RecordRef, Records};
+pub use records::{Record, RecordRef, Records};
 pub use zone::{
-    BuildDefaults, Catalog, CatalogBuilder, Lookup, Node, RRset, Record, Rejection, SoaTemplate,
-    SourceId, Zone,
+    BuildDefaults, Catalog, CatalogBuilder, Lookup, Node, RRset, Rejection, SoaTemplate, SourceId,
+    Zone,
 };

@@ -11,7 +11,17 @@ use std::fmt;
 
 use crate::name::Name;
 use crate::rdata::{RData, RType};
-use crate::zone::Record;
+
+/// One record as a source hands it over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Absolute owner name.
+    pub name: Name,
+    /// Time to live in seconds.
+    pub ttl: u32,
+    /// The data; its type is the record's type.
+    pub data: RData,
+}
 
 /// One record's place in the buffers.
 #[derive(Debug, Clone, Copy)]

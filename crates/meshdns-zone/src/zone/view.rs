@@ -1,0 +1,120 @@
+//! Read views of a zone: a node and its RRsets, borrowed from the zone's arenas, and what a
+//! lookup finds.
+
+use crate::rdata::{RData, RType};
+
+/// All records of one type at one name (RFC 2181 §5), in wire form.
+#[derive(Debug, Clone, Copy)]
+pub struct RRset<'z> {
+    /// The records' type.
+    pub rtype: RType,
+    /// One TTL for the whole set (the lowest given, RFC 2181 §5.2).
+    pub ttl: u32,
+    pub(super) count: u16,
+    pub(super) records: &'z [u8],
+}
+
+impl<'z> RRset<'z> {
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        usize::from(self.count)
+    }
+
+    /// Whether the set is empty (never, for a stored set).
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Each record's RDATA in uncompressed wire form.
+    pub fn rdatas(&self) -> impl Iterator<Item = &'z [u8]> + 'z {
+        let mut rest = self.records;
+        std::iter::from_fn(move || {
+            let len = usize::from(u16::from_be_bytes([*rest.first()?, *rest.get(1)?]));
+            let (rd, tail) = rest[2..].split_at(len);
+            rest = tail;
+            Some(rd)
+        })
+    }
+
+    /// The first record's RDATA.
+    pub fn first(&self) -> Option<&'z [u8]> {
+        self.rdatas().next()
+    }
+
+    /// The records decoded (for display, rendering and tests; the answer path uses the wire
+    /// form).
+    pub fn decoded(&self) -> Vec<RData> {
+        self.rdatas()
+            .filter_map(|rd| RData::from_wire(self.rtype, rd))
+            .collect()
+    }
+}
+
+/// Everything at one owner name. No RRsets means an empty non-terminal.
+#[derive(Debug, Clone, Copy)]
+pub struct Node<'z> {
+    pub(super) name: &'z [u8],
+    pub(super) data: &'z [u8],
+}
+
+impl<'z> Node<'z> {
+    /// The owner name, lower-cased wire format.
+    pub fn name(&self) -> &'z [u8] {
+        self.name
+    }
+
+    /// The RRset of `rtype`, if there is one.
+    pub fn get(&self, rtype: RType) -> Option<RRset<'z>> {
+        self.rrsets().find(|s| s.rtype == rtype)
+    }
+
+    /// All RRsets, ordered by type code.
+    pub fn rrsets(&self) -> impl Iterator<Item = RRset<'z>> + 'z {
+        let mut rest = self.data;
+        std::iter::from_fn(move || {
+            if rest.len() < 8 {
+                return None;
+            }
+            let rtype = RType(u16::from_be_bytes([rest[0], rest[1]]));
+            let ttl = u32::from_be_bytes([rest[2], rest[3], rest[4], rest[5]]);
+            let count = u16::from_be_bytes([rest[6], rest[7]]);
+            let mut end = 8;
+            for _ in 0..count {
+                end += 2 + usize::from(u16::from_be_bytes([rest[end], rest[end + 1]]));
+            }
+            let set = RRset {
+                rtype,
+                ttl,
+                count,
+                records: &rest[8..end],
+            };
+            rest = &rest[end..];
+            Some(set)
+        })
+    }
+
+    /// Whether the node is an empty non-terminal.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+}
+
+/// What a zone holds for a name, as the answer logic needs to know it.
+#[derive(Debug)]
+pub enum Lookup<'z> {
+    /// The name exists with these RRsets.
+    Found(Node<'z>),
+    /// The name does not exist but a wildcard (RFC 4592) synthesises it from this node.
+    Wildcard(Node<'z>),
+    /// The name exists only because names below it do (NODATA for every type).
+    EmptyNonTerminal,
+    /// The name is at or below a zone cut: refer to the child's name servers.
+    Delegation {
+        /// The owner name of the cut (lower-cased wire format).
+        cut: &'z [u8],
+        /// The child zone's NS RRset.
+        ns: RRset<'z>,
+    },
+    /// Neither the name nor anything below it exists.
+    NxDomain,
+}
