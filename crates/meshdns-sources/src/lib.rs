@@ -7,17 +7,21 @@
 //! `serve`, `check` and `render`; [`watch`] is the one loop that watches them and publishes
 //! snapshots; [`pkarr`] keeps published packets.
 
+pub mod content;
 pub mod manifests;
+pub mod native;
 pub mod pkarr;
 pub mod read;
 pub mod records;
 pub mod snapshot;
+pub mod tailscale;
 pub mod watch;
 pub mod zonefile;
 
+pub use content::{FileKind, ParseSettings, Parsed, Problem, ZoneContent};
 pub use pkarr::{PkarrConfig, PkarrStore, PutError};
 pub use read::{read_manifests, read_source};
-pub use records::{FileKind, ParseSettings, Parsed, Problem, ZoneContent, parse};
+pub use records::parse;
 pub use snapshot::{
     CompiledSource, Loaded, SourceInput, assemble, compile, load, load_objects, load_parsed,
 };

@@ -28,7 +28,7 @@ use meshdns_zone::{Name, RData, RType, Record};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::records::{Parsed, Problem, ZoneContent};
+use crate::content::{Parsed, Problem, ZoneContent};
 
 /// Objects handed over by a live reader (the Kubernetes reflector of `serve --kubernetes`):
 /// the watcher thread compiles them like a file when their version moves.

@@ -21,7 +21,7 @@ use meshdns_iroh::{EndpointId, parse_endpoint_id};
 use meshdns_zone::{BuildDefaults, Name};
 use tracing::{info, warn};
 
-use crate::records::ZoneContent;
+use crate::content::ZoneContent;
 use crate::snapshot::{CompiledSource, compile};
 
 /// How the relay behaves.

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::content::Problem;
 use crate::manifests;
-use crate::records::Problem;
 
 /// Whether a file in a manifest directory is read: `.yaml`, `.yml` or `.json`.
 fn is_manifest_file(path: &Path) -> bool {

@@ -14,7 +14,8 @@ use std::sync::Arc;
 
 use meshdns_zone::{BuildDefaults, Catalog, CatalogBuilder, Name, RType, Rejection, Zone};
 
-use crate::records::{FileKind, ParseSettings, Parsed, Problem, ZoneContent, parse};
+use crate::content::{FileKind, ParseSettings, Parsed, Problem, ZoneContent};
+use crate::records::parse;
 
 /// One file's content compiled into zones: what a source keeps between reloads.
 #[derive(Debug, Clone, Default)]

@@ -30,10 +30,11 @@ use meshdns_zone::{BuildDefaults, Catalog, Name};
 use notify::Watcher as _;
 use tracing::{debug, error, info, warn};
 
+use crate::content::{FileKind, ParseSettings, Problem, ZoneContent};
 use crate::manifests::ManifestFeed;
 use crate::pkarr::PkarrStore;
 use crate::read::{manifest_files, read_source};
-use crate::records::{FileKind, ParseSettings, Problem, ZoneContent, parse};
+use crate::records::parse;
 use crate::snapshot::{CompiledSource, Loaded, SourceInput, assemble, load_objects, load_parsed};
 
 /// One records file to serve.

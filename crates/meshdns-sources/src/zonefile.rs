@@ -13,7 +13,7 @@ use meshdns_zone::name::{MAX_NAME_LEN, is_wire_subdomain};
 use meshdns_zone::text::{Token, looks_like_ttl, parse_ttl, scan_token};
 use meshdns_zone::{Name, RData, RType, Records};
 
-use crate::records::{Parsed, Problem, ZoneContent};
+use crate::content::{Parsed, Problem, ZoneContent};
 
 /// Reads a zone file one logical entry at a time (an entry may span lines inside parentheses).
 /// Tokens are slices of the text, collected into a buffer the caller reuses.

@@ -1,0 +1,101 @@
+//! What every source format hands over: the zones a file gives ([`Parsed`], [`ZoneContent`]),
+//! each entry it skipped ([`Problem`]: `FILE: ENTRY: REASON`), and how to read it
+//! ([`FileKind`], [`ParseSettings`]).
+
+use std::fmt;
+
+use meshdns_zone::{Name, Records, SoaTemplate};
+
+/// One thing wrong with a file: `FILE: ENTRY: REASON`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The file, as the user named it.
+    pub file: String,
+    /// The key or value at fault (`ip4.foo.ts.net`, `zones[0].records[2]`, `line 7`), or `file`.
+    pub entry: String,
+    /// What is wrong and what would be accepted.
+    pub reason: String,
+}
+
+impl Problem {
+    /// A problem with an entry of `file`.
+    pub fn new(file: &str, entry: impl Into<String>, reason: impl Into<String>) -> Problem {
+        Problem {
+            file: file.to_string(),
+            entry: entry.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}: {}", self.file, self.entry, self.reason)
+    }
+}
+
+/// What one file contributes to one zone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZoneContent {
+    /// The zone's apex.
+    pub origin: Name,
+    /// SOA settings when the file gives them without an SOA record.
+    pub soa: Option<SoaTemplate>,
+    /// The records, all at or below `origin`.
+    pub records: Records,
+}
+
+impl ZoneContent {
+    /// A zone with no records.
+    pub fn empty(origin: &Name) -> ZoneContent {
+        ZoneContent {
+            origin: origin.clone(),
+            soa: None,
+            records: Records::new(),
+        }
+    }
+}
+
+/// A usable file: its zones and the entries that were skipped.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Parsed {
+    /// Zones, in file order.
+    pub zones: Vec<ZoneContent>,
+    /// Entries skipped, each with its reason.
+    pub problems: Vec<Problem>,
+}
+
+/// How a file should be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileKind {
+    /// Decide from the name and content: `.zone`/`.db` files and text starting with a `$`
+    /// directive or `;` comment are zone files, everything else JSON/YAML.
+    Auto,
+    /// An RFC 1035 zone file; `origin` is the initial `$ORIGIN` when given.
+    ZoneFile {
+        /// Initial origin (and zone apex unless the file's SOA says otherwise).
+        origin: Option<Name>,
+    },
+    /// Kubernetes manifests: the zones their DNSZones and DNSRecordSets make
+    /// ([`crate::manifests`]). The path may be a directory: every `.yaml`, `.yml` and
+    /// `.json` file in it, in name order.
+    Manifests,
+}
+
+/// What parsing needs besides the bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseSettings {
+    /// TTL for records that do not give one.
+    pub default_ttl: u32,
+    /// Zones that Tailscale-format names are placed in.
+    pub tailscale_zones: Vec<Name>,
+}
+
+impl Default for ParseSettings {
+    fn default() -> Self {
+        ParseSettings {
+            default_ttl: 5,
+            tailscale_zones: vec![Name::parse("ts.net.", None).expect("valid name")],
+        }
+    }
+}
