@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::metrics::Metrics;
-use crate::{Error, condition, is_conflict, is_not_found, set_condition};
+use crate::{Error, condition, is_conflict, is_not_found, set_condition, set_finalizer};
 
 /// How the controller runs (datum's `connector.iroh` block plus meshdns's options).
 #[derive(Debug, Clone)]
@@ -274,44 +274,49 @@ pub fn error_policy(c: Arc<Connector>, error: &Error, _ctx: Arc<Context>) -> Act
     }
 }
 
+/// Lets go of a Connector that publishes nothing any more (being deleted, publishing turned
+/// off, or no longer routed to iroh): releases its records and removes its finalizer, and with
+/// `clear` its condition. A Connector without the finalizer holds nothing to let go of.
+async fn let_go(
+    ctx: &Context,
+    api: &Api<Connector>,
+    c: &Connector,
+    uid: &str,
+    clear: bool,
+) -> Result<(), Error> {
+    if !c.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(());
+    }
+    release(ctx, c, uid, None).await?;
+    let c = set_finalizer(api, c, FINALIZER, false).await?;
+    if clear {
+        clear_condition(api, &c).await?;
+    }
+    Ok(())
+}
+
 async fn reconcile_connector(c: &Connector, ctx: &Context) -> Result<(Action, Outcome), Error> {
     let ns = c.namespace().unwrap_or_default();
     let api = Api::<Connector>::namespaced(ctx.source.clone(), &ns);
     let uid = c.uid().unwrap_or_default();
-    let has_finalizer = c.finalizers().iter().any(|f| f == FINALIZER);
     let done = Ok((Action::await_change(), Outcome::Other));
 
     if c.metadata.deletion_timestamp.is_some() {
-        if has_finalizer {
-            release(ctx, c, &uid, None).await?;
-            set_finalizer(&api, c, false).await?;
-        }
+        let_go(ctx, &api, c, &uid, false).await?;
         return done;
     }
     if !ctx.opts.enabled {
-        if has_finalizer {
-            release(ctx, c, &uid, None).await?;
-            let c = set_finalizer(&api, c, false).await?;
-            clear_condition(&api, &c).await?;
-        }
+        let_go(ctx, &api, c, &uid, true).await?;
         return done;
     }
     let class = class_controller(ctx, &c.spec.connector_class_name).await?;
     let input = connector_input(c, class, &ctx.cluster);
     let decision = plan(&input, &ctx.opts.settings);
     if decision == Decision::Ignore {
-        if has_finalizer {
-            release(ctx, c, &uid, None).await?;
-            let c = set_finalizer(&api, c, false).await?;
-            clear_condition(&api, &c).await?;
-        }
+        let_go(ctx, &api, c, &uid, true).await?;
         return done;
     }
-    let c = if has_finalizer {
-        c.clone()
-    } else {
-        set_finalizer(&api, c, true).await?
-    };
+    let c = set_finalizer(&api, c, FINALIZER, true).await?;
     let (cond, outcome) = match decision {
         Decision::Ignore => unreachable!("handled above"),
         Decision::Pending => {
@@ -497,32 +502,6 @@ async fn release(ctx: &Context, c: &Connector, uid: &str, keep: Option<&str>) ->
         }
     }
     Ok(())
-}
-
-/// Adds or removes the finalizer (optimistic concurrency on the resourceVersion).
-async fn set_finalizer(
-    api: &Api<Connector>,
-    c: &Connector,
-    present: bool,
-) -> Result<Connector, Error> {
-    let mut finalizers: Vec<String> = c
-        .finalizers()
-        .iter()
-        .filter(|f| *f != FINALIZER)
-        .cloned()
-        .collect();
-    if present {
-        finalizers.push(FINALIZER.to_string());
-    }
-    let patch =
-        json!({"metadata": {"finalizers": finalizers, "resourceVersion": c.resource_version()}});
-    Ok(api
-        .patch(
-            &c.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?)
 }
 
 /// Sets `IrohDNSPublished`; returns whether anything changed.

@@ -51,6 +51,42 @@ impl Error {
     }
 }
 
+/// Adds (`present`) or removes `finalizer` on `obj` with a merge patch guarded by its
+/// `resourceVersion`, so a concurrent change fails with a conflict instead of being
+/// overwritten. Returns the object as written; writes nothing when it already is as asked.
+pub async fn set_finalizer<K>(
+    api: &kube::Api<K>,
+    obj: &K,
+    finalizer: &str,
+    present: bool,
+) -> Result<K, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    use kube::ResourceExt;
+    let has = obj.finalizers().iter().any(|f| f == finalizer);
+    if has == present {
+        return Ok(obj.clone());
+    }
+    let mut finalizers: Vec<&str> = obj
+        .finalizers()
+        .iter()
+        .map(String::as_str)
+        .filter(|f| *f != finalizer)
+        .collect();
+    if present {
+        finalizers.push(finalizer);
+    }
+    let patch = serde_json::json!({"metadata": {
+        "finalizers": finalizers, "resourceVersion": obj.resource_version()}});
+    api.patch(
+        &obj.name_any(),
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+}
+
 /// Whether an API error is `404 Not Found`.
 pub fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)

@@ -42,7 +42,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::metrics::Metrics;
-use crate::{Error, is_not_found};
+use crate::{Error, is_not_found, set_finalizer};
 
 /// Field manager of every Peer, DNSRecordSet and status meshdns writes here.
 pub const FIELD_MANAGER: &str = "meshdns-mesh";
@@ -308,50 +308,109 @@ async fn list_nodes(client: &Client) -> Result<Vec<Node>, String> {
         .map_err(|e| format!("reading nodes: {e}"))
 }
 
-/// Returns whether any cluster is still bootstrapping.
+/// One pass over the namespace: plan every mesh, bring every target cluster's Peers to the
+/// plan, then record sets, statuses and Events; finalizers of deleted meshes go once every
+/// target is clean. Returns whether any cluster is still bootstrapping.
 async fn reconcile_namespace(ctx: &Context) -> Result<bool, Error> {
-    let ns = &ctx.opts.namespace;
-    let api = Api::<ClusterMesh>::namespaced(ctx.local.clone(), ns);
+    let api = Api::<ClusterMesh>::namespaced(ctx.local.clone(), &ctx.opts.namespace);
+    let (live, deleting) = meshes(&api).await?;
+    let mut members = Members::reach(ctx, live.iter().chain(&deleting)).await;
+    let plans = plan(&live, &members.nodes);
+    let targets = targets(ctx, &live, &deleting, &mut members).await;
+    let namespace = Namespace {
+        live: &live,
+        plans: &plans,
+        deleting: deleting.iter().map(|m| m.name_any()).collect(),
+        existing: existing_meshes(ctx).await?,
+    };
+
+    let mut cleaned_all = true;
+    let mut peers_written = 0i64;
+    for (how, entries) in &targets {
+        match sync_target(&namespace, &members, how, entries).await? {
+            Synced::Written(n) => peers_written += n,
+            Synced::Gone => {}
+            Synced::NotReached => cleaned_all = false,
+        }
+    }
+    ctx.metrics.set("mesh_peer_writes", peers_written);
+    remember_targets(ctx, &live, &targets, &members.clients);
+
+    reconcile_record_sets(ctx, &live, &plans).await?;
+    for (m, plan) in live.iter().zip(&plans) {
+        write_status(&api, m, plan).await?;
+        report_skips(ctx, m, plan).await;
+    }
+    if cleaned_all {
+        for m in deleting
+            .iter()
+            .filter(|m| m.finalizers().iter().any(|f| f == FINALIZER))
+        {
+            set_finalizer(&api, m, FINALIZER, false).await?;
+            info!(mesh = %m.name_any(), "cleaned up");
+        }
+    }
+    let peers: i64 = plans
+        .iter()
+        .flat_map(|p| &p.sources)
+        .map(|s| s.peers.len() as i64)
+        .sum();
+    ctx.metrics.set("mesh_peers_planned", peers);
+    Ok(plans.iter().any(MeshPlan::bootstrapping))
+}
+
+/// The namespace's meshes, live ones (sorted by name, each holding the finalizer) apart from
+/// those being deleted.
+async fn meshes(api: &Api<ClusterMesh>) -> Result<(Vec<ClusterMesh>, Vec<ClusterMesh>), Error> {
     let all = api.list(&ListParams::default()).await?.items;
-    let (deleting, mut live): (Vec<ClusterMesh>, Vec<ClusterMesh>) = all
+    let (deleting, listed): (Vec<ClusterMesh>, Vec<ClusterMesh>) = all
         .into_iter()
         .partition(|m| m.metadata.deletion_timestamp.is_some());
+    let mut live = Vec::with_capacity(listed.len());
+    for m in listed {
+        live.push(set_finalizer(api, &m, FINALIZER, true).await?);
+    }
     live.sort_by_key(|m| m.name_any());
-    for m in &mut live {
-        if !m.finalizers().iter().any(|f| f == FINALIZER) {
-            let mut fins = m.finalizers().to_vec();
-            fins.push(FINALIZER.to_string());
-            let patch =
-                json!({"metadata": {"finalizers": fins, "resourceVersion": m.resource_version()}});
-            *m = api
-                .patch(
-                    &m.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await?;
+    Ok((live, deleting))
+}
+
+/// Every member cluster's client and Nodes, by how it is reached.
+struct Members {
+    clients: BTreeMap<Reach, Result<Client, Unreachable>>,
+    nodes: BTreeMap<Reach, Result<Vec<Node>, String>>,
+}
+
+impl Members {
+    /// Reaches every cluster of `meshes` once and lists its Nodes.
+    async fn reach(ctx: &Context, meshes: impl Iterator<Item = &ClusterMesh>) -> Members {
+        let mut members = Members {
+            clients: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+        };
+        for e in meshes.flat_map(|m| &m.spec.clusters) {
+            members.client(ctx, reach(e)).await;
         }
+        for (how, c) in &members.clients {
+            let listed = match c {
+                Ok(client) => list_nodes(client).await,
+                Err(e) => Err(e.to_string()),
+            };
+            members.nodes.insert(how.clone(), listed);
+        }
+        members
     }
 
-    // Every member cluster's client and Nodes, by how it is reached.
-    let mut clients: BTreeMap<Reach, Result<Client, Unreachable>> = BTreeMap::new();
-    for m in live.iter().chain(&deleting) {
-        for e in &m.spec.clusters {
-            let how = reach(e);
-            if let std::collections::btree_map::Entry::Vacant(slot) = clients.entry(how) {
-                let c = member(ctx, slot.key()).await;
-                slot.insert(c);
-            }
+    /// Makes sure a client for `how` was tried.
+    async fn client(&mut self, ctx: &Context, how: Reach) {
+        if let std::collections::btree_map::Entry::Vacant(slot) = self.clients.entry(how) {
+            let c = member(ctx, slot.key()).await;
+            slot.insert(c);
         }
     }
-    let mut nodes: BTreeMap<Reach, Result<Vec<Node>, String>> = BTreeMap::new();
-    for (how, c) in &clients {
-        let listed = match c {
-            Ok(client) => list_nodes(client).await,
-            Err(e) => Err(e.to_string()),
-        };
-        nodes.insert(how.clone(), listed);
-    }
+}
+
+/// The plan of every live mesh, from the Nodes of its clusters.
+fn plan(live: &[ClusterMesh], nodes: &BTreeMap<Reach, Result<Vec<Node>, String>>) -> Vec<MeshPlan> {
     let entry_of = |mesh: &str, cluster: &str| -> Option<Reach> {
         live.iter()
             .find(|m| m.name_any() == mesh)?
@@ -367,27 +426,29 @@ async fn reconcile_namespace(ctx: &Context) -> Result<bool, Error> {
         .zip(&names)
         .map(|(m, n)| (n.as_str(), &m.spec))
         .collect();
-    let plans = plan_meshes(&specs, &|mesh, cluster| match entry_of(mesh, cluster)
-        .and_then(|h| nodes.get(&h))
-    {
-        Some(Ok(list)) => ClusterNodes::Listed(list.clone()),
-        Some(Err(e)) => ClusterNodes::Unavailable(e.clone()),
-        None => ClusterNodes::Unavailable("not reached".into()),
-    });
+    plan_meshes(
+        &specs,
+        &|mesh, cluster| match entry_of(mesh, cluster).and_then(|h| nodes.get(&h)) {
+            Some(Ok(list)) => ClusterNodes::Listed(list.clone()),
+            Some(Err(e)) => ClusterNodes::Unavailable(e.clone()),
+            None => ClusterNodes::Unavailable("not reached".into()),
+        },
+    )
+}
 
-    // Meshes that exist anywhere (a Peer naming none of them is an orphan).
-    let existing_meshes: BTreeSet<String> = Api::<ClusterMesh>::all(ctx.local.clone())
-        .list(&ListParams::default())
-        .await?
-        .items
-        .iter()
-        .filter(|m| m.metadata.deletion_timestamp.is_none())
-        .map(|m| m.name_any())
-        .collect();
-    let deleting_names: BTreeSet<String> = deleting.iter().map(|m| m.name_any()).collect();
+/// The (live mesh index, cluster name) entries behind one target.
+type TargetEntries = Vec<(usize, String)>;
 
-    // Targets: every way a cluster is reached, with the (mesh, cluster name) entries behind it.
-    let mut targets: BTreeMap<Reach, Vec<(usize, String)>> = BTreeMap::new();
+/// Every target: each way a cluster is reached, with the entries of live meshes behind it;
+/// clusters of meshes being deleted, and clusters that left a spec (still reachable while
+/// their Secret exists), with none, so they are swept.
+async fn targets(
+    ctx: &Context,
+    live: &[ClusterMesh],
+    deleting: &[ClusterMesh],
+    members: &mut Members,
+) -> BTreeMap<Reach, TargetEntries> {
+    let mut targets: BTreeMap<Reach, TargetEntries> = BTreeMap::new();
     for (i, m) in live.iter().enumerate() {
         for e in &m.spec.clusters {
             targets
@@ -396,12 +457,9 @@ async fn reconcile_namespace(ctx: &Context) -> Result<bool, Error> {
                 .push((i, e.name.clone()));
         }
     }
-    for m in &deleting {
-        for e in &m.spec.clusters {
-            targets.entry(reach(e)).or_default();
-        }
+    for e in deleting.iter().flat_map(|m| &m.spec.clusters) {
+        targets.entry(reach(e)).or_default();
     }
-    // Clusters that left a spec: still reachable while their Secret exists, and swept.
     let left: Vec<Reach> = {
         let known = ctx.known.lock().unwrap_or_else(|e| e.into_inner());
         known
@@ -411,132 +469,151 @@ async fn reconcile_namespace(ctx: &Context) -> Result<bool, Error> {
             .collect()
     };
     for how in left {
-        if let std::collections::btree_map::Entry::Vacant(slot) = clients.entry(how.clone()) {
-            let c = member(ctx, slot.key()).await;
-            slot.insert(c);
-        }
+        members.client(ctx, how.clone()).await;
         targets.entry(how).or_default();
     }
-    let mut cleaned_all = true;
-    let mut peers_written = 0i64;
-    for (how, entries) in &targets {
-        let client = match clients.get(how) {
-            Some(Ok(client)) => client,
-            // Its kubeconfig Secret is gone: there is no way to reach it any more, so it
-            // cannot hold up a deletion (a deleted namespace takes the Secret with it).
-            Some(Err(Unreachable::Gone(_))) => continue,
-            _ => {
-                cleaned_all = false;
-                continue;
-            }
-        };
-        let wanted = merge_same_key(
-            entries
-                .iter()
-                .flat_map(|(i, cluster)| plans[*i].peers_for(cluster))
-                .collect(),
-        );
-        let target_nodes = match nodes.get(how) {
-            Some(Ok(list)) => list.as_slice(),
-            _ => &[],
-        };
-        let seen = discovered_endpoints(target_nodes);
-        for p in &seen.problems {
-            warn!(target = ?how, problem = %p, "discovered endpoint rejected");
-        }
-        let desired = enrich(wanted, &seen);
-        let peers_api = Api::<Peer>::all(client.clone());
-        let existing: Vec<meshdns_mesh::Peer> = match peers_api.list(&ListParams::default()).await {
-            Ok(list) => list.items.iter().map(Peer::to_plan).collect(),
-            Err(e) => {
-                warn!(target = ?how, error = %e, "listing Peers");
-                cleaned_all = false;
-                continue;
-            }
-        };
-        let member_of: BTreeMap<&str, &str> = entries
-            .iter()
-            .map(|(i, c)| (names[*i].as_str(), c.as_str()))
-            .collect();
-        let may_delete = |p: &meshdns_mesh::Peer| -> bool {
-            let Some((mesh, source)) = peer_owner(p) else {
-                return false;
-            };
-            if deleting_names.contains(mesh) || !existing_meshes.contains(mesh) {
-                return true;
-            }
-            match live.iter().position(|m| m.name_any() == mesh) {
-                // A mesh of this namespace: its Peers here go when the target left it, or
-                // when their source left it or was read and no longer yields them.
-                Some(i) => !member_of.contains_key(mesh) || plans[i].may_sweep(source),
-                // A mesh of another namespace: not ours to judge.
-                None => false,
-            }
-        };
-        for action in diff_target(&desired, &existing, &may_delete) {
-            match action {
-                PeerAction::Apply(p) => {
-                    let body = p.to_object();
-                    let pp = PatchParams::apply(FIELD_MANAGER).force();
-                    peers_api.patch(&p.name, &pp, &Patch::Apply(&body)).await?;
-                    peers_written += 1;
-                }
-                PeerAction::Delete(name) => {
-                    match peers_api.delete(&name, &DeleteParams::default()).await {
-                        Ok(_) => {}
-                        Err(e) if is_not_found(&e) => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                PeerAction::Conflict(name) => {
-                    warn!(target = ?how, peer = %name, "a Peer without the mesh label has this name; left alone");
-                }
-            }
-        }
-    }
-    ctx.metrics.set("mesh_peer_writes", peers_written);
-    {
-        let mut known = ctx.known.lock().unwrap_or_else(|e| e.into_inner());
-        *known = live
-            .iter()
-            .flat_map(|m| m.spec.clusters.iter().map(reach))
-            .collect();
-        // A target that could not be swept stays known, to be tried again.
-        known.extend(
-            targets
-                .keys()
-                .filter(|how| matches!(clients.get(*how), Some(Err(Unreachable::Failed(_)))))
-                .cloned(),
-        );
-    }
+    targets
+}
 
-    reconcile_record_sets(ctx, &live, &plans).await?;
-
-    for (m, plan) in live.iter().zip(&plans) {
-        write_status(&api, m, plan).await?;
-        report_skips(ctx, m, plan).await;
-    }
-    for m in &deleting {
-        if cleaned_all && m.finalizers().iter().any(|f| f == FINALIZER) {
-            let fins: Vec<&String> = m.finalizers().iter().filter(|f| *f != FINALIZER).collect();
-            let patch =
-                json!({"metadata": {"finalizers": fins, "resourceVersion": m.resource_version()}});
-            api.patch(
-                &m.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
-            info!(mesh = %m.name_any(), "cleaned up");
-        }
-    }
-    let peers: i64 = plans
+/// Meshes that exist in any namespace (a Peer naming none of them is an orphan).
+async fn existing_meshes(ctx: &Context) -> Result<BTreeSet<String>, Error> {
+    Ok(Api::<ClusterMesh>::all(ctx.local.clone())
+        .list(&ListParams::default())
+        .await?
+        .items
         .iter()
-        .flat_map(|p| &p.sources)
-        .map(|s| s.peers.len() as i64)
-        .sum();
-    ctx.metrics.set("mesh_peers_planned", peers);
-    Ok(plans.iter().any(MeshPlan::bootstrapping))
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .map(|m| m.name_any())
+        .collect())
+}
+
+/// What one pass knows about the namespace's meshes, to judge which Peers may go.
+struct Namespace<'a> {
+    live: &'a [ClusterMesh],
+    plans: &'a [MeshPlan],
+    /// Names of this namespace's meshes being deleted.
+    deleting: BTreeSet<String>,
+    /// Names of meshes that exist anywhere.
+    existing: BTreeSet<String>,
+}
+
+impl Namespace<'_> {
+    /// Whether a Peer found on a target whose memberships are `member_of` (mesh → cluster
+    /// name) may be deleted when the plan does not want it.
+    fn may_delete(&self, member_of: &BTreeMap<String, &str>, p: &meshdns_mesh::Peer) -> bool {
+        let Some((mesh, source)) = peer_owner(p) else {
+            return false;
+        };
+        if self.deleting.contains(mesh) || !self.existing.contains(mesh) {
+            return true;
+        }
+        match self.live.iter().position(|m| m.name_any() == mesh) {
+            // A mesh of this namespace: its Peers here go when the target left it, or when
+            // their source left it or was read and no longer yields them.
+            Some(i) => !member_of.contains_key(mesh) || self.plans[i].may_sweep(source),
+            // A mesh of another namespace: not ours to judge.
+            None => false,
+        }
+    }
+}
+
+/// How a target fared.
+enum Synced {
+    /// Its Peers match the plan; this many were written.
+    Written(i64),
+    /// Its kubeconfig Secret is gone: there is no way to reach it any more, so it cannot hold
+    /// up a deletion (a deleted namespace takes the Secret with it).
+    Gone,
+    /// It could not be reached or read: it may still hold Peers of deleted meshes.
+    NotReached,
+}
+
+/// Brings one target cluster's Peers to the plan: wanted Peers (merged by key, enriched with
+/// the endpoints the target saw) are applied, Peers the namespace owns and no longer wants
+/// are deleted, and a Peer of the same name the mesh does not own is left alone.
+async fn sync_target(
+    namespace: &Namespace<'_>,
+    members: &Members,
+    how: &Reach,
+    entries: &TargetEntries,
+) -> Result<Synced, Error> {
+    let client = match members.clients.get(how) {
+        Some(Ok(client)) => client,
+        Some(Err(Unreachable::Gone(_))) => return Ok(Synced::Gone),
+        _ => return Ok(Synced::NotReached),
+    };
+    let wanted = merge_same_key(
+        entries
+            .iter()
+            .flat_map(|(i, cluster)| namespace.plans[*i].peers_for(cluster))
+            .collect(),
+    );
+    let target_nodes = match members.nodes.get(how) {
+        Some(Ok(list)) => list.as_slice(),
+        _ => &[],
+    };
+    let seen = discovered_endpoints(target_nodes);
+    for p in &seen.problems {
+        warn!(target = ?how, problem = %p, "discovered endpoint rejected");
+    }
+    let desired = enrich(wanted, &seen);
+    let peers_api = Api::<Peer>::all(client.clone());
+    let existing: Vec<meshdns_mesh::Peer> = match peers_api.list(&ListParams::default()).await {
+        Ok(list) => list.items.iter().map(Peer::to_plan).collect(),
+        Err(e) => {
+            warn!(target = ?how, error = %e, "listing Peers");
+            return Ok(Synced::NotReached);
+        }
+    };
+    let member_of: BTreeMap<String, &str> = entries
+        .iter()
+        .map(|(i, c)| (namespace.live[*i].name_any(), c.as_str()))
+        .collect();
+    let may_delete = |p: &meshdns_mesh::Peer| namespace.may_delete(&member_of, p);
+    let mut written = 0;
+    for action in diff_target(&desired, &existing, &may_delete) {
+        match action {
+            PeerAction::Apply(p) => {
+                let pp = PatchParams::apply(FIELD_MANAGER).force();
+                peers_api
+                    .patch(&p.name, &pp, &Patch::Apply(&p.to_object()))
+                    .await?;
+                written += 1;
+            }
+            PeerAction::Delete(name) => {
+                match peers_api.delete(&name, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(e) if is_not_found(&e) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            PeerAction::Conflict(name) => {
+                warn!(target = ?how, peer = %name, "a Peer without the mesh label has this name; left alone");
+            }
+        }
+    }
+    Ok(Synced::Written(written))
+}
+
+/// Remembers the targets worth reaching next time: every cluster of a live mesh, and any
+/// target that could not be swept (tried again).
+fn remember_targets(
+    ctx: &Context,
+    live: &[ClusterMesh],
+    targets: &BTreeMap<Reach, TargetEntries>,
+    clients: &BTreeMap<Reach, Result<Client, Unreachable>>,
+) {
+    let mut known = ctx.known.lock().unwrap_or_else(|e| e.into_inner());
+    *known = live
+        .iter()
+        .flat_map(|m| m.spec.clusters.iter().map(reach))
+        .collect();
+    known.extend(
+        targets
+            .keys()
+            .filter(|how| matches!(clients.get(*how), Some(Err(Unreachable::Failed(_)))))
+            .cloned(),
+    );
 }
 
 async fn reconcile_record_sets(
