@@ -139,8 +139,10 @@ async fn controller_iroh_publishes_and_stops_cleanly() {
 /// fields, status): what a client wrote.
 fn as_written(o: &serde_json::Value) -> serde_json::Value {
     let m = &o["metadata"];
-    let mut metadata =
-        json!({"name": m["name"], "namespace": m["namespace"], "labels": m["labels"]});
+    let mut metadata = json!({"name": m["name"], "labels": m["labels"]});
+    if let Some(ns) = m.get("namespace") {
+        metadata["namespace"] = ns.clone();
+    }
     if let Some(a) = m.get("annotations") {
         metadata["annotations"] = a.clone();
     }
@@ -237,6 +239,50 @@ async fn controller_mesh_writes_peers_into_both_clusters() {
         "{body}"
     );
     stop(child).await;
+
+    // render mesh, given the same ClusterMesh and Nodes as files, prints the Peers the
+    // controller applied in each cluster.
+    let files = tempfile::tempdir().unwrap();
+    let mesh = hub.get(KILO, "ClusterMesh", Some("kilo"), "m").unwrap();
+    write(files.path(), "mesh.json", &mesh.to_string());
+    for (name, fake) in [("hub", &hub), ("tenant", &tenant)] {
+        let dir = files.path().join("clusters").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let nodes = json!({"apiVersion": "v1", "kind": "List", "items": fake.list("v1", "Node")});
+        write(&dir, "nodes.json", &nodes.to_string());
+    }
+    let out = bin()
+        .args(["render", "mesh", "-f", &files.path().display().to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lists: Vec<serde_json::Value> = text
+        .split("---\n")
+        .filter(|d| d.contains("meshdns.io/target-cluster"))
+        .map(|d| serde_yaml::from_str(d).unwrap())
+        .collect();
+    assert_eq!(lists.len(), 2, "{text}");
+    for list in lists {
+        let target = list["metadata"]["annotations"]["meshdns.io/target-cluster"]
+            .as_str()
+            .unwrap();
+        let fake = if target == "hub" { &hub } else { &tenant };
+        let mut applied: Vec<serde_json::Value> =
+            fake.list(KILO, "Peer").iter().map(as_written).collect();
+        applied.sort_by_key(|p| p["metadata"]["name"].as_str().unwrap().to_string());
+        let rendered: Vec<serde_json::Value> = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(as_written)
+            .collect();
+        assert_eq!(rendered, applied, "target {target}: {text}");
+    }
 }
 
 #[test]
