@@ -11,13 +11,16 @@
 #   bench/run.sh reload                  # meshdns: 10 reloads of the 1M-host zone under 100k QPS
 #   bench/run.sh summary DIR             # markdown tables from a results directory
 #
-# Servers: meshdns reflector nsd knot bind hickory (zone file); iroh meshdns-pkarr (pkarr).
+# Servers: meshdns reflector nsd knot bind hickory (zone file); iroh meshdns-pkarr (pkarr);
+# meshdns-base: a second meshdns binary ($MESHDNS_BASE, say the last release), run exactly as
+# meshdns is, to compare two builds interleaved (`perf 3 meshdns meshdns-base`).
 # hickory-dns and iroh-dns-server are built from crates.io by `setup` into $RUN_ROOT/bin.
 # Each server runs under `taskset -c 0` with one
 # worker; dnsperf runs under `taskset -c 1`. Servers are interleaved per repetition
 # (A B C A B C) so drift hits all alike. Results: $OUT/runs.csv, $OUT/load.csv.
 # Env: DATA_ROOT (/tmp/meshdns-bench-data), RUN_ROOT (/tmp/meshdns-bench-run),
-#      OUT (/tmp/meshdns-bench-results/<time>), DURATION (10 s), CLIENTS (8), MESHDNS (binary).
+#      OUT (/tmp/meshdns-bench-results/<time>), DURATION (10 s), CLIENTS (8), MESHDNS (binary),
+#      MESHDNS_BASE (the binary of meshdns-base).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
@@ -33,7 +36,8 @@ SERVER_PID=""
 
 port_of() {
   case $1 in nsd) echo 5301;; knot) echo 5302;; bind) echo 5303;; hickory) echo 5304;;
-             iroh) echo 5305;; meshdns-pkarr) echo 5306;; meshdns) echo 5307;; reflector) echo 5308;; esac
+             iroh) echo 5305;; meshdns-pkarr) echo 5306;; meshdns) echo 5307;; reflector) echo 5308;;
+             meshdns-base) echo 5309;; esac
 }
 
 http_port_of() { # the pkarr relay's HTTP port
@@ -50,8 +54,10 @@ start_server() { # start_server NAME DATADIR ; sets SERVER_PID, START_NS
   rm -rf "$r"; mkdir -p "$r/db" "$r/data"
   START_NS=$(date +%s%N)
   case $name in
-    meshdns) taskset -c 0 "$MESHDNS" serve --zone-file "bench.test.=$data/bench.test.zone" \
-                --listen 127.0.0.1:5307 --udp-sockets 1 --workers 1 --log-level warn > "$r/out.log" 2>&1 & ;;
+    meshdns|meshdns-base)
+          local bin=$MESHDNS; [ "$name" = meshdns-base ] && bin=${MESHDNS_BASE:?set MESHDNS_BASE}
+          taskset -c 0 "$bin" serve --zone-file "bench.test.=$data/bench.test.zone" \
+                --listen "127.0.0.1:$(port_of "$name")" --udp-sockets 1 --workers 1 --log-level warn > "$r/out.log" 2>&1 & ;;
     reflector) taskset -c 0 "$REFLECTOR" 5308 > "$r/out.log" 2>&1 & ;;
     nsd)  render nsd.conf "$data" "$r" > "$r/nsd.conf"; taskset -c 0 nsd -d -c "$r/nsd.conf" > "$r/out.log" 2>&1 & ;;
     knot) render knot.conf "$data" "$r" > "$r/knot.conf"; taskset -c 0 knotd -c "$r/knot.conf" > "$r/out.log" 2>&1 & ;;

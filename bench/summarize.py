@@ -9,7 +9,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-ORDER = ["meshdns", "meshdns-pkarr", "reflector", "nsd", "knot", "bind", "hickory", "iroh", "seed"]
+ORDER = ["meshdns", "meshdns-base", "meshdns-pkarr", "reflector", "nsd", "knot", "bind", "hickory", "iroh", "seed"]
 
 
 def fmt3(vals, f="{:.0f}"):
