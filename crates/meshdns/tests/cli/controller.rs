@@ -92,16 +92,7 @@ async fn controller_iroh_publishes_and_stops_cleanly() {
         &serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": objects}))
             .unwrap(),
     );
-    let out = bin()
-        .args(["render", "iroh", "--config", &config, "-f", &manifests])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = stdout_of(&["render", "iroh", "--config", &config, "-f", &manifests]);
     let rendered: serde_json::Value = serde_yaml::from_str(
         text.split("---\n")
             .find(|d| d.contains("kind: DNSRecordSet"))
@@ -251,16 +242,7 @@ async fn controller_mesh_writes_peers_into_both_clusters() {
         let nodes = json!({"apiVersion": "v1", "kind": "List", "items": fake.list("v1", "Node")});
         write(&dir, "nodes.json", &nodes.to_string());
     }
-    let out = bin()
-        .args(["render", "mesh", "-f", &files.path().display().to_string()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = stdout_of(&["render", "mesh", "-f", &files.path().display().to_string()]);
     let lists: Vec<serde_json::Value> = text
         .split("---\n")
         .filter(|d| d.contains("meshdns.io/target-cluster"))

@@ -214,13 +214,7 @@ spec:
         ));
     }
     let f = write(dir.path(), "zones.yaml", &docs);
-    let out = bin().args(["render", "zone", "-f", &f]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = stdout_of(&["render", "zone", "-f", &f]);
     let mut want = String::new();
     for (domain, ip) in [
         ("ab.example", "192.0.2.1"),

@@ -19,6 +19,17 @@ pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_meshdns"))
 }
 
+/// Runs `meshdns ARGS`, asserts it succeeded, and returns what it printed on stdout.
+pub fn stdout_of(args: &[&str]) -> String {
+    let out = bin().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "meshdns {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 impl Meshdns {
     /// Runs `meshdns serve ARGS --listen 127.0.0.1:0` and waits for its ready line.
     pub fn serve(args: &[&str]) -> Meshdns {
