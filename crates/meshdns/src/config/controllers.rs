@@ -253,7 +253,7 @@ pub struct ControllerArgs {
     #[arg(long, overrides_with = "leader_elect")]
     pub no_leader_elect: bool,
     /// Namespace of the leader-election Lease [default: the Pod's, else default].
-    #[arg(long, value_name = "NS")]
+    #[arg(long, value_name = "NS", env = "POD_NAMESPACE")]
     pub leader_election_namespace: Option<String>,
     /// Log level or filter, e.g. info or meshdns=debug (RUST_LOG wins) [default: info].
     #[arg(long, value_name = "FILTER", env = "MESHDNS_LOG_LEVEL")]
@@ -276,7 +276,8 @@ impl ControllerArgs {
     pub fn lease_namespace(&self) -> String {
         self.leader_election_namespace
             .clone()
-            .unwrap_or_else(defaults::namespace)
+            .filter(|ns| !ns.is_empty())
+            .unwrap_or_else(|| defaults::NAMESPACE.into())
     }
 
     /// The log format asked for.

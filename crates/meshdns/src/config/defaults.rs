@@ -58,9 +58,11 @@ pub fn listen() -> [SocketAddr; 2] {
     ]
 }
 
-/// The namespace the controllers work in when none is configured: the Pod's own
-/// (`$POD_NAMESPACE`, from the downward API), else [`NAMESPACE`]. A configured namespace (flag
-/// or file) always wins over the Pod's, so this is read as a default, not through clap's `env`.
+/// The namespace the mesh controller works in when none is configured: the Pod's own
+/// (`$POD_NAMESPACE`, from the downward API), else [`NAMESPACE`]. The `mesh.namespace` key of
+/// the file must win over the Pod's, and clap's `env` would rank the variable above the file,
+/// so it is read here, as a default. (The Lease's namespace has no file key; its flag reads
+/// `$POD_NAMESPACE` through clap.)
 pub fn namespace() -> String {
     std::env::var("POD_NAMESPACE")
         .ok()
