@@ -7,9 +7,18 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::config::{ConfigFile, ControllerArgs, IrohConfig, MeshConfig, ServeConfig};
 
+/// `meshdns --version`: the crate version and the git commit it was built from (`unknown`
+/// outside a git checkout; see `build.rs`).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("MESHDNS_GIT_COMMIT"),
+    ")"
+);
+
 /// Discovery DNS for overlay networks on Kubernetes.
 #[derive(Debug, Parser)]
-#[command(name = "meshdns", version, about)]
+#[command(name = "meshdns", version = VERSION, about)]
 pub struct Cli {
     /// What to run.
     #[command(subcommand)]

@@ -201,3 +201,23 @@ pub async fn resolve_within(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let text = stdout_of(&["--version"]);
+    let commit = text
+        .strip_prefix(concat!("meshdns ", env!("CARGO_PKG_VERSION"), " (commit "))
+        .and_then(|rest| rest.strip_suffix(")\n"))
+        .unwrap_or_else(|| panic!("unexpected --version output: {text:?}"));
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8(o.stdout).unwrap().trim().to_string());
+    match head {
+        // Built in this checkout: the commit is HEAD's.
+        Some(head) => assert_eq!(commit, head),
+        None => assert_eq!(commit, "unknown"),
+    }
+}
