@@ -347,8 +347,7 @@ impl FileSources {
         }
         *content_hash = Some(hash);
         let started = Instant::now();
-        let kind = file.kind.clone();
-        let parsed = match parse(&source.label, &kind, &bytes, settings) {
+        let mut parsed = match parse(&source.label, &file.kind, &bytes, settings) {
             Ok(parsed) => parsed,
             Err(problem) => {
                 fail(source, problem);
@@ -356,7 +355,6 @@ impl FileSources {
             }
         };
         drop(bytes);
-        let mut parsed = parsed;
         if parsed.zones.is_empty()
             && let Some(previous) = &source.last_good
         {

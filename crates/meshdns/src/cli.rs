@@ -137,6 +137,11 @@ pub struct IrohCmd {
     pub process: ControllerArgs,
 }
 
+/// How errors name where the iroh settings came from: the config file, or the flags alone.
+pub fn iroh_origin(config: Option<&std::path::Path>) -> String {
+    config.map_or_else(|| "flags".to_string(), |p| p.display().to_string())
+}
+
 /// The flags over the config file's iroh block; a file without one is an error.
 fn resolve_iroh(config: Option<&std::path::Path>, flags: IrohConfig) -> Result<IrohConfig> {
     let file = match config {

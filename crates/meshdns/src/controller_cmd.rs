@@ -150,10 +150,7 @@ where
 pub async fn run_iroh(cmd: &IrohCmd, shutdown: CancellationToken) -> Result<()> {
     use meshdns_controller::iroh::{IrohOptions, SourceCluster, run};
     let iroh = cmd.resolve()?;
-    let at = cmd
-        .config
-        .as_ref()
-        .map_or_else(|| "flags".to_string(), |p| p.display().to_string());
+    let at = crate::cli::iroh_origin(cmd.config.as_deref());
     let mut opts = IrohOptions::new(iroh.settings().with_context(|| at.clone())?);
     opts.enabled = iroh.dns_enabled.unwrap_or(true);
     opts.withdraw_expired_leases = iroh.withdraw_expired_leases.unwrap_or(false);

@@ -20,10 +20,7 @@ use crate::config::defaults;
 /// `meshdns render iroh`: the config's iroh block and the manifests, planned.
 pub fn iroh(cmd: &RenderIrohCmd) -> Result<String> {
     let iroh = cmd.resolve()?;
-    let at = cmd
-        .config
-        .as_ref()
-        .map_or_else(|| "flags".to_string(), |p| p.display().to_string());
+    let at = crate::cli::iroh_origin(cmd.config.as_deref());
     let settings = iroh.settings().with_context(|| at)?;
     let objects = read_manifests(&cmd.files).map_err(anyhow::Error::msg)?;
     render_iroh(&objects, &settings, iroh.cluster_name())
