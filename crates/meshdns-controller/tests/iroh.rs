@@ -9,6 +9,7 @@ use std::time::Duration;
 use meshdns_controller::iroh::{IrohOptions, SourceCluster, run};
 use meshdns_controller::metrics::Metrics;
 use meshdns_fakekube::FakeKube;
+use meshdns_fakekube::rbac::{self, Policy};
 use meshdns_iroh::connector::IrohSettings;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -46,6 +47,44 @@ fn connector(name: &str, class: &str, id: Option<&str>) -> Value {
     c
 }
 
+/// The rules `deploy/` gives the controller in its own cluster (the DNSZone's namespace is
+/// the install namespace there, as in the datum-connectors overlay).
+fn home() -> Policy {
+    Policy::load(
+        &[
+            "base/iroh-source-role/clusterrole.yaml",
+            "base/iroh-records-role/clusterrole.yaml",
+            "base/controller-iroh/rbac.yaml",
+        ],
+        "meshdns-controller-iroh",
+        "dns",
+    )
+}
+
+/// The rules a source cluster grants it (`deploy/remote/iroh-source`).
+fn source() -> Policy {
+    Policy::load(
+        &[
+            "base/iroh-source-role/clusterrole.yaml",
+            "remote/iroh-source/rbac.yaml",
+        ],
+        "meshdns-iroh-source",
+        "kube-system",
+    )
+}
+
+/// The rules the DNSZone's cluster grants it (`deploy/remote/iroh-downstream`).
+fn downstream() -> Policy {
+    Policy::load(
+        &[
+            "base/iroh-records-role/clusterrole.yaml",
+            "remote/iroh-downstream/rbac.yaml",
+        ],
+        "meshdns-iroh-downstream",
+        "dns",
+    )
+}
+
 struct Running {
     fake: FakeKube,
     metrics: Arc<Metrics>,
@@ -60,6 +99,7 @@ impl Drop for Running {
 
 async fn start(opts: IrohOptions) -> Running {
     let fake = FakeKube::start().await;
+    fake.enforce(home());
     fake.insert(class(
         "datum-connect",
         "networking.datumapis.com/datum-connect",
@@ -393,6 +433,7 @@ async fn disabled_publishing_cleans_up() {
 #[tokio::test]
 async fn api_errors_are_retried() {
     let fake_first = FakeKube::start().await;
+    fake_first.enforce(home());
     fake_first.fail("POST", "/dnsrecordsets", 500, 2);
     fake_first.insert(class(
         "datum-connect",
@@ -430,9 +471,13 @@ async fn api_errors_are_retried() {
 /// exactly one ends as owner, the other defers to it, and nothing flaps afterwards.
 #[tokio::test]
 async fn concurrent_claims_end_with_one_owner() {
-    let downstream = FakeKube::start().await;
+    let downstream_cluster = FakeKube::start().await;
+    downstream_cluster.enforce(downstream());
+    let downstream = downstream_cluster;
     let a = FakeKube::start().await;
     let b = FakeKube::start().await;
+    a.enforce(source());
+    b.enforce(source());
     for f in [&a, &b] {
         f.insert(class(
             "datum-connect",
@@ -517,4 +562,31 @@ async fn expired_leases_withdraw_records_when_asked() {
         .await
         .expect("restored");
     wait_reason(&r.fake, "laptop", "Owner").await;
+}
+
+/// Least privilege, the other way round: every rule `deploy/` grants the controller is used by
+/// one of the scenarios above (each of which also fails on a request the rules refuse). The
+/// election Lease rules are exercised by the process tests (`crates/meshdns/tests/cli`).
+#[test]
+fn rbac_every_rule_is_exercised() {
+    publishes_then_converges_without_writes();
+    a_shared_key_defers_then_hands_over();
+    key_change_class_change_invalid_and_pending();
+    disabled_publishing_cleans_up();
+    api_errors_are_retried();
+    concurrent_claims_end_with_one_owner();
+    expired_leases_withdraw_records_when_asked();
+    for policy in [home(), source(), downstream()] {
+        let unused = rbac::unused(&policy, |role| role.ends_with("-election"));
+        assert!(
+            unused.is_empty(),
+            "{}: rules no scenario exercises:\n  {}",
+            policy.name,
+            unused
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n  ")
+        );
+    }
 }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use meshdns_controller::mesh::{MeshOptions, run};
 use meshdns_controller::metrics::Metrics;
 use meshdns_fakekube::FakeKube;
+use meshdns_fakekube::rbac::{self, Policy};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -63,6 +64,31 @@ fn tenant_b_node(fake: &FakeKube) {
     ));
 }
 
+/// The rules `deploy/` gives the controller in its own cluster (the mesh's namespace is the
+/// install namespace, as in the kilo-mesh overlay).
+fn home() -> Policy {
+    Policy::load(
+        &[
+            "base/mesh-member-role/clusterrole.yaml",
+            "base/controller-mesh/rbac.yaml",
+        ],
+        "meshdns-controller-mesh",
+        "kilo",
+    )
+}
+
+/// The rules a member cluster grants it (`deploy/remote/mesh-member`).
+fn member() -> Policy {
+    Policy::load(
+        &[
+            "base/mesh-member-role/clusterrole.yaml",
+            "remote/mesh-member/rbac.yaml",
+        ],
+        "meshdns-mesh-member",
+        "kube-system",
+    )
+}
+
 struct Mesh {
     hub: FakeKube,
     a: FakeKube,
@@ -80,6 +106,9 @@ async fn start() -> Mesh {
     let hub = FakeKube::start().await;
     let a = FakeKube::start().await;
     let b = FakeKube::start().await;
+    hub.enforce(home());
+    a.enforce(member());
+    b.enforce(member());
     // ceph saw tenant-a's node behind its NAT.
     let seen = format!(r#"{{"{K2}":{{"IP":"198.51.100.7","Port":31337,"Zone":""}}}}"#);
     hub.insert(node(
@@ -234,6 +263,7 @@ async fn secret_rotation_unreachable_clusters_and_cleanup() {
 
     // tenant-b's Secret now points at another cluster: the client is rebuilt in place.
     let c = FakeKube::start().await;
+    c.enforce(member());
     tenant_b_node(&c);
     let mut s = m.hub.get("v1", "Secret", Some("kilo"), "tenant-b").unwrap();
     s["data"]["kubeconfig"] = json!(data_encoding::BASE64.encode(c.kubeconfig("c").as_bytes()));
@@ -355,6 +385,49 @@ async fn spec_changes_sweep_publish_names_and_report_skips() {
             .starts_with("tenant-a/worker-2: ")
     );
 
+    // Kilo annotates the node, then the annotation goes again: the same skip, reported again,
+    // updates the same Event's series instead of adding one.
+    let skipped = |f: &FakeKube| {
+        f.get(KILO, "ClusterMesh", Some("kilo"), "storage")
+            .and_then(|m| {
+                m["status"]["clusters"]
+                    .as_array()
+                    .map(|c| c.iter().filter_map(|x| x["skippedNodes"].as_u64()).sum())
+            })
+            .unwrap_or(0u64)
+    };
+    let before = m
+        .hub
+        .eventually(WAIT, |f| Some(skipped(f)).filter(|n| *n > 0))
+        .await
+        .expect("worker-2 counted as skipped");
+    let mut n = m.a.get("v1", "Node", None, "worker-2").unwrap();
+    n["metadata"]["annotations"]["kilo.squat.ai/wireguard-ip"] = json!("10.4.0.2/24");
+    m.a.replace(n.clone());
+    m.hub
+        .eventually(WAIT, |f| (skipped(f) < before).then_some(()))
+        .await
+        .expect("worker-2 peered once annotated");
+    n["metadata"]["annotations"]["kilo.squat.ai/wireguard-ip"] = json!("");
+    m.a.replace(n);
+    let again = m
+        .hub
+        .eventually(WAIT, |f| {
+            let events: Vec<Value> = f
+                .list("events.k8s.io/v1", "Event")
+                .into_iter()
+                .filter(|e| e["reason"] == "NodeNoWireguardIP")
+                .collect();
+            (events.len() == 1 && events[0]["series"]["count"].as_u64() >= Some(2))
+                .then(|| events[0].clone())
+        })
+        .await;
+    assert!(
+        again.is_some(),
+        "one Event, counted twice: {:?}",
+        m.hub.list("events.k8s.io/v1", "Event")
+    );
+
     // A Peer of a mesh that exists in no namespace is an orphan: swept.
     m.a.insert(json!({"apiVersion": KILO, "kind": "Peer",
         "metadata": {"name": "ghost--x--n1", "labels": {"kilo-clustermesh.io/mesh": "ghost", "kilo-clustermesh.io/source-cluster": "x"}},
@@ -412,6 +485,23 @@ async fn spec_changes_sweep_publish_names_and_report_skips() {
         json!([{"name": "worker-1.tenant-a", "ttl": 30, "a": {"content": "10.4.0.1"}}])
     );
     assert_eq!(names["spec"]["dnsZoneRef"]["name"], "mesh-zone");
+
+    // The mesh stops publishing names: its record sets go.
+    let mut mesh = m
+        .hub
+        .get(KILO, "ClusterMesh", Some("kilo"), "storage")
+        .unwrap();
+    mesh["spec"].as_object_mut().unwrap().remove("dns");
+    m.hub.replace(mesh);
+    let withdrawn = m
+        .hub
+        .eventually(WAIT, |f| {
+            f.list("dns.networking.miloapis.com/v1alpha1", "DNSRecordSet")
+                .is_empty()
+                .then_some(())
+        })
+        .await;
+    assert!(withdrawn.is_some(), "node names withdrawn");
 }
 
 /// Deleting a namespace takes the kubeconfig Secrets with it: a mesh whose member can no
@@ -432,4 +522,29 @@ async fn deletion_does_not_hang_when_a_secret_is_gone() {
         .await;
     assert!(gone.is_some(), "deletion hangs");
     assert!(m.a.list(KILO, "Peer").is_empty() && m.hub.list(KILO, "Peer").is_empty());
+}
+
+/// Least privilege, the other way round: every rule `deploy/` grants the controller is used by
+/// one of the scenarios above (each of which also fails on a request the rules refuse). The
+/// election Lease rules are exercised by the process tests (`crates/meshdns/tests/cli`).
+#[test]
+fn rbac_every_rule_is_exercised() {
+    peers_converge_per_target_and_rest();
+    secret_rotation_unreachable_clusters_and_cleanup();
+    overlapping_meshes_are_blocked_alone();
+    spec_changes_sweep_publish_names_and_report_skips();
+    deletion_does_not_hang_when_a_secret_is_gone();
+    for policy in [home(), member()] {
+        let unused = rbac::unused(&policy, |role| role.ends_with("-election"));
+        assert!(
+            unused.is_empty(),
+            "{}: rules no scenario exercises:\n  {}",
+            policy.name,
+            unused
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n  ")
+        );
+    }
 }

@@ -20,6 +20,8 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
+pub mod rbac;
+
 /// One request the server received.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
@@ -75,6 +77,9 @@ struct State {
     log: Vec<Event>,
     requests: Vec<Request>,
     faults: Vec<Fault>,
+    /// RBAC the requests are held to, and what it refused.
+    policy: Option<rbac::Policy>,
+    denied: Vec<String>,
 }
 
 struct Inner {
@@ -98,6 +103,13 @@ pub struct FakeKube {
 impl Drop for FakeKube {
     fn drop(&mut self) {
         self.task.abort();
+        let denied = std::mem::take(&mut self.inner.lock().denied);
+        if !denied.is_empty() && !std::thread::panicking() {
+            panic!(
+                "requests the RBAC rules do not allow:\n  {}",
+                denied.join("\n  ")
+            );
+        }
     }
 }
 
@@ -269,6 +281,19 @@ impl FakeKube {
         self.inner.lock().requests.clear();
     }
 
+    /// Holds every later request to `policy`, as the API server's RBAC authorizer would: a
+    /// request it does not allow gets 403 Forbidden, and dropping the server then panics,
+    /// listing them. Allowed requests are recorded against the grant that allowed them
+    /// ([`rbac::unused`]).
+    pub fn enforce(&self, policy: rbac::Policy) {
+        self.inner.lock().policy = Some(policy);
+    }
+
+    /// The requests the policy refused, described.
+    pub fn denied(&self) -> Vec<String> {
+        self.inner.lock().denied.clone()
+    }
+
     /// Makes the next `times` requests with this method whose path contains `path_contains`
     /// fail with `status` (a Kubernetes `Status` body).
     pub fn fail(&self, method: &str, path_contains: &str, status: u16, times: usize) {
@@ -301,6 +326,25 @@ impl FakeKube {
     fn notify(&self) {
         let rv = self.inner.lock().rv;
         self.inner.changed.send_replace(rv);
+    }
+}
+
+/// Checks a request against the policy, if one is set: `Some(403)` when it is not allowed.
+fn authorize(st: &mut State, method: &str, path: &str, query: &str) -> Option<Status> {
+    let policy = st.policy.as_ref()?;
+    let attributes = rbac::attributes(method, path, query)?;
+    match policy.allows(&attributes) {
+        Some(grant) => {
+            rbac::record_use(grant);
+            None
+        }
+        None => {
+            let message = format!("{}: {attributes} is not allowed", policy.name);
+            // Shown with the failing test's output, whatever else it fails on first.
+            eprintln!("fakekube: 403: {message}");
+            st.denied.push(message.clone());
+            Some(Status::new(403, "Forbidden", &message))
+        }
     }
 }
 
@@ -634,6 +678,9 @@ async fn handle(
             query: query.clone(),
             content_type: content_type.clone(),
         });
+        if let Some(refused) = authorize(&mut st, method.as_str(), &path, &query) {
+            return refused.into_response();
+        }
         if let Some(f) = st.faults.iter_mut().find(|f| {
             f.remaining > 0 && f.method == method.as_str() && path.contains(&f.path_contains)
         }) {

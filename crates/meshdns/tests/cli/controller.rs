@@ -5,12 +5,70 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use meshdns_fakekube::FakeKube;
+use meshdns_fakekube::rbac::{self, Policy};
 use serde_json::json;
 
 use crate::*;
 
 const HEX: &str = "f120d52e42bfcee750508baf28900acac85ad3f397ab4bb653b32be505c32d39";
 const Z32: &str = "6ropkm1nz98qqwnotqz1tryk3mrfiw9u16iwzp1usci6kbqdfwho";
+
+/// The rules deploy/ gives `controller iroh` in its own cluster, installed in meshdns-system
+/// (the DNSZone's namespace too).
+fn iroh_policy() -> Policy {
+    Policy::load(
+        &[
+            "base/iroh-source-role/clusterrole.yaml",
+            "base/iroh-records-role/clusterrole.yaml",
+            "base/controller-iroh/rbac.yaml",
+        ],
+        "meshdns-controller-iroh",
+        "meshdns-system",
+    )
+}
+
+/// The rules deploy/ gives `controller mesh` in its own cluster, installed in the mesh's
+/// namespace.
+fn mesh_policy() -> Policy {
+    Policy::load(
+        &[
+            "base/mesh-member-role/clusterrole.yaml",
+            "base/controller-mesh/rbac.yaml",
+        ],
+        "meshdns-controller-mesh",
+        "kilo",
+    )
+}
+
+/// The election rules, which only these process tests exercise (the controllers' own tests
+/// cover the rest): each scenario fails on a request the rules refuse, and this fails on an
+/// election rule neither uses.
+#[test]
+fn rbac_election_rules_are_exercised() {
+    controller_iroh_publishes_and_stops_cleanly();
+    controller_mesh_writes_peers_into_both_clusters();
+    for policy in [iroh_policy(), mesh_policy()] {
+        let unused = rbac::unused(&policy, |role| !role.ends_with("-election"));
+        assert!(
+            unused.is_empty(),
+            "{}: election rules no scenario exercises: {unused:?}",
+            policy.name
+        );
+    }
+}
+
+/// Waits for the leader to renew its Lease (every 5 s): the first renewal after it is seen.
+async fn renewed(fake: &FakeKube, namespace: &str, name: &str) {
+    let get = |f: &FakeKube| f.get("coordination.k8s.io/v1", "Lease", Some(namespace), name);
+    let wait = Duration::from_secs(15);
+    let first = fake.eventually(wait, get).await.expect("leader lease");
+    let later = fake
+        .eventually(wait, |f| {
+            get(f).filter(|l| l["spec"]["renewTime"] != first["spec"]["renewTime"])
+        })
+        .await;
+    assert!(later.is_some(), "{namespace}/{name}: never renewed");
+}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -23,6 +81,7 @@ fn free_port() -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_iroh_publishes_and_stops_cleanly() {
     let fake = FakeKube::start().await;
+    fake.enforce(iroh_policy());
     fake.insert(json!({"apiVersion": "networking.datumapis.com/v1alpha1", "kind": "ConnectorClass",
         "metadata": {"name": "datum-connect"}, "spec": {"controllerName": "networking.datumapis.com/datum-connect"}}));
     fake.insert(json!({"apiVersion": "networking.datumapis.com/v1alpha1", "kind": "Connector",
@@ -34,7 +93,7 @@ async fn controller_iroh_publishes_and_stops_cleanly() {
     let config = write(
         dir.path(),
         "nso.yaml",
-        "apiVersion: apiserver.config.datumapis.com/v1alpha1\nkind: NetworkServicesOperator\nconnector:\n  iroh:\n    dnsEnabled: true\n    dnsZoneRef: {namespace: dns, name: connectors-zone}\n    recordSuffix: connectors\n",
+        "apiVersion: apiserver.config.datumapis.com/v1alpha1\nkind: NetworkServicesOperator\nconnector:\n  iroh:\n    dnsEnabled: true\n    dnsZoneRef: {namespace: meshdns-system, name: connectors-zone}\n    recordSuffix: connectors\n",
     );
     let http = format!("127.0.0.1:{}", free_port());
     let mut child = spawn(&[
@@ -52,7 +111,7 @@ async fn controller_iroh_publishes_and_stops_cleanly() {
             f.get(
                 "dns.networking.miloapis.com/v1alpha1",
                 "DNSRecordSet",
-                Some("dns"),
+                Some("meshdns-system"),
                 &name,
             )
         })
@@ -113,6 +172,7 @@ async fn controller_iroh_publishes_and_stops_cleanly() {
             .as_str()
             .is_some_and(|h| !h.is_empty())
     );
+    renewed(&fake, "meshdns-system", "meshdns-iroh").await;
     let (status, body) = http_get(http.parse().unwrap(), "/metrics");
     assert_eq!(status, 200);
     assert!(
@@ -173,6 +233,15 @@ async fn controller_mesh_writes_peers_into_both_clusters() {
     const KILO: &str = "kilo.squat.ai/v1alpha1";
     let hub = FakeKube::start().await;
     let tenant = FakeKube::start().await;
+    hub.enforce(mesh_policy());
+    tenant.enforce(Policy::load(
+        &[
+            "base/mesh-member-role/clusterrole.yaml",
+            "remote/mesh-member/rbac.yaml",
+        ],
+        "meshdns-mesh-member",
+        "kube-system",
+    ));
     let node = |name: &str, pod: &str, wg: &str, key: &str, ext: &str| {
         json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name,
             "annotations": {"kilo.squat.ai/key": key, "kilo.squat.ai/wireguard-ip": wg}},
@@ -204,6 +273,8 @@ async fn controller_mesh_writes_peers_into_both_clusters() {
     let http = format!("127.0.0.1:{}", free_port());
     let child = spawn(&[
         "mesh",
+        "--leader-election-namespace",
+        "kilo",
         "--config",
         &config,
         "--kubeconfig",
@@ -229,6 +300,7 @@ async fn controller_mesh_writes_peers_into_both_clusters() {
         body.contains("meshdns_controller_reconciles_total{controller=\"mesh\",result=\"ok\"}"),
         "{body}"
     );
+    renewed(&hub, "kilo", "meshdns-mesh").await;
     stop(child).await;
 
     // render mesh, given the same ClusterMesh and Nodes as files, prints the Peers the

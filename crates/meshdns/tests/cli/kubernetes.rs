@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use meshdns_fakekube::FakeKube;
+use meshdns_fakekube::rbac::{self, Policy};
 use serde_json::json;
 
 use crate::*;
@@ -28,6 +29,13 @@ fn wait_for(m: &Meshdns, name: &str, want: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_record_sets_from_a_cluster_live() {
     let fake = FakeKube::start().await;
+    // Held to the rules deploy/ gives `serve --kubernetes`, and every one of them is used.
+    let policy = Policy::load(
+        &["components/kubernetes-source/rbac.yaml"],
+        "meshdns-serve",
+        "kilo",
+    );
+    fake.enforce(policy.clone());
     fake.insert(json!({"apiVersion": DNS, "kind": "DNSZone", "metadata": {"name": "mesh-zone", "namespace": "kilo"},
         "spec": {"domainName": "mesh.example.org", "dnsZoneClassName": "powerdns"}}));
     fake.insert(json!({"apiVersion": DNS, "kind": "DNSRecordSet", "metadata": {"name": "storage--ceph--nodes-a", "namespace": "kilo"},
@@ -84,4 +92,7 @@ async fn serves_record_sets_from_a_cluster_live() {
     })
     .await
     .unwrap();
+    assert_eq!(fake.denied(), Vec::<String>::new());
+    let unused = rbac::unused(&policy, |_| false);
+    assert!(unused.is_empty(), "rules serve never used: {unused:?}");
 }
