@@ -131,6 +131,7 @@ impl Server {
     ) -> io::Result<ServerHandle> {
         let shutdown = CancellationToken::new();
         let tasks = TaskTracker::new();
+        metrics.set_tcp_max(config.tcp_max_connections.max(1));
         let shared = Arc::new(Shared {
             catalog,
             metrics,

@@ -65,6 +65,7 @@ pub struct DnsMetrics {
     latency_sum_ns: AtomicU64,
     tcp_connections: AtomicU64,
     tcp_open: AtomicU64,
+    tcp_max: AtomicU64,
 }
 
 impl Default for DnsMetrics {
@@ -80,6 +81,7 @@ impl Default for DnsMetrics {
             latency_sum_ns: AtomicU64::new(0),
             tcp_connections: AtomicU64::new(0),
             tcp_open: AtomicU64::new(0),
+            tcp_max: AtomicU64::new(0),
         }
     }
 }
@@ -123,6 +125,11 @@ impl DnsMetrics {
     /// A packet was dropped before `answer()` saw it.
     pub fn dropped(&self, proto: Proto) {
         self.dropped[proto as usize].fetch_add(1, Relaxed);
+    }
+
+    /// Records the TCP connection cap (`--tcp-max-connections`), for alerts on reaching it.
+    pub fn set_tcp_max(&self, max: usize) {
+        self.tcp_max.store(max as u64, Relaxed);
     }
 
     /// A TCP connection was accepted.
@@ -247,6 +254,17 @@ impl DnsMetrics {
             out,
             "meshdns_dns_tcp_connections_open {}",
             self.tcp_open.load(Relaxed)
+        );
+        header(
+            out,
+            "meshdns_dns_tcp_connections_max",
+            "TCP connections served at once (--tcp-max-connections); more wait in the backlog.",
+            "gauge",
+        );
+        let _ = writeln!(
+            out,
+            "meshdns_dns_tcp_connections_max {}",
+            self.tcp_max.load(Relaxed)
         );
     }
 }

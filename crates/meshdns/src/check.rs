@@ -5,7 +5,21 @@ use anyhow::Result;
 use meshdns_sources::{Loaded, Problem, SourceInput, assemble, load, read_source};
 use meshdns_zone::BuildDefaults;
 
-use crate::config::ServeConfig;
+use crate::cli::CheckCmd;
+use crate::config::{ConfigFile, ServeConfig};
+
+/// `check --config-only`: reads the config file as every command would (unknown keys and bad
+/// values are errors naming the file and key), and the `iroh:` block's rules (a zone reference,
+/// the `_iroh` prefix) when it has one. Nothing the file names is read.
+pub fn config(cmd: &CheckCmd) -> Result<()> {
+    let path = cmd.serve.config.as_deref().unwrap_or(std::path::Path::new(""));
+    let file = ConfigFile::read(path)?;
+    if let Some(iroh) = &file.iroh {
+        iroh.settings()?;
+    }
+    eprintln!("{}: ok", path.display());
+    Ok(())
+}
 
 /// Prints every problem (`FILE: ENTRY: REASON`) on stdout and a summary per source on stderr;
 /// `Ok(false)` when a source cannot be used at all.

@@ -97,6 +97,10 @@ pub struct CheckCmd {
     /// checked before any --records.
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
+    /// Only check the config file (`-c`): every block, every key and value, as each command
+    /// would read it; nothing it names is read.
+    #[arg(long, requires = "config")]
+    pub config_only: bool,
     /// What `serve` would read.
     #[command(flatten)]
     pub serve: ServeCmd,
@@ -105,6 +109,9 @@ pub struct CheckCmd {
 impl CheckCmd {
     /// What `serve` would be configured with, the positional files first among the records.
     pub fn resolve(self) -> Result<ServeConfig> {
+        if self.config_only {
+            return self.serve.resolve();
+        }
         let mut settings = self.serve.resolve()?;
         let mut records = self.files;
         records.append(&mut settings.records);

@@ -30,6 +30,15 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let (what, result) = match cli.command {
         Command::Serve(cmd) => ("serve", cmd.resolve().and_then(serve)),
+        Command::Check(cmd) if cmd.config_only => {
+            return match check::config(&cmd) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("meshdns check: {e:#}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
         Command::Check(cmd) => {
             return match cmd.resolve().and_then(|settings| check::check(&settings)) {
                 Ok(true) => ExitCode::SUCCESS,
