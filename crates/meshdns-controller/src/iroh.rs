@@ -108,6 +108,9 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
+    // Exported from the start, so dashboards show 0 rather than nothing before a Connector.
+    metrics.set("iroh_records_owned", 0);
+    metrics.set("iroh_connectors_deferred", 0);
     let opts = Arc::new(opts);
     let outcomes: Outcomes = Arc::default();
     let runs = sources.into_iter().map(|source| {

@@ -126,6 +126,9 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
+    // Exported from the start, so dashboards show 0 rather than nothing before a mesh.
+    metrics.set("mesh_peers_planned", 0);
+    metrics.set("mesh_peer_writes", 0);
     let (tx, rx) = mpsc::unbounded_channel::<()>();
     let ns = opts.namespace.clone();
     let ctx = Arc::new(Context {

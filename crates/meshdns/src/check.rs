@@ -12,7 +12,11 @@ use crate::config::{ConfigFile, ServeConfig};
 /// values are errors naming the file and key), and the `iroh:` block's rules (a zone reference,
 /// the `_iroh` prefix) when it has one. Nothing the file names is read.
 pub fn config(cmd: &CheckCmd) -> Result<()> {
-    let path = cmd.serve.config.as_deref().unwrap_or(std::path::Path::new(""));
+    let path = cmd
+        .serve
+        .config
+        .as_deref()
+        .unwrap_or(std::path::Path::new(""));
     let file = ConfigFile::read(path)?;
     if let Some(iroh) = &file.iroh {
         iroh.settings()?;

@@ -70,7 +70,7 @@ async fn renewed(fake: &FakeKube, namespace: &str, name: &str) {
     assert!(later.is_some(), "{namespace}/{name}: never renewed");
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -200,7 +200,7 @@ fn as_written(o: &serde_json::Value) -> serde_json::Value {
     json!({"apiVersion": o["apiVersion"], "kind": o["kind"], "metadata": metadata, "spec": o["spec"]})
 }
 
-fn spawn(args: &[&str]) -> std::process::Child {
+pub(crate) fn spawn(args: &[&str]) -> std::process::Child {
     bin()
         .arg("controller")
         .args(args)
@@ -212,7 +212,7 @@ fn spawn(args: &[&str]) -> std::process::Child {
 }
 
 /// SIGTERM, then a clean exit within 10 s.
-async fn stop(mut child: std::process::Child) {
+pub(crate) async fn stop(mut child: std::process::Child) {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let status = loop {

@@ -8,6 +8,7 @@
 
 mod check;
 mod controller;
+mod deploy;
 mod dig;
 mod doh;
 mod doh_iroh;

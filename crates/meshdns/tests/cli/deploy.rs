@@ -1,0 +1,578 @@
+//! `deploy/` as a cluster would receive it: every base, overlay, component and remote install
+//! rendered by `kubectl kustomize` (kubectl must be installed; a missing one fails these
+//! tests), each object parsed into its typed Kubernetes struct and compared with what it was
+//! (a misspelled or misplaced field does not survive), custom resources checked against the
+//! schemas `meshdns crds` prints, config files read by `meshdns check --config-only`, and the
+//! CRDs in `deploy/crds` compared with the binary's.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Namespace, PersistentVolumeClaim, Secret, Service, ServiceAccount,
+};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde_json::Value;
+
+use crate::*;
+
+fn deploy() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
+}
+
+/// Every kustomization under deploy/ (bases, overlays, components' users, remote installs),
+/// and each overlay again with the monitoring component added, as its comment suggests.
+fn renderings() -> Vec<(String, Vec<Value>)> {
+    let mut dirs = Vec::new();
+    for group in ["base", "overlays", "remote", "crds"] {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(deploy().join(group))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.join("kustomization.yaml").exists())
+            .collect();
+        found.sort();
+        dirs.extend(found);
+    }
+    dirs.push(deploy().join("crds"));
+    let mut out: Vec<(String, Vec<Value>)> = dirs
+        .iter()
+        .map(|d| (d.display().to_string(), kustomize(d)))
+        .collect();
+    let with = tempfile::tempdir().unwrap();
+    for overlay in dirs
+        .iter()
+        .filter(|d| d.starts_with(deploy().join("overlays")))
+    {
+        // kustomize takes relative paths only.
+        let here = with.path().canonicalize().unwrap();
+        let up = "../".repeat(here.components().count() - 1);
+        let relative = |p: &Path| {
+            let p = p.canonicalize().unwrap();
+            format!("{up}{}", p.strip_prefix("/").unwrap().display())
+        };
+        let k = format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [{}]\ncomponents: [{}]\n",
+            relative(overlay),
+            relative(&deploy().join("components/monitoring")),
+        );
+        std::fs::write(with.path().join("kustomization.yaml"), k).unwrap();
+        out.push((
+            format!("{} + components/monitoring", overlay.display()),
+            kustomize(with.path()),
+        ));
+    }
+    out
+}
+
+fn kustomize(dir: &Path) -> Vec<Value> {
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .expect("kubectl (with kustomize) must be installed to test deploy/");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    yaml_documents(&String::from_utf8(out.stdout).unwrap())
+}
+
+fn yaml_documents(text: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .filter(|v: &Value| !v.is_null())
+        .collect()
+}
+
+/// Parses `object` as `T` and back: the two must be equal, or a field was dropped or changed.
+fn round_trip<T: serde::de::DeserializeOwned + serde::Serialize>(what: &str, object: &Value) {
+    let typed: T = serde_json::from_value(object.clone())
+        .unwrap_or_else(|e| panic!("{what}: not a valid object: {e}"));
+    let back = numbers_as_floats(serde_json::to_value(&typed).unwrap());
+    let object = &numbers_as_floats(object.clone());
+    if &back != object {
+        panic!(
+            "{what}: fields lost or changed by the typed round trip:\n{}",
+            diff(object, &back, "")
+        );
+    }
+}
+
+/// The same value with every number as a float: a schema's `maximum: 65535` comes back from
+/// its typed field as `65535.0`, which is the same bound.
+fn numbers_as_floats(v: Value) -> Value {
+    match v {
+        Value::Number(n) => serde_json::json!(n.as_f64().unwrap()),
+        Value::Array(a) => Value::Array(a.into_iter().map(numbers_as_floats).collect()),
+        Value::Object(o) => Value::Object(
+            o.into_iter()
+                .map(|(k, v)| (k, numbers_as_floats(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// Where two JSON values differ, one line per path.
+fn diff(a: &Value, b: &Value, path: &str) -> String {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            keys.into_iter()
+                .map(|k| {
+                    diff(
+                        x.get(k).unwrap_or(&Value::Null),
+                        y.get(k).unwrap_or(&Value::Null),
+                        &format!("{path}.{k}"),
+                    )
+                })
+                .collect()
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .map(|(i, (p, q))| diff(p, q, &format!("{path}[{i}]")))
+            .collect(),
+        _ if a == b => String::new(),
+        _ => format!("  {path}: {a} -> {b}\n"),
+    }
+}
+
+/// The CRDs the binary prints, by `group/Kind`.
+fn crd_schemas() -> Vec<(String, Value)> {
+    yaml_documents(&stdout_of(&["crds"]))
+        .into_iter()
+        .map(|crd| {
+            let key = format!(
+                "{}/{}",
+                crd["spec"]["group"].as_str().unwrap(),
+                crd["spec"]["names"]["kind"].as_str().unwrap()
+            );
+            let schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone();
+            (key, schema)
+        })
+        .collect()
+}
+
+/// Checks `v` against a structural OpenAPI v3 schema as the API server prunes and validates:
+/// types, required fields, unknown fields (an error, where the server would drop them),
+/// enums, numeric bounds, lengths and list items. Returns what is wrong, one per line.
+fn schema_errors(v: &Value, s: &Value, path: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    let kind_ok = match s["type"].as_str() {
+        Some("object") => v.is_object(),
+        Some("array") => v.is_array(),
+        Some("string") => v.is_string(),
+        Some("integer") => v.is_i64() || v.is_u64(),
+        Some("number") => v.is_number(),
+        Some("boolean") => v.is_boolean(),
+        _ => true,
+    };
+    if !kind_ok && s["x-kubernetes-int-or-string"] != true {
+        return vec![format!("{path}: {v} is not of type {}", s["type"])];
+    }
+    if let Some(allowed) = s["enum"].as_array()
+        && !allowed.contains(v)
+    {
+        errors.push(format!("{path}: {v} is not one of {allowed:?}"));
+    }
+    if let Some(n) = v.as_f64() {
+        if s["minimum"].as_f64().is_some_and(|m| n < m) {
+            errors.push(format!("{path}: {n} < minimum {}", s["minimum"]));
+        }
+        if s["maximum"].as_f64().is_some_and(|m| n > m) {
+            errors.push(format!("{path}: {n} > maximum {}", s["maximum"]));
+        }
+    }
+    if let Some(text) = v.as_str() {
+        let len = text.chars().count() as u64;
+        if s["minLength"].as_u64().is_some_and(|m| len < m)
+            || s["maxLength"].as_u64().is_some_and(|m| len > m)
+        {
+            errors.push(format!("{path}: length {len} out of bounds"));
+        }
+    }
+    if let (Some(items), Some(list)) = (s.get("items"), v.as_array()) {
+        for (i, item) in list.iter().enumerate() {
+            errors.extend(schema_errors(item, items, &format!("{path}[{i}]")));
+        }
+    }
+    if let Some(object) = v.as_object() {
+        for field in s["required"].as_array().into_iter().flatten() {
+            let field = field.as_str().unwrap();
+            if !object.contains_key(field) {
+                errors.push(format!("{path}.{field}: required"));
+            }
+        }
+        let open = s["x-kubernetes-preserve-unknown-fields"] == true;
+        for (k, x) in object {
+            if path.is_empty() && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                continue;
+            }
+            match (s["properties"].get(k), s.get("additionalProperties")) {
+                (Some(sub), _) => errors.extend(schema_errors(x, sub, &format!("{path}.{k}"))),
+                (None, Some(sub)) if sub.is_object() => {
+                    errors.extend(schema_errors(x, sub, &format!("{path}.{k}")))
+                }
+                _ if open => {}
+                _ => errors.push(format!("{path}.{k}: unknown field")),
+            }
+        }
+    }
+    errors
+}
+
+/// Checks the Prometheus Operator's objects by hand: no schema for them is on this machine.
+fn monitoring(what: &str, o: &Value, objects: &[Value]) {
+    match o["kind"].as_str().unwrap() {
+        "ServiceMonitor" => {
+            let selector = o["spec"]["selector"]["matchLabels"].as_object().unwrap();
+            let port = o["spec"]["endpoints"][0]["port"].as_str().unwrap();
+            let services: Vec<&Value> = objects
+                .iter()
+                .filter(|s| s["kind"] == "Service")
+                .filter(|s| {
+                    selector
+                        .iter()
+                        .all(|(k, v)| &s["metadata"]["labels"][k] == v)
+                })
+                .collect();
+            assert!(!services.is_empty(), "{what}: selects no Service");
+            for s in services {
+                assert!(
+                    s["spec"]["ports"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|p| p["name"] == port),
+                    "{what}: Service {} has no port {port}",
+                    s["metadata"]["name"]
+                );
+            }
+        }
+        "PrometheusRule" => {
+            for group in o["spec"]["groups"].as_array().unwrap() {
+                for rule in group["rules"].as_array().unwrap() {
+                    assert!(
+                        rule["alert"].is_string() && rule["expr"].is_string(),
+                        "{what}: {rule}"
+                    );
+                    let known = ["alert", "expr", "for", "labels", "annotations"];
+                    for k in rule.as_object().unwrap().keys() {
+                        assert!(
+                            known.contains(&k.as_str()),
+                            "{what}: unknown rule field {k}"
+                        );
+                    }
+                }
+            }
+        }
+        other => panic!("{what}: no check for {other}"),
+    }
+}
+
+#[test]
+fn every_rendered_object_survives_its_typed_round_trip_and_schema() {
+    let schemas = crd_schemas();
+    let mut checked = 0;
+    for (dir, objects) in renderings() {
+        assert!(!objects.is_empty(), "{dir}: renders nothing");
+        for o in &objects {
+            let kind = o["kind"].as_str().unwrap_or_default();
+            let what = format!("{dir}: {kind} {}", o["metadata"]["name"]);
+            let group = o["apiVersion"]
+                .as_str()
+                .unwrap()
+                .rsplit_once('/')
+                .map_or("", |(g, _)| g);
+            match kind {
+                "Deployment" => round_trip::<Deployment>(&what, o),
+                "Service" => round_trip::<Service>(&what, o),
+                "ServiceAccount" => round_trip::<ServiceAccount>(&what, o),
+                "ConfigMap" => round_trip::<ConfigMap>(&what, o),
+                "Secret" => round_trip::<Secret>(&what, o),
+                "Namespace" => round_trip::<Namespace>(&what, o),
+                "PersistentVolumeClaim" => round_trip::<PersistentVolumeClaim>(&what, o),
+                "PodDisruptionBudget" => round_trip::<PodDisruptionBudget>(&what, o),
+                "Role" => round_trip::<Role>(&what, o),
+                "ClusterRole" => round_trip::<ClusterRole>(&what, o),
+                "RoleBinding" => round_trip::<RoleBinding>(&what, o),
+                "ClusterRoleBinding" => round_trip::<ClusterRoleBinding>(&what, o),
+                "CustomResourceDefinition" => round_trip::<CustomResourceDefinition>(&what, o),
+                "ServiceMonitor" | "PrometheusRule" => monitoring(&what, o, &objects),
+                _ => {
+                    let key = format!("{group}/{kind}");
+                    let schema = schemas
+                        .iter()
+                        .find(|(k, _)| *k == key)
+                        .unwrap_or_else(|| panic!("{what}: no typed check and no CRD for {key}"));
+                    let errors = schema_errors(o, &schema.1, "");
+                    assert!(errors.is_empty(), "{what}:\n{}", errors.join("\n"));
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 50, "only {checked} objects rendered");
+}
+
+#[test]
+fn the_crd_schema_check_catches_what_the_api_server_refuses() {
+    let schemas = crd_schemas();
+    let mesh = &schemas
+        .iter()
+        .find(|(k, _)| k == "kilo.squat.ai/ClusterMesh")
+        .unwrap()
+        .1;
+    let object = |cluster: Value| {
+        serde_json::json!({"apiVersion": "kilo.squat.ai/v1alpha1", "kind": "ClusterMesh",
+            "metadata": {"name": "m"}, "spec": {"clusters": [cluster]}})
+    };
+    let good = object(
+        serde_json::json!({"name": "a", "local": true, "allowedNetworks": ["10.0.0.0/16"],
+        "wireguardPort": 51820, "persistentKeepalive": 25}),
+    );
+    assert_eq!(schema_errors(&good, mesh, ""), Vec::<String>::new());
+    for (bad, want) in [
+        (
+            serde_json::json!({"name": "a", "local": true, "allowedNetworks": [], "persistentKeepalive": 70000}),
+            "maximum",
+        ),
+        (
+            serde_json::json!({"name": "a", "local": true, "allowedNetworks": [], "wireguardPort": 0}),
+            "minimum",
+        ),
+        (
+            serde_json::json!({"name": "a", "local": true, "allowedNetwork": []}),
+            "unknown field",
+        ),
+    ] {
+        let errors = schema_errors(&object(bad.clone()), mesh, "");
+        assert!(errors.iter().any(|e| e.contains(want)), "{bad}: {errors:?}");
+    }
+}
+
+#[test]
+fn every_container_runs_locked_down_with_probes() {
+    for (dir, objects) in renderings() {
+        for d in objects.iter().filter(|o| o["kind"] == "Deployment") {
+            let what = format!("{dir}: Deployment {}", d["metadata"]["name"]);
+            let pod = &d["spec"]["template"]["spec"];
+            assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{what}");
+            assert_eq!(
+                pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault",
+                "{what}"
+            );
+            for c in pod["containers"].as_array().unwrap() {
+                let sc = &c["securityContext"];
+                assert_eq!(sc["allowPrivilegeEscalation"], false, "{what}");
+                assert_eq!(sc["readOnlyRootFilesystem"], true, "{what}");
+                assert_eq!(
+                    sc["capabilities"]["drop"],
+                    serde_json::json!(["ALL"]),
+                    "{what}"
+                );
+                assert!(
+                    c["resources"]["requests"].is_object(),
+                    "{what}: no requests"
+                );
+                assert!(
+                    c["resources"]["limits"]["memory"].is_string(),
+                    "{what}: no memory limit"
+                );
+                for probe in ["readinessProbe", "livenessProbe"] {
+                    let path = c[probe]["httpGet"]["path"].as_str().unwrap_or_default();
+                    assert!(
+                        path == "/healthz" || path == "/readyz",
+                        "{what}: {probe} {path:?}"
+                    );
+                }
+            }
+            // Every mounted ConfigMap or claim is part of the install (or optional).
+            for v in pod["volumes"].as_array().unwrap() {
+                if let Some(name) = v["configMap"]["name"].as_str() {
+                    let ours = objects
+                        .iter()
+                        .any(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == name);
+                    assert!(
+                        ours || v["configMap"]["optional"] == true,
+                        "{what}: ConfigMap {name}"
+                    );
+                }
+                if let Some(name) = v["persistentVolumeClaim"]["claimName"].as_str() {
+                    assert!(
+                        objects.iter().any(|o| o["kind"] == "PersistentVolumeClaim"
+                            && o["metadata"]["name"] == name),
+                        "{what}: claim {name}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_shipped_config_file_is_one_meshdns_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for (source, objects) in renderings() {
+        for cm in objects.iter().filter(|o| o["kind"] == "ConfigMap") {
+            let Some(text) = cm["data"]["config.yaml"].as_str() else {
+                continue;
+            };
+            let file = write(dir.path(), "config.yaml", text);
+            let out = bin()
+                .args(["check", "--config-only", "-c", &file])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{source}: ConfigMap {}: {}",
+                cm["metadata"]["name"],
+                String::from_utf8_lossy(&out.stderr)
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 6, "{checked}");
+}
+
+#[test]
+fn the_crds_in_deploy_are_what_meshdns_crds_prints() {
+    let printed = stdout_of(&["crds"]);
+    let shipped = std::fs::read_to_string(deploy().join("crds/crds.yaml")).unwrap();
+    assert!(
+        printed == shipped,
+        "deploy/crds/crds.yaml differs from `meshdns crds`: run `meshdns crds > deploy/crds/crds.yaml`"
+    );
+    let clustermesh = yaml_documents(
+        &std::fs::read_to_string(deploy().join("crds/clustermesh/clustermesh.yaml")).unwrap(),
+    );
+    let printed_mesh: Vec<Value> = yaml_documents(&printed)
+        .into_iter()
+        .filter(|c| c["spec"]["names"]["kind"] == "ClusterMesh")
+        .collect();
+    assert_eq!(
+        clustermesh, printed_mesh,
+        "deploy/crds/clustermesh/clustermesh.yaml"
+    );
+}
+
+/// The metric names a text names (PromQL expressions, a dashboard).
+fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("meshdns_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        names.insert(tail[..end].to_string());
+        rest = &tail[end..];
+    }
+    names
+}
+
+/// The series names a `/metrics` page exports (histograms with their suffixes).
+fn exported(page: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    for line in page.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let mut parts = rest.split_whitespace();
+            let (name, kind) = (parts.next().unwrap(), parts.next().unwrap_or(""));
+            names.insert(name.to_string());
+            if kind == "histogram" {
+                for suffix in ["_bucket", "_sum", "_count"] {
+                    names.insert(format!("{name}{suffix}"));
+                }
+            }
+        }
+    }
+    names
+}
+
+/// Starts the real server (with the pkarr relay) and both controllers, scrapes each one's
+/// /metrics, and fails on any metric the dashboard or the alerts name that none exports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_metric_the_dashboard_and_alerts_name_is_exported() {
+    let monitoring = deploy().join("components/monitoring");
+    let mut wanted =
+        metric_names(&std::fs::read_to_string(monitoring.join("dashboard.json")).unwrap());
+    wanted.extend(metric_names(
+        &std::fs::read_to_string(monitoring.join("prometheusrule.yaml")).unwrap(),
+    ));
+    assert!(wanted.len() > 20, "{wanted:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let records = write(
+        dir.path(),
+        "records.json",
+        r#"{"version":"v1alpha1","ip4":{"a.ts.net":["100.64.0.1"]}}"#,
+    );
+    let data_arg = data.display().to_string();
+    let server = tokio::task::spawn_blocking(move || {
+        let m = Meshdns::serve(&[
+            "--records",
+            &records,
+            "--pkarr",
+            "irohdns.example.org",
+            "--data-dir",
+            &data_arg,
+            "--http",
+            "127.0.0.1:0",
+        ]);
+        dig(m.dns, &["a.ts.net", "A"]);
+        m.get("/metrics").1
+    })
+    .await
+    .unwrap();
+    let mut have = exported(&server);
+
+    let fake = meshdns_fakekube::FakeKube::start().await;
+    let kubeconfig = write(dir.path(), "kubeconfig", &fake.kubeconfig("fake"));
+    let config = write(
+        dir.path(),
+        "config.yaml",
+        "iroh:\n  dnsZoneRef: {namespace: meshdns-system, name: connectors}\nmesh:\n  namespace: meshdns-system\n",
+    );
+    for controller in ["iroh", "mesh"] {
+        let http = format!("127.0.0.1:{}", crate::controller::free_port());
+        let child = crate::controller::spawn(&[
+            controller,
+            "--config",
+            &config,
+            "--kubeconfig",
+            &kubeconfig,
+            "--http",
+            &http,
+        ]);
+        // Wait for the page to carry the controller's own gauges.
+        let addr = http.parse().unwrap();
+        let mut page = String::new();
+        for _ in 0..200 {
+            if let Ok(p) = std::panic::catch_unwind(|| http_get(addr, "/metrics").1) {
+                page = p;
+                if page.contains(&format!("meshdns_controller_{controller}_")) {
+                    break;
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        have.extend(exported(&page));
+        crate::controller::stop(child).await;
+    }
+    let missing: Vec<&String> = wanted.iter().filter(|n| !have.contains(*n)).collect();
+    assert!(
+        missing.is_empty(),
+        "named in deploy/components/monitoring but exported by nothing: {missing:?}\nexported: {have:?}"
+    );
+}
