@@ -1,5 +1,6 @@
-//! Embeds the git commit the binary is built from, for `meshdns --version`: `unknown` outside
-//! a git checkout (a source tarball, a container build without `.git`) or without `git`.
+//! Embeds the git commit the binary is built from, for `meshdns --version`: `$MESHDNS_GIT_COMMIT`
+//! when set (a container build, which has no `.git`), else `git rev-parse HEAD`, else `unknown`
+//! (a source tarball, or no `git`).
 //! Uncommitted changes are not marked: the script reruns when HEAD moves, not on every edit.
 
 use std::path::PathBuf;
@@ -12,7 +13,12 @@ fn git(args: &[&str]) -> Option<String> {
 }
 
 fn main() {
-    let commit = git(&["rev-parse", "--short=12", "HEAD"]);
+    // A container build without `.git` passes the commit in (`--build-arg MESHDNS_GIT_COMMIT`).
+    println!("cargo:rerun-if-env-changed=MESHDNS_GIT_COMMIT");
+    let given = std::env::var("MESHDNS_GIT_COMMIT")
+        .ok()
+        .filter(|c| !c.trim().is_empty() && c != "unknown");
+    let commit = given.or_else(|| git(&["rev-parse", "--short=12", "HEAD"]));
     // Rebuild when HEAD moves: HEAD itself, the branch it names, and packed refs. Only files
     // that exist are named (cargo would otherwise rerun this script on every build).
     if let Some(dir) = git(&["rev-parse", "--git-dir"]).map(PathBuf::from) {

@@ -221,3 +221,35 @@ fn version_names_the_commit_it_was_built_from() {
         None => assert_eq!(commit, "unknown"),
     }
 }
+
+/// The Dockerfile's runtime stage is distroless `cc-debian12`: glibc (libc, libm, libdl,
+/// libpthread, librt, the loader), libgcc_s and libstdc++. The binary must load nothing else
+/// (an OpenSSL or a libz pulled in by a dependency would fail at start in the image).
+#[test]
+fn the_binary_needs_only_the_libraries_of_the_runtime_image() {
+    let out = Command::new("readelf")
+        .args(["-d", env!("CARGO_BIN_EXE_meshdns")])
+        .output()
+        .expect("readelf (binutils) must be installed");
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let needed: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| l.split('[').nth(1)?.split(']').next())
+        .collect();
+    assert!(needed.contains(&"libc.so.6"), "{text}");
+    let provided = [
+        "libc.so.6",
+        "libm.so.6",
+        "libdl.so.2",
+        "libpthread.so.0",
+        "librt.so.1",
+        "ld-linux-x86-64.so.2",
+        "ld-linux-aarch64.so.1",
+        "libgcc_s.so.1",
+        "libstdc++.so.6",
+    ];
+    let extra: Vec<&&str> = needed.iter().filter(|l| !provided.contains(l)).collect();
+    assert!(extra.is_empty(), "not in the runtime image: {extra:?}");
+}
