@@ -53,8 +53,13 @@ fn renderings() -> Vec<(String, Vec<Value>)> {
             let p = p.canonicalize().unwrap();
             format!("{up}{}", p.strip_prefix("/").unwrap().display())
         };
+        // As if uncommented in the overlay: the component's objects take its namespace.
+        let namespace = kustomize(overlay)
+            .iter()
+            .find_map(|o| o["metadata"]["namespace"].as_str().map(str::to_string))
+            .unwrap();
         let k = format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [{}]\ncomponents: [{}]\n",
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {namespace}\nresources: [{}]\ncomponents: [{}]\n",
             relative(overlay),
             relative(&deploy().join("components/monitoring")),
         );
@@ -127,9 +132,10 @@ fn diff(a: &Value, b: &Value, path: &str) -> String {
             keys.dedup();
             keys.into_iter()
                 .map(|k| {
+                    let absent = Value::String("<absent>".into());
                     diff(
-                        x.get(k).unwrap_or(&Value::Null),
-                        y.get(k).unwrap_or(&Value::Null),
+                        x.get(k).unwrap_or(&absent),
+                        y.get(k).unwrap_or(&absent),
                         &format!("{path}.{k}"),
                     )
                 })
@@ -360,6 +366,48 @@ fn the_crd_schema_check_catches_what_the_api_server_refuses() {
     }
 }
 
+/// A binding to a ServiceAccount that is not where the install puts it grants nothing: every
+/// ServiceAccount subject names one of the rendering (a missing namespace is `default`, where
+/// `kubectl apply` puts it), except in the remote installs, which bind their own.
+#[test]
+fn every_binding_names_a_service_account_of_the_install() {
+    for (dir, objects) in renderings() {
+        let accounts: Vec<(String, String)> = objects
+            .iter()
+            .filter(|o| o["kind"] == "ServiceAccount")
+            .map(|o| {
+                (
+                    o["metadata"]["namespace"]
+                        .as_str()
+                        .unwrap_or("default")
+                        .to_string(),
+                    o["metadata"]["name"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        for b in objects
+            .iter()
+            .filter(|o| o["kind"] == "RoleBinding" || o["kind"] == "ClusterRoleBinding")
+        {
+            for s in b["subjects"].as_array().unwrap() {
+                if s["kind"] != "ServiceAccount" {
+                    continue;
+                }
+                let key = (
+                    s["namespace"].as_str().unwrap_or("").to_string(),
+                    s["name"].as_str().unwrap().to_string(),
+                );
+                assert!(
+                    accounts.contains(&key),
+                    "{dir}: {} {} binds {key:?}, which the install does not create (it has {accounts:?})",
+                    b["kind"],
+                    b["metadata"]["name"]
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn every_container_runs_locked_down_with_probes() {
     for (dir, objects) in renderings() {
@@ -575,4 +623,158 @@ async fn every_metric_the_dashboard_and_alerts_name_is_exported() {
         missing.is_empty(),
         "named in deploy/components/monitoring but exported by nothing: {missing:?}\nexported: {have:?}"
     );
+}
+
+/// What the chart and kustomize legitimately differ in: Helm's own labels, the hash suffix of
+/// generated ConfigMap names (each tool hashes the content its own way), and the order of
+/// volumes and mounts.
+fn normalized(mut v: Value) -> Value {
+    fn walk(v: &mut Value) {
+        match v {
+            Value::String(s) => {
+                for prefix in [
+                    "meshdns-serve-config",
+                    "meshdns-iroh-config",
+                    "meshdns-mesh-config",
+                ] {
+                    if s.starts_with(&format!("{prefix}-")) {
+                        *s = prefix.to_string();
+                    }
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(walk),
+            Value::Object(o) => {
+                // Lists keyed by name are sets to the API server; the tools order them apart.
+                for key in ["volumes", "volumeMounts"] {
+                    if let Some(list) = o.get_mut(key).and_then(Value::as_array_mut) {
+                        list.sort_by(|a, b| a["name"].to_string().cmp(&b["name"].to_string()));
+                    }
+                }
+                o.values_mut().for_each(walk)
+            }
+            _ => {}
+        }
+    }
+    if let Some(labels) = v["metadata"]["labels"].as_object_mut() {
+        labels.remove("app.kubernetes.io/managed-by");
+        labels.remove("helm.sh/chart");
+    }
+    // No labels, an empty map and kustomize's `labels: null` are the same.
+    if v["metadata"]["labels"]
+        .as_object()
+        .is_none_or(|l| l.is_empty())
+    {
+        v["metadata"].as_object_mut().unwrap().remove("labels");
+    }
+    walk(&mut v);
+    numbers_as_floats(v)
+}
+
+fn keyed(objects: Vec<Value>) -> std::collections::BTreeMap<String, Value> {
+    objects
+        .into_iter()
+        .map(normalized)
+        .map(|o| {
+            let key = format!(
+                "{} {}/{}",
+                o["kind"].as_str().unwrap(),
+                o["metadata"]["namespace"].as_str().unwrap_or(""),
+                o["metadata"]["name"].as_str().unwrap()
+            );
+            (key, o)
+        })
+        .collect()
+}
+
+fn helm(args: &[&str]) -> String {
+    let out = Command::new("helm")
+        .args(args)
+        .output()
+        .expect("helm must be installed to test deploy/helm (.ci/run installs it)");
+    assert!(
+        out.status.success(),
+        "helm {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The chart renders, for each overlay's values (`ci/<overlay>.yaml` and the overlay's own
+/// config file), exactly the objects `kubectl kustomize` renders for the overlay, with and
+/// without monitoring; and `helm lint` passes.
+#[test]
+fn the_helm_chart_renders_what_each_overlay_renders() {
+    let chart = deploy().join("helm/meshdns");
+    let chart = chart.to_str().unwrap();
+    helm(&["lint", "--strict", chart]);
+    for overlay in [
+        "tailscale-nameserver",
+        "datum-connectors",
+        "kilo-mesh",
+        "iroh-relay",
+    ] {
+        let dir = deploy().join("overlays").join(overlay);
+        let objects = kustomize(&dir);
+        let namespace = objects
+            .iter()
+            .find_map(|o| o["metadata"]["namespace"].as_str())
+            .unwrap()
+            .to_string();
+        let config = dir.join("config.yaml").display().to_string();
+        let values = format!("{chart}/ci/{overlay}.yaml");
+        let mut args = vec![
+            "template",
+            "meshdns",
+            chart,
+            "--namespace",
+            &namespace,
+            "-f",
+            &values,
+        ];
+        let files = [
+            format!("serve.config={config}"),
+            format!("controllerIroh.config={config}"),
+            format!("controllerMesh.config={config}"),
+        ];
+        for f in &files {
+            args.extend(["--set-file", f.as_str()]);
+        }
+        for monitoring in [false, true] {
+            let mut args = args.clone();
+            let (want, label) = if monitoring {
+                args.extend(["--set", "monitoring.enabled=true"]);
+                let with = renderings()
+                    .into_iter()
+                    .find(|(d, _)| d.ends_with(&format!("{overlay} + components/monitoring")))
+                    .unwrap()
+                    .1;
+                (with, format!("{overlay} + monitoring"))
+            } else {
+                (objects.clone(), overlay.to_string())
+            };
+            let got = keyed(yaml_documents(&helm(&args)));
+            let want = keyed(want);
+            let only = |a: &std::collections::BTreeMap<String, Value>,
+                        b: &std::collections::BTreeMap<String, Value>| {
+                a.keys()
+                    .filter(|k| !b.contains_key(*k))
+                    .cloned()
+                    .collect::<Vec<_>>()
+            };
+            assert!(
+                got.len() == want.len() && only(&got, &want).is_empty(),
+                "{label}: only in the chart: {:?}; only in kustomize: {:?}",
+                only(&got, &want),
+                only(&want, &got)
+            );
+            for (key, w) in &want {
+                let g = &got[key];
+                assert!(
+                    g == w,
+                    "{label}: {key} differs (kustomize -> helm):\n{}",
+                    diff(w, g, "")
+                );
+            }
+        }
+    }
 }
