@@ -314,3 +314,19 @@ pub fn unused(policy: &Policy, skip: impl Fn(&str) -> bool) -> Vec<Grant> {
         .filter(|g| !skip(&g.role) && !used.contains(g))
         .collect()
 }
+
+/// Panics, listing them, when grants of `policy` (outside the roles `skip` leaves out) have
+/// not been used by any request yet: least privilege checked the other way round.
+pub fn assert_all_exercised(policy: &Policy, skip: impl Fn(&str) -> bool) {
+    let unused = unused(policy, skip);
+    assert!(
+        unused.is_empty(),
+        "{}: rules no scenario exercises:\n  {}",
+        policy.name,
+        unused
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n  ")
+    );
+}
