@@ -6,7 +6,9 @@
 //! whole), JSON merge patch, and JSON patch (with `test`), on the main resource and `/status`.
 //!
 //! It keeps a log of every request, so a test can assert that a steady state costs no writes,
-//! and can be told to fail the next requests to a path, so a test can exercise retries. It is
+//! and can be told to fail the next requests to a path, so a test can exercise retries. It can
+//! hold the requests to RBAC rules read from `deploy/` ([`rbac`], [`FakeKube::enforce`]),
+//! answering 403 as the API server would to what they do not allow. It is
 //! written here because the fake clients available pin other kube versions; it models only
 //! what meshdns's controllers use, and says so when asked for anything else (HTTP 405/422).
 

@@ -98,7 +98,7 @@ pub fn attributes(method: &str, path: &str, query: &str) -> Option<Attributes> {
 /// One (verb, resource) a rule grants: the unit a test must see exercised.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Grant {
-    /// `Role/NAME` or `ClusterRole/NAME`, and the rule's index in it.
+    /// `Role/NAME` or `ClusterRole/NAME`.
     pub role: String,
     /// The rule's index within its role.
     pub rule: usize,

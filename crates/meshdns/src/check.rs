@@ -12,6 +12,7 @@ use crate::config::{ConfigFile, ServeConfig};
 /// values are errors naming the file and key), and the `iroh:` block's rules (a zone reference,
 /// the `_iroh` prefix) when it has one. Nothing the file names is read.
 pub fn config(cmd: &CheckCmd) -> Result<()> {
+    // clap requires `-c` with `--config-only`.
     let path = cmd
         .serve
         .config

@@ -109,9 +109,6 @@ pub struct CheckCmd {
 impl CheckCmd {
     /// What `serve` would be configured with, the positional files first among the records.
     pub fn resolve(self) -> Result<ServeConfig> {
-        if self.config_only {
-            return self.serve.resolve();
-        }
         let mut settings = self.serve.resolve()?;
         let mut records = self.files;
         records.append(&mut settings.records);
