@@ -242,14 +242,21 @@ impl Policy {
             if kind != "RoleBinding" && kind != "ClusterRoleBinding" {
                 continue;
             }
+            // A subject in `default` (or in none) is the install's: kustomize's `namespace:`
+            // rewrites exactly those. Another namespace must be the install's already.
+            let ours = |s: &Value| {
+                s["kind"] == "ServiceAccount"
+                    && s["name"] == account
+                    && match s["namespace"].as_str() {
+                        None | Some("default") => true,
+                        Some(ns) => ns == namespace,
+                    }
+            };
             let bound = binding["subjects"]
                 .as_array()
                 .into_iter()
                 .flatten()
-                .any(|s| {
-                    s["kind"] == "ServiceAccount" && s["name"] == account
-                    // kustomize rewrites the subject's namespace with everything else.
-                });
+                .any(ours);
             if !bound {
                 continue;
             }
