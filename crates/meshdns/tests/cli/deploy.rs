@@ -552,6 +552,20 @@ fn exported(page: &str) -> std::collections::BTreeSet<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_metric_the_dashboard_and_alerts_name_is_exported() {
     let monitoring = deploy().join("components/monitoring");
+    // The dashboard is JSON Grafana can import: panels, each with queries.
+    let dashboard: Value =
+        serde_json::from_str(&std::fs::read_to_string(monitoring.join("dashboard.json")).unwrap())
+            .expect("dashboard.json is JSON");
+    let panels = dashboard["panels"].as_array().expect("panels");
+    assert!(!panels.is_empty());
+    for p in panels {
+        let targets = p["targets"].as_array().expect("targets");
+        assert!(
+            !targets.is_empty() && targets.iter().all(|t| t["expr"].is_string()),
+            "panel {}",
+            p["title"]
+        );
+    }
     let mut wanted =
         metric_names(&std::fs::read_to_string(monitoring.join("dashboard.json")).unwrap());
     wanted.extend(metric_names(
