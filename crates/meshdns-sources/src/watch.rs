@@ -30,7 +30,7 @@ use meshdns_zone::{BuildDefaults, Catalog, Name};
 use notify::Watcher as _;
 use tracing::{debug, error, info, warn};
 
-use crate::content::{FileKind, ParseSettings, Problem, ZoneContent};
+use crate::content::{FileKind, ParseSettings, Parsed, Problem, ZoneContent};
 use crate::manifests::ManifestFeed;
 use crate::pkarr::PkarrStore;
 use crate::read::{manifest_files, read_source};
@@ -77,6 +77,8 @@ pub struct SourceCounters {
     pub last_success_unix: Option<f64>,
     /// The last error, while the file is failing.
     pub last_error: Option<String>,
+    /// Whether the file is absent now (served as empty).
+    pub absent: bool,
 }
 
 /// Health of the file sources, shared with the HTTP endpoint.
@@ -308,6 +310,83 @@ impl FileSources {
     }
 
     fn check_file(&mut self, i: usize) -> bool {
+        let debounce = self.config.debounce;
+        let source = &mut self.sources[i];
+        let Input::File { file, .. } = &source.input else {
+            unreachable!("check_file is called on files")
+        };
+        let missing = |path: &Path| {
+            std::fs::metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        };
+        if missing(&file.path) {
+            if source.counters.absent {
+                return false;
+            }
+            // Absent is empty (as Tailscale's nameserver reads a missing records.json): at once
+            // when nothing was served from it yet; otherwise only when it stays missing through
+            // the debounce, so an editor's delete-and-recreate (or a swap) never blinks.
+            let path = file.path.clone();
+            let stays_missing = source.last_good.is_none()
+                || (0..5).all(|_| {
+                    std::thread::sleep(debounce / 5);
+                    missing(&path)
+                });
+            if stays_missing {
+                return self.unset_absent(i);
+            }
+        }
+        if source.counters.absent {
+            source.counters.absent = false;
+            info!(file = %source.label, "records file present again");
+        }
+        self.read_file(i)
+    }
+
+    /// Serves an absent file as an empty one: its records go, its zones stay served (names in
+    /// them get NXDOMAIN rather than REFUSED; for a file never read, the Tailscale zones or a
+    /// zone file's origin), and the source counts as loaded.
+    fn unset_absent(&mut self, i: usize) -> bool {
+        let defaults = self.build_defaults();
+        let tailscale_zones = &self.config.settings.tailscale_zones;
+        let source = &mut self.sources[i];
+        let zones = match (&source.last_good, &source.input) {
+            (Some(previous), _) => previous
+                .zones
+                .iter()
+                .map(|z| ZoneContent::empty(z.origin()))
+                .collect(),
+            // Never read: the zones it would give if empty. A records file may be Tailscale's,
+            // whose zones are always served; a zone file names its origin.
+            (None, Input::File { file, .. }) => match &file.kind {
+                FileKind::Auto => tailscale_zones.iter().map(ZoneContent::empty).collect(),
+                FileKind::ZoneFile { origin: Some(o) } => vec![ZoneContent::empty(o)],
+                _ => Vec::new(),
+            },
+            (None, _) => Vec::new(),
+        };
+        let parsed = Parsed {
+            zones,
+            problems: Vec::new(),
+        };
+        let loaded = load_parsed(&source.label, parsed, defaults);
+        warn!(file = %source.label, "records file absent; serving no records from it until it exists");
+        if let Input::File {
+            seen,
+            content_hash,
+            failing,
+            ..
+        } = &mut source.input
+        {
+            *seen = None;
+            *content_hash = None;
+            *failing = false;
+        }
+        succeed(source, loaded);
+        source.counters.absent = true;
+        true
+    }
+
+    fn read_file(&mut self, i: usize) -> bool {
         let settings = &self.config.settings;
         let source = &mut self.sources[i];
         let Input::File {
@@ -315,9 +394,10 @@ impl FileSources {
             seen,
             content_hash,
             failing,
+            ..
         } = &mut source.input
         else {
-            unreachable!("check_file is called on files")
+            unreachable!("read_file is called on files")
         };
         let fp = if file.path.is_dir() {
             fingerprint_dir(&file.path)
@@ -741,6 +821,47 @@ mod tests {
 
     /// A record lost to a file listed earlier is counted when the conflict appears; once it
     /// clears and comes back, it is counted again.
+    /// Whether the published snapshot holds more than a zone's SOA and NS (the A record).
+    fn serves_a(s: &FileSources) -> bool {
+        s.published
+            .load()
+            .zones()
+            .iter()
+            .any(|z| z.record_count() > 2)
+    }
+
+    #[test]
+    fn an_absent_file_is_empty_at_once_at_start_and_after_the_debounce_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("zones.yaml");
+        let (mut s, status) = sources(&[&path]);
+        s.config.debounce = Duration::from_millis(200);
+        assert!(s.refresh());
+        assert_eq!(status.readiness(), Ok(()), "absent at start: ready, empty");
+        assert!(s.sources[0].counters.absent);
+        std::fs::write(&path, zone("{name: www, type: A, value: 192.0.2.1}")).unwrap();
+        assert!(s.refresh());
+        assert!(serves_a(&s) && !s.sources[0].counters.absent);
+
+        // Deleted and recreated within the debounce: never unset.
+        std::fs::remove_file(&path).unwrap();
+        let again = path.clone();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(10));
+            std::fs::write(&again, zone("{name: www, type: A, value: 192.0.2.1}")).unwrap();
+        });
+        s.refresh();
+        writer.join().unwrap();
+        assert!(serves_a(&s) && !s.sources[0].counters.absent, "blinked");
+
+        // Deleted for good: unset, still ready.
+        std::fs::remove_file(&path).unwrap();
+        assert!(s.refresh());
+        assert!(!serves_a(&s) && s.sources[0].counters.absent);
+        assert_eq!(status.readiness(), Ok(()));
+        assert_eq!(s.sources[0].counters.last_error, None);
+    }
+
     #[test]
     fn a_precedence_problem_that_clears_and_returns_is_counted_again() {
         let dir = tempfile::tempdir().unwrap();

@@ -95,6 +95,20 @@ pub fn render(
             u8::from(c.last_error.is_none())
         );
     }
+    header(
+        &mut out,
+        "meshdns_source_absent",
+        "1 while the source's file does not exist (served as empty, as Tailscale's nameserver does).",
+        "gauge",
+    );
+    for (source, c) in &counters {
+        let _ = writeln!(
+            out,
+            "meshdns_source_absent{{source=\"{}\"}} {}",
+            label_value(source),
+            u8::from(c.absent)
+        );
+    }
     if let Some(store) = pkarr {
         let c = &store.counters;
         header(

@@ -6,6 +6,7 @@
 
 #![allow(missing_docs)] // test helpers are not public API
 
+mod absent;
 mod check;
 mod controller;
 mod deploy;
