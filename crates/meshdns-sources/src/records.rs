@@ -107,6 +107,25 @@ mod tests {
     }
 
     #[test]
+    fn an_ipv4_mapped_address_is_an_a_record_in_ip4_and_refused_in_ip6() {
+        let json = br#"{"version":"v1alpha1",
+            "ip4":{"m.ts.net":["::ffff:192.0.2.13"],"v6.ts.net":["2001:db8::1"]},
+            "ip6":{"m6.ts.net":["::ffff:192.0.2.14"]}}"#;
+        let p = parse("records.json", &FileKind::Auto, json, &settings()).unwrap();
+        let recs = p.zones[0].records.to_vec();
+        assert_eq!(recs.len(), 1);
+        assert_eq!(recs[0].data, RData::A("192.0.2.13".parse().unwrap()));
+        let shown: Vec<String> = p.problems.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                r#"records.json: ip4.v6.ts.net[0]: "2001:db8::1" is not an IPv4 address"#,
+                r#"records.json: ip6.m6.ts.net[0]: "::ffff:192.0.2.14" is an IPv4-mapped address where IPv6 is expected"#,
+            ]
+        );
+    }
+
+    #[test]
     fn tailscale_file_loads_and_skips_bad_entries() {
         let json = br#"{"version":"v1alpha1",
             "ip4":{"Foo.ts.net":["100.64.0.1","not-an-ip"],"a..ts.net":["1.2.3.4"],"x.example.com":["1.1.1.1"]},

@@ -3,7 +3,7 @@
 //! longest matching zone of the configured list (default `ts.net.`) and lower-cased, so
 //! lookups are case-insensitive.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use meshdns_zone::rdata::parse_ipv6;
 use meshdns_zone::{Name, RData, Record, Records};
@@ -74,10 +74,7 @@ pub fn parse(
                     for (i, addr) in list.iter().enumerate() {
                         let data = match (key.as_str(), addr.as_str()) {
                             (_, None) => Err(format!("{addr} is not a string")),
-                            ("ip4", Some(text)) => text
-                                .parse::<Ipv4Addr>()
-                                .map(RData::A)
-                                .map_err(|_| format!("{text:?} is not an IPv4 address")),
+                            ("ip4", Some(text)) => ipv4(text).map(RData::A),
                             (_, Some(text)) => parse_ipv6(text).map(RData::Aaaa).map_err(|e| e.0),
                         };
                         match data {
@@ -96,6 +93,15 @@ pub fn parse(
     }
     parsed.zones = zones;
     Ok(parsed)
+}
+
+/// An `ip4` entry: an IPv4 address, or an IPv4-mapped IPv6 one (`::ffff:192.0.2.13`), which
+/// Tailscale's nameserver unmaps and serves as the IPv4 address.
+fn ipv4(text: &str) -> Result<Ipv4Addr, String> {
+    text.parse::<Ipv4Addr>()
+        .ok()
+        .or_else(|| text.parse::<Ipv6Addr>().ok()?.to_ipv4_mapped())
+        .ok_or_else(|| format!("{text:?} is not an IPv4 address"))
 }
 
 /// Tailscale's FQDN rule: one leading dot is dropped, the trailing dot is optional.

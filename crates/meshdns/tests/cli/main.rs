@@ -13,6 +13,7 @@ mod deploy;
 mod dig;
 mod doh;
 mod doh_iroh;
+mod dropin;
 mod kubernetes;
 mod manifests;
 mod pkarr;
