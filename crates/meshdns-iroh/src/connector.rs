@@ -16,11 +16,11 @@
 //! being published.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 
 use serde_json::json;
 
-use crate::{EndpointInfo, InfoError, parse_endpoint_id, txt_strings};
+use crate::{EndpointInfo, parse_endpoint_id, txt_strings};
 
 /// Finalizer datum's controller puts on Connectors it publishes.
 pub const FINALIZER: &str = "networking.datumapis.com/iroh-dns-cleanup";
@@ -192,8 +192,38 @@ pub fn label_value(value: &str) -> (String, bool) {
 
 /// The DNSRecordSet name for an endpoint id (`iroh-<z32>`), when the id parses.
 pub fn record_set_name(id: &str) -> Option<String> {
-    let id = parse_endpoint_id(id.trim()).ok()?;
+    let id = parse_endpoint_id(id).ok()?;
     Some(format!("iroh-{}", id.to_z32()))
+}
+
+/// The `addr=` strings as datum's controller writes them, so both can run side by side without
+/// rewriting each other's records: each address as given (IPv6 bracketed), sorted by address
+/// text then port, duplicates kept. Only what iroh's parser would not read back as the same
+/// address is refused: text that is not an IP address (a zone suffix, a stray space), or a port
+/// outside 0-65535. iroh reads `[2001:DB8::1]` as `2001:db8::1` and drops duplicates itself.
+fn datum_addrs(addresses: &[(String, i64)]) -> Result<Vec<String>, String> {
+    let mut addrs = Vec::with_capacity(addresses.len());
+    for (i, (address, port)) in addresses.iter().enumerate() {
+        if address.parse::<IpAddr>().is_err() {
+            return Err(format!(
+                "status.connectionDetails.publicKey.addresses[{i}].address: {address:?} is not an IP address"
+            ));
+        }
+        let Ok(port) = u16::try_from(*port) else {
+            return Err(format!(
+                "status.connectionDetails.publicKey.addresses[{i}].port: {port} is not 0-65535"
+            ));
+        };
+        addrs.push((address.as_str(), port));
+    }
+    addrs.sort();
+    Ok(addrs
+        .into_iter()
+        .map(|(a, port)| match a.contains(':') {
+            true => format!("addr=[{a}]:{port}"),
+            false => format!("addr={a}:{port}"),
+        })
+        .collect())
 }
 
 /// Decides what a Connector should have published.
@@ -202,13 +232,14 @@ pub fn plan(c: &ConnectorInput, settings: &IrohSettings) -> Decision {
         Some(controller) if IROH_CLASSES.contains(&controller.as_str()) => {}
         _ => return Decision::Ignore,
     }
-    let Some(id_text) = c
-        .public_key_id
-        .as_deref()
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-    else {
+    // The id as given: a stray space or newline makes it invalid, not trimmed, and an invalid
+    // id is reported even before the Connector has a relay or an address.
+    let Some(id_text) = c.public_key_id.as_deref().filter(|s| !s.is_empty()) else {
         return Decision::Pending;
+    };
+    let id = match parse_endpoint_id(id_text) {
+        Ok(id) => id,
+        Err(e) => return Decision::Invalid(format!("status.connectionDetails.publicKey.id: {e}")),
     };
     let relay = c
         .home_relay
@@ -218,46 +249,31 @@ pub fn plan(c: &ConnectorInput, settings: &IrohSettings) -> Decision {
     if relay.is_none() && c.addresses.is_empty() {
         return Decision::Pending;
     }
-    let id = match parse_endpoint_id(id_text) {
-        Ok(id) => id,
-        Err(e) => return Decision::Invalid(format!("status.connectionDetails.publicKey.id: {e}")),
-    };
-    let mut addrs = Vec::with_capacity(c.addresses.len());
-    for (i, (address, port)) in c.addresses.iter().enumerate() {
-        let ip: IpAddr = match address.trim().parse() {
-            Ok(ip) => ip,
-            Err(_) => {
-                return Decision::Invalid(format!(
-                    "status.connectionDetails.publicKey.addresses[{i}].address: {address:?} is not an IP address"
-                ));
+    let mut strings = match relay {
+        None => Vec::new(),
+        Some(relay) => {
+            let info = EndpointInfo {
+                id,
+                relay: Some(relay.to_string()),
+                addrs: Vec::new(),
+                user_data: None,
+                suffix: None,
+                ttl: settings.ttl,
+            };
+            match txt_strings(&info) {
+                Ok(s) => s,
+                Err(e) => {
+                    return Decision::Invalid(format!(
+                        "status.connectionDetails.publicKey.homeRelay: {e}"
+                    ));
+                }
             }
-        };
-        let Ok(port) = u16::try_from(*port) else {
-            return Decision::Invalid(format!(
-                "status.connectionDetails.publicKey.addresses[{i}].port: {port} is not 1-65535"
-            ));
-        };
-        addrs.push(SocketAddr::new(ip, port));
-    }
-    let info = EndpointInfo {
-        id,
-        relay: relay.map(str::to_string),
-        addrs,
-        user_data: None,
-        suffix: None,
-        ttl: settings.ttl,
-    };
-    let strings = match txt_strings(&info) {
-        Ok(s) => s,
-        Err(
-            e @ (InfoError::RelayNotUrl(_)
-            | InfoError::RelayHasEquals(_)
-            | InfoError::RelayTooLong(_)),
-        ) => {
-            return Decision::Invalid(format!("status.connectionDetails.publicKey.homeRelay: {e}"));
         }
-        Err(e) => return Decision::Invalid(format!("status.connectionDetails.publicKey: {e}")),
     };
+    match datum_addrs(&c.addresses) {
+        Ok(addrs) => strings.extend(addrs),
+        Err(why) => return Decision::Invalid(why),
+    }
     let z32 = id.to_z32();
     let mut record_name = format!("{}.{z32}", settings.record_prefix);
     if !settings.record_suffix.trim().is_empty() {
@@ -460,8 +476,10 @@ mod tests {
             [
                 "relay=https://relay.example.com",
                 "addr=192.0.2.1:8080",
+                "addr=192.0.2.1:8080",
                 "addr=[2001:db8::1]:9090"
-            ]
+            ],
+            "datum's records: sorted by address text, duplicates kept"
         );
         assert_eq!(p.labels[LABEL_CLAIMED_BY_UID], "uid-1");
         assert_eq!(p.labels[LABEL_CLUSTER], "cluster-project-a");
@@ -507,14 +525,87 @@ mod tests {
             panic!()
         };
         assert!(why.contains("homeRelay") && why.contains("'='"), "{why}");
-        let Decision::Invalid(why) = with(&|c| c.addresses = vec![("192.0.2.1".into(), 0)]) else {
+        let Decision::Invalid(why) = with(&|c| c.addresses = vec![("192.0.2.1".into(), 65536)])
+        else {
             panic!()
         };
-        assert!(why.contains("port 0"), "{why}");
+        assert!(why.contains("addresses[0].port: 65536"), "{why}");
         let Decision::Invalid(why) = with(&|c| c.addresses = vec![("not-ip".into(), 1)]) else {
             panic!()
         };
         assert!(why.contains("addresses[0].address"), "{why}");
+        // A zone suffix: iroh's parser cannot read it back.
+        let Decision::Invalid(why) = with(&|c| c.addresses = vec![("fe80::1%eth0".into(), 1)])
+        else {
+            panic!()
+        };
+        assert!(
+            why.contains("\"fe80::1%eth0\" is not an IP address"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn ids_are_taken_exactly_and_an_invalid_one_is_invalid_before_pending() {
+        let s = settings();
+        for id in [format!("{HEX}\n"), format!(" {HEX}"), format!("{Z32} ")] {
+            let mut c = connector();
+            c.public_key_id = Some(id.clone());
+            let Decision::Invalid(why) = plan(&c, &s) else {
+                panic!("{id:?} taken")
+            };
+            assert!(why.contains("publicKey.id"), "{why}");
+            // No relay and no address yet: still Invalid, not Pending.
+            c.home_relay = None;
+            c.addresses.clear();
+            assert!(matches!(plan(&c, &s), Decision::Invalid(_)), "{id:?}");
+        }
+        let mut c = connector();
+        c.public_key_id = Some(String::new());
+        assert_eq!(plan(&c, &s), Decision::Pending, "no id yet");
+        assert_eq!(record_set_name(&format!("{HEX}\n")), None);
+    }
+
+    #[test]
+    fn addresses_are_written_as_datum_writes_them() {
+        let mut c = connector();
+        c.addresses = vec![
+            ("2001:DB8::1".into(), 443),
+            ("10.0.0.2".into(), 1),
+            ("10.0.0.10".into(), 1),
+            ("2001:0db8::1".into(), 443),
+            ("::ffff:192.0.2.13".into(), 0),
+        ];
+        let Decision::Publish(p) = plan(&c, &settings()) else {
+            panic!()
+        };
+        let contents: Vec<&str> = p.records.iter().map(|r| r.content.as_str()).collect();
+        assert_eq!(
+            contents,
+            [
+                "relay=https://relay.example.com",
+                "addr=10.0.0.10:1",
+                "addr=10.0.0.2:1",
+                "addr=[2001:0db8::1]:443",
+                "addr=[2001:DB8::1]:443",
+                "addr=[::ffff:192.0.2.13]:0",
+            ]
+        );
+        // And iroh reads each back as the address it was given.
+        for (text, (address, port)) in contents[1..].iter().zip([
+            ("10.0.0.10", 1),
+            ("10.0.0.2", 1),
+            ("2001:db8::1", 443),
+            ("2001:db8::1", 443),
+            ("::ffff:192.0.2.13", 0),
+        ]) {
+            let value = text.strip_prefix("addr=").unwrap();
+            let read: std::net::SocketAddr = value.parse().unwrap();
+            assert_eq!(
+                read,
+                std::net::SocketAddr::new(address.parse().unwrap(), port)
+            );
+        }
     }
 
     #[test]

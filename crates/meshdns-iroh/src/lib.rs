@@ -72,7 +72,8 @@ pub enum IdError {
 /// Parses an endpoint id written as 64 hex characters (either case) or 52 z-base-32
 /// characters (either case; DNS names are case-insensitive).
 pub fn parse_endpoint_id(text: &str) -> Result<EndpointId, IdError> {
-    let t = text.trim();
+    // Exactly the characters of an id: a stray space or newline is an error, not trimmed.
+    let t = text;
     match t.len() {
         64 => {
             let mut bytes = [0u8; 32];

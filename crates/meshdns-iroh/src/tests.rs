@@ -30,7 +30,14 @@ fn ids_parse_from_hex_in_either_case_and_from_z32() {
     let h = hex(id.as_bytes());
     assert_eq!(parse_endpoint_id(&h), Ok(id));
     assert_eq!(parse_endpoint_id(&h.to_uppercase()), Ok(id));
-    assert_eq!(parse_endpoint_id(&format!("  {h}\n")), Ok(id));
+    assert!(matches!(
+        parse_endpoint_id(&format!("  {h}\n")),
+        Err(IdError::Form(_))
+    ));
+    assert!(matches!(
+        parse_endpoint_id(&format!("{h}\n")),
+        Err(IdError::Form(_))
+    ));
     assert_eq!(parse_endpoint_id(&id.to_z32()), Ok(id));
     assert_eq!(parse_endpoint_id(&id.to_z32().to_uppercase()), Ok(id));
 }
