@@ -13,6 +13,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
+pub mod configmap_source;
 pub mod dns_source;
 pub mod iroh;
 pub mod leader;

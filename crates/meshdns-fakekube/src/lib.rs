@@ -79,6 +79,10 @@ struct State {
     log: Vec<Event>,
     requests: Vec<Request>,
     faults: Vec<Fault>,
+    /// Watches from resource versions below this get 410 Gone (history compacted).
+    expired_before: u64,
+    /// Bumped to end every open watch with 410 Gone.
+    watch_epoch: u64,
     /// RBAC the requests are held to, and what it refused.
     policy: Option<rbac::Policy>,
     denied: Vec<String>,
@@ -281,6 +285,18 @@ impl FakeKube {
     /// Forgets the request log.
     pub fn clear_requests(&self) {
         self.inner.lock().requests.clear();
+    }
+
+    /// Compacts the watch history, as etcd does: every open watch ends with a 410 Gone event
+    /// (`Expired`), and a watch from an older resource version gets one at once, so clients
+    /// must list again.
+    pub fn expire_watches(&self) {
+        {
+            let mut st = self.inner.lock();
+            st.expired_before = st.rv;
+            st.watch_epoch += 1;
+        }
+        self.notify();
     }
 
     /// Holds every later request to `policy`, as the API server's RBAC authorizer would: a
@@ -809,7 +825,20 @@ fn watch(inner: Arc<Inner>, t: &Target, params: &BTreeMap<String, String>) -> Re
         .unwrap_or(290u64);
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     let mut changed = inner.changed.subscribe();
+    let gone = Bytes::from(format!(
+        "{}\n",
+        json!({"type": "ERROR", "object": {"apiVersion": "v1", "kind": "Status", "status": "Failure",
+            "message": "too old resource version", "reason": "Expired", "code": 410}})
+    ));
+    let (epoch, expired) = {
+        let st = inner.lock();
+        (st.watch_epoch, since != 0 && since < st.expired_before)
+    };
     tokio::spawn(async move {
+        if expired {
+            let _ = tx.send(gone).await;
+            return;
+        }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
         let mut pos = since;
         if since == 0 {
@@ -833,6 +862,10 @@ fn watch(inner: Arc<Inner>, t: &Target, params: &BTreeMap<String, String>) -> Re
             pos = rv;
         }
         loop {
+            if inner.lock().watch_epoch != epoch {
+                let _ = tx.send(gone).await;
+                return;
+            }
             let events: Vec<Event> = {
                 let st = inner.lock();
                 st.log

@@ -8,6 +8,7 @@
 //! snapshots; [`pkarr`] keeps published packets.
 
 pub mod content;
+pub mod feed;
 pub mod manifests;
 pub mod native;
 pub mod pkarr;
@@ -19,6 +20,7 @@ pub mod watch;
 pub mod zonefile;
 
 pub use content::{FileKind, ParseSettings, Parsed, Problem, ZoneContent};
+pub use feed::BytesFeed;
 pub use pkarr::{PkarrConfig, PkarrStore, PutError};
 pub use read::{read_manifests, read_source};
 pub use records::parse;

@@ -31,6 +31,7 @@ use notify::Watcher as _;
 use tracing::{debug, error, info, warn};
 
 use crate::content::{FileKind, ParseSettings, Parsed, Problem, ZoneContent};
+use crate::feed::BytesFeed;
 use crate::manifests::ManifestFeed;
 use crate::pkarr::PkarrStore;
 use crate::read::{manifest_files, read_source};
@@ -79,6 +80,8 @@ pub struct SourceCounters {
     pub last_error: Option<String>,
     /// Whether the file is absent now (served as empty).
     pub absent: bool,
+    /// Why a live reader (a ConfigMap watch) cannot read its source now, while it retries.
+    pub watch_error: Option<String>,
 }
 
 /// Health of the file sources, shared with the HTTP endpoint.
@@ -158,6 +161,8 @@ struct Source {
     counters: SourceCounters,
     /// The problems its last load reported (a live feed's are logged when they appear).
     reported: Reported,
+    /// Whether its current content is unusable (its last good content serving meanwhile).
+    failing: bool,
 }
 
 /// What a [`Source`] reads, and how far it has read it.
@@ -166,7 +171,13 @@ enum Input {
         file: FileSource,
         seen: Option<Fingerprint>,
         content_hash: Option<u64>,
-        failing: bool,
+    },
+    /// Bytes handed over by a live reader (a ConfigMap key read through the API), read as a
+    /// file of `kind` would be.
+    Bytes {
+        feed: Arc<BytesFeed>,
+        kind: FileKind,
+        version: u64,
     },
     Feed {
         feed: Arc<ManifestFeed>,
@@ -186,6 +197,7 @@ impl Source {
             last_good: None,
             counters: SourceCounters::default(),
             reported: Reported::default(),
+            failing: false,
         }
     }
 }
@@ -244,7 +256,6 @@ impl FileSources {
                     file: f.clone(),
                     seen: None,
                     content_hash: None,
-                    failing: false,
                 };
                 Source::new(f.path.display().to_string(), input)
             })
@@ -269,6 +280,24 @@ impl FileSources {
         source.last_good = Some(CompiledSource::default());
         self.sources.push(source);
         self.share_status();
+        self
+    }
+
+    /// Adds a ConfigMap key read through the API, after the files (and before the live
+    /// manifest feeds and pkarr): read as a file of `kind`. Not ready until its first read.
+    pub fn with_bytes(mut self, feed: Arc<BytesFeed>, kind: FileKind) -> FileSources {
+        let at = self
+            .sources
+            .iter()
+            .position(|s| !matches!(s.input, Input::File { .. } | Input::Bytes { .. }))
+            .unwrap_or(self.sources.len());
+        let label = feed.label().to_string();
+        let input = Input::Bytes {
+            feed,
+            kind,
+            version: 0,
+        };
+        self.sources.insert(at, Source::new(label, input));
         self
     }
 
@@ -297,6 +326,7 @@ impl FileSources {
         for i in 0..self.sources.len() {
             changed |= match self.sources[i].input {
                 Input::File { .. } => self.check_file(i),
+                Input::Bytes { .. } => self.check_bytes(i),
                 Input::Feed { .. } => self.check_feed(i),
                 Input::Pkarr { .. } => self.check_pkarr(i),
             };
@@ -355,13 +385,9 @@ impl FileSources {
                 .iter()
                 .map(|z| ZoneContent::empty(z.origin()))
                 .collect(),
-            // Never read: the zones it would give if empty. A records file may be Tailscale's,
-            // whose zones are always served; a zone file names its origin.
-            (None, Input::File { file, .. }) => match &file.kind {
-                FileKind::Auto => tailscale_zones.iter().map(ZoneContent::empty).collect(),
-                FileKind::ZoneFile { origin: Some(o) } => vec![ZoneContent::empty(o)],
-                _ => Vec::new(),
-            },
+            // Never read: the zones it would give if empty.
+            (None, Input::File { file, .. }) => empty_zones(&file.kind, tailscale_zones),
+            (None, Input::Bytes { kind, .. }) => empty_zones(kind, tailscale_zones),
             (None, _) => Vec::new(),
         };
         let parsed = Parsed {
@@ -371,15 +397,11 @@ impl FileSources {
         let loaded = load_parsed(&source.label, parsed, defaults);
         warn!(file = %source.label, "records file absent; serving no records from it until it exists");
         if let Input::File {
-            seen,
-            content_hash,
-            failing,
-            ..
+            seen, content_hash, ..
         } = &mut source.input
         {
             *seen = None;
             *content_hash = None;
-            *failing = false;
         }
         succeed(source, loaded);
         source.counters.absent = true;
@@ -387,14 +409,13 @@ impl FileSources {
     }
 
     fn read_file(&mut self, i: usize) -> bool {
-        let settings = &self.config.settings;
         let source = &mut self.sources[i];
+        let failing = source.failing;
+        let has_content = source.last_good.is_some();
         let Input::File {
             file,
             seen,
             content_hash,
-            failing,
-            ..
         } = &mut source.input
         else {
             unreachable!("read_file is called on files")
@@ -404,7 +425,7 @@ impl FileSources {
         } else {
             fingerprint(&file.path)
         };
-        if fp.is_some() && fp == *seen && !*failing {
+        if fp.is_some() && fp == *seen && !failing {
             return false;
         }
         let bytes = match read_source(&file.path) {
@@ -422,12 +443,21 @@ impl FileSources {
             h.finish()
         };
         *seen = fp;
-        if *content_hash == Some(hash) && source.last_good.is_some() && !*failing {
+        if *content_hash == Some(hash) && has_content && !failing {
             return false;
         }
         *content_hash = Some(hash);
+        let kind = file.kind.clone();
+        self.load_bytes(i, &kind, bytes)
+    }
+
+    /// Parses and compiles a new version of a file's (or a ConfigMap key's) bytes; an unusable
+    /// one keeps the last good content serving.
+    fn load_bytes(&mut self, i: usize, kind: &FileKind, bytes: Vec<u8>) -> bool {
+        let settings = &self.config.settings;
+        let source = &mut self.sources[i];
         let started = Instant::now();
-        let mut parsed = match parse(&source.label, &file.kind, &bytes, settings) {
+        let mut parsed = match parse(&source.label, kind, &bytes, settings) {
             Ok(parsed) => parsed,
             Err(problem) => {
                 fail(source, problem);
@@ -453,11 +483,51 @@ impl FileSources {
         loaded.problems.iter().for_each(log_skipped);
         info!(file = %source.label, records = loaded.records(), skipped = loaded.problems.len(),
             elapsed_ms = started.elapsed().as_millis() as u64, "records file loaded");
-        if let Input::File { failing, .. } = &mut source.input {
-            *failing = false;
-        }
+        source.failing = false;
         succeed(source, loaded);
         true
+    }
+
+    /// A ConfigMap key read through the API: a new version is loaded as a file's would be; a
+    /// missing ConfigMap or key is an absent file (the API says so at once: no debounce).
+    fn check_bytes(&mut self, i: usize) -> bool {
+        let Input::Bytes {
+            feed,
+            kind,
+            version,
+        } = &self.sources[i].input
+        else {
+            unreachable!("check_bytes is called on byte feeds")
+        };
+        let (feed, kind, seen) = (feed.clone(), kind.clone(), *version);
+        let watch_error = feed.error();
+        let source = &mut self.sources[i];
+        if watch_error != source.counters.watch_error {
+            match &watch_error {
+                Some(e) => {
+                    warn!(source = %source.label, error = %e, "cannot watch; serving the last good records")
+                }
+                None => info!(source = %source.label, "watching again"),
+            }
+            source.counters.watch_error = watch_error;
+        }
+        let Some((now, content)) = feed.take_if_newer(seen) else {
+            return false;
+        };
+        if let Input::Bytes { version, .. } = &mut source.input {
+            *version = now;
+        }
+        match content {
+            None if source.counters.absent => false,
+            None => self.unset_absent(i),
+            Some(bytes) => {
+                if source.counters.absent {
+                    source.counters.absent = false;
+                    info!(file = %source.label, "records present again");
+                }
+                self.load_bytes(i, &kind, bytes)
+            }
+        }
     }
 
     fn check_feed(&mut self, i: usize) -> bool {
@@ -577,7 +647,10 @@ impl FileSources {
                 s.counters
                     .last_error
                     .clone()
-                    .unwrap_or_else(|| format!("{}: not loaded yet", s.label))
+                    .unwrap_or_else(|| match &s.counters.watch_error {
+                        Some(e) => format!("{}: not read yet: {e}", s.label),
+                        None => format!("{}: not loaded yet", s.label),
+                    })
             })
             .collect();
         self.status.lock().not_ready =
@@ -601,6 +674,16 @@ impl FileSources {
     }
 }
 
+/// The zones a source of `kind` serves when empty and never read: a records file may be
+/// Tailscale's, whose zones are always served; a zone file names its origin.
+fn empty_zones(kind: &FileKind, tailscale_zones: &[Name]) -> Vec<ZoneContent> {
+    match kind {
+        FileKind::Auto => tailscale_zones.iter().map(ZoneContent::empty).collect(),
+        FileKind::ZoneFile { origin: Some(o) } => vec![ZoneContent::empty(o)],
+        _ => Vec::new(),
+    }
+}
+
 /// Records a load: its content becomes the last good one, and it is counted.
 fn succeed(source: &mut Source, loaded: Loaded) {
     let c = &mut source.counters;
@@ -614,15 +697,12 @@ fn succeed(source: &mut Source, loaded: Loaded) {
 /// Records that a file cannot be used: its last good records keep serving. The same error
 /// again is counted and logged once.
 fn fail(source: &mut Source, problem: Problem) {
-    let Input::File { failing, .. } = &mut source.input else {
-        unreachable!("only files fail to load")
-    };
     let text = problem.to_string();
-    if *failing && source.counters.last_error.as_deref() == Some(text.as_str()) {
+    if source.failing && source.counters.last_error.as_deref() == Some(text.as_str()) {
         debug!(%problem, "records file still unusable");
         return;
     }
-    *failing = true;
+    source.failing = true;
     let keeping = if source.last_good.is_some() {
         "keeping the last good records"
     } else {

@@ -5,10 +5,12 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use arc_swap::ArcSwap;
+use meshdns_controller::configmap_source::ConfigMapKey;
 use meshdns_server::http::{DohState, HttpState, PkarrRelay, router, serve_http};
 use meshdns_server::{DnsMetrics, Server, ServerConfig, SharedCatalog};
 use meshdns_sources::{
-    FileSources, PkarrConfig, PkarrStore, SourceConfig, SourceStatus, spawn_watcher,
+    BytesFeed, FileKind, FileSources, PkarrConfig, PkarrStore, SourceConfig, SourceStatus,
+    spawn_watcher,
 };
 use meshdns_zone::{AnswerConfig, Catalog};
 use tokio_util::sync::CancellationToken;
@@ -61,6 +63,23 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
     if let Some(feed) = &feed {
         sources = sources.with_feed(feed.clone());
     }
+    // ConfigMap keys read through the API: after the files, before the cluster's objects.
+    let configmaps: Vec<(ConfigMapKey, Arc<BytesFeed>)> = settings
+        .configmaps
+        .iter()
+        .map(|c| {
+            let key = ConfigMapKey {
+                namespace: c.namespace.clone(),
+                name: c.name.clone(),
+                key: c.key.clone(),
+            };
+            let feed = BytesFeed::new(&key.to_string());
+            (key, feed)
+        })
+        .collect();
+    for (_, feed) in &configmaps {
+        sources = sources.with_bytes(feed.clone(), FileKind::Auto);
+    }
     if let Some(store) = &pkarr {
         sources = sources.with_pkarr(store.clone());
     }
@@ -105,6 +124,22 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
     let watcher = spawn_watcher(sources).context("cannot start the file watcher")?;
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
+    if !configmaps.is_empty() {
+        let client = controller_cmd::client(settings.kubeconfig.as_deref())
+            .await
+            .context("--configmap")?;
+        for (key, feed) in configmaps {
+            let poker = watcher.poker();
+            info!(source = %key, "watching");
+            tasks.spawn(meshdns_controller::configmap_source::watch(
+                client.clone(),
+                key,
+                feed,
+                move || poker.poke(),
+                shutdown.clone(),
+            ));
+        }
+    }
     if let (Some(feed), Some(namespace)) = (feed, settings.kubernetes()) {
         let namespace = namespace.map(str::to_string);
         let client = controller_cmd::client(settings.kubeconfig.as_deref())

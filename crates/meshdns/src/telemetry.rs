@@ -84,7 +84,7 @@ pub fn render(
     header(
         &mut out,
         "meshdns_source_up",
-        "1 while the source's current file is usable, 0 while it fails (last good records keep serving).",
+        "1 while the source's current file is usable and readable, 0 while it fails or cannot be watched (last good records keep serving).",
         "gauge",
     );
     for (source, c) in &counters {
@@ -92,7 +92,7 @@ pub fn render(
             out,
             "meshdns_source_up{{source=\"{}\"}} {}",
             label_value(source),
-            u8::from(c.last_error.is_none())
+            u8::from(c.last_error.is_none() && c.watch_error.is_none())
         );
     }
     header(

@@ -11,7 +11,9 @@ use meshdns_zone::Name;
 use serde::Deserialize;
 
 use super::defaults;
-use super::values::{self, LogFormat, ZoneFileSpec, de, layer_fields, rebase, toggle};
+use super::values::{
+    self, ConfigMapSpec, LogFormat, ZoneFileSpec, de, layer_fields, rebase, toggle,
+};
 
 /// Settings of `meshdns serve`. Every field is optional: unset on the command line, it comes
 /// from the file; unset there, from [`defaults`].
@@ -74,6 +76,16 @@ pub struct ServeConfig {
     #[arg(long, overrides_with = "kubernetes", help_heading = "Kubernetes")]
     #[serde(skip)]
     pub no_kubernetes: bool,
+    /// A ConfigMap key holding records (Tailscale's records.json, or meshdns records), read
+    /// through the API and followed live instead of from a mounted volume, as
+    /// NAMESPACE/NAME[:KEY] (repeatable) [default key: records.json].
+    #[arg(
+        long = "configmap",
+        value_name = "NS/NAME[:KEY]",
+        help_heading = "Kubernetes"
+    )]
+    #[serde(default, rename = "configMaps", deserialize_with = "de::list")]
+    pub configmaps: Vec<ConfigMapSpec>,
     /// With --kubernetes: only this namespace [default: all namespaces].
     #[arg(long, value_name = "NS", help_heading = "Kubernetes")]
     pub kubernetes_namespace: Option<String>,
@@ -154,6 +166,7 @@ impl ServeConfig {
                 poll_interval,
                 kubernetes,
                 no_kubernetes,
+                configmaps,
                 kubernetes_namespace,
                 kubeconfig,
                 pkarr,

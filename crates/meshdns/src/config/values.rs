@@ -102,6 +102,56 @@ impl FromStr for ZoneFileSpec {
     }
 }
 
+/// `--configmap NAMESPACE/NAME[:KEY]`: a ConfigMap key read through the API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigMapSpec {
+    /// Namespace.
+    pub namespace: String,
+    /// ConfigMap name.
+    pub name: String,
+    /// Key [default: records.json, as Tailscale's operator writes it].
+    pub key: String,
+}
+
+impl FromStr for ConfigMapSpec {
+    type Err = String;
+
+    fn from_str(spec: &str) -> Result<Self, String> {
+        let (object, key) = match spec.split_once(':') {
+            Some((object, key)) => (object, key),
+            None => (spec, "records.json"),
+        };
+        let (namespace, name) = object.split_once('/').ok_or_else(|| {
+            format!(
+                "{spec:?}: expected NAMESPACE/NAME[:KEY], e.g. tailscale/dnsrecords:records.json"
+            )
+        })?;
+        let dns_label = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 253
+                && s.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        };
+        if !dns_label(namespace) || !dns_label(name) {
+            return Err(format!(
+                "{spec:?}: namespace and name must be Kubernetes names (lower-case letters, digits, '-', '.')"
+            ));
+        }
+        if key.is_empty()
+            || !key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+        {
+            return Err(format!("{spec:?}: {key:?} is not a ConfigMap key"));
+        }
+        Ok(ConfigMapSpec {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            key: key.to_string(),
+        })
+    }
+}
+
 /// Makes a relative path relative to `base` (the config file's directory).
 pub fn rebase(path: &mut PathBuf, base: &Path) {
     if path.is_relative() {
@@ -189,6 +239,12 @@ impl FromText for Name {
 }
 
 impl FromText for ZoneFileSpec {
+    fn from_text(text: &str) -> Result<Self, String> {
+        text.parse()
+    }
+}
+
+impl FromText for ConfigMapSpec {
     fn from_text(text: &str) -> Result<Self, String> {
         text.parse()
     }

@@ -8,6 +8,7 @@
 
 mod absent;
 mod check;
+mod configmap;
 mod controller;
 mod deploy;
 mod dig;
