@@ -15,6 +15,7 @@ pub mod pkarr;
 pub mod read;
 pub mod records;
 pub mod snapshot;
+pub mod status;
 pub mod tailscale;
 pub mod watch;
 pub mod zonefile;

@@ -137,9 +137,75 @@ fn age_key(o: &Value) -> (String, String) {
     )
 }
 
+/// Why an object, or one owner name of a DNSRecordSet, is not served: dns-operator's condition
+/// reason (`Pending`, `InvalidDNSRecordSet`, `NotOwner`, `Conflict`, `DNSZoneInUse`) and a
+/// message.
+pub type Refusal = (&'static str, String);
+
+/// What the reading decided about each object: the verdicts a status is written from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Verdicts {
+    /// Every DNSZone, oldest first.
+    pub zones: Vec<ZoneVerdict>,
+    /// Every DNSRecordSet, oldest first.
+    pub sets: Vec<SetVerdict>,
+}
+
+/// One DNSZone.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ZoneVerdict {
+    /// Namespace and name.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// The zone it serves, when accepted.
+    pub origin: Option<Name>,
+    /// Why it serves nothing.
+    pub refused: Option<Refusal>,
+}
+
+/// One DNSRecordSet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetVerdict {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// The zone its records go to, when its DNSZone was found.
+    pub origin: Option<Name>,
+    /// Why the whole set is not accepted (no such DNSZone, a type not served).
+    pub refused: Option<Refusal>,
+    /// Each owner name as written, in order of first appearance, and why it is not served
+    /// (`None`: every entry of that name is served).
+    pub names: Vec<(String, Option<Refusal>)>,
+}
+
+impl SetVerdict {
+    fn refuse_name(&mut self, written: &str, why: Refusal) {
+        match self.names.iter_mut().find(|(n, _)| n == written) {
+            Some((_, slot @ None)) => *slot = Some(why),
+            Some(_) => {}
+            None => self.names.push((written.to_string(), Some(why))),
+        }
+    }
+
+    fn serve_name(&mut self, written: &str) {
+        if !self.names.iter().any(|(n, _)| n == written) {
+            self.names.push((written.to_string(), None));
+        }
+    }
+}
+
 /// The zones that the DNSZones and DNSRecordSets among `objects` make.
 pub fn zones(file: &str, objects: &[Value]) -> Parsed {
+    read(file, objects).0
+}
+
+/// The zones that the DNSZones and DNSRecordSets among `objects` make, and the verdicts on
+/// each object (for their status).
+pub fn read(file: &str, objects: &[Value]) -> (Parsed, Verdicts) {
     let mut problems = Vec::new();
+    let mut verdicts = Verdicts::default();
     let mut zone_objects: Vec<&Value> = objects
         .iter()
         .filter(|o| is_dns_object(o, "DNSZone"))
@@ -153,29 +219,49 @@ pub fn zones(file: &str, objects: &[Value]) -> Parsed {
             text(z, &["metadata", "namespace"]),
             text(z, &["metadata", "name"]),
         );
+        let mut verdict = ZoneVerdict {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            origin: None,
+            refused: None,
+        };
         let entry = format!("DNSZone {ns}/{name}");
         let domain = text(z, &["spec", "domainName"]);
         let origin = match Name::parse(&format!("{}.", domain.trim_end_matches('.')), None) {
             Ok(o) if !domain.is_empty() => o,
             _ => {
+                let why = format!("{domain:?} is not a domain name");
                 problems.push(Problem::new(
                     file,
                     format!("{entry} spec.domainName"),
-                    format!("{domain:?} is not a domain name"),
+                    why.clone(),
                 ));
+                verdict.refused = Some(("InvalidDNSZone", why));
+                verdicts.zones.push(verdict);
                 continue;
             }
         };
         if let Some(i) = contents.iter().position(|c| c.origin == origin) {
+            let older = verdicts
+                .zones
+                .iter()
+                .find(|v| v.origin.as_ref() == Some(&contents[i].origin))
+                .map(|v| format!("{}/{}", v.namespace, v.name))
+                .unwrap_or_default();
             problems.push(Problem::new(
                 file,
                 entry,
-                format!(
-                    "DNSZoneInUse: {domain} is already served from an older DNSZone (zone {i})"
-                ),
+                format!("DNSZoneInUse: {domain} is already served from an older DNSZone ({older})"),
             ));
+            verdict.refused = Some((
+                "DNSZoneInUse",
+                format!("{domain} is already claimed by DNSZone {older}"),
+            ));
+            verdicts.zones.push(verdict);
             continue;
         }
+        verdict.origin = Some(origin.clone());
+        verdicts.zones.push(verdict);
         by_ref.insert((ns.to_string(), name.to_string()), contents.len());
         contents.push(ZoneContent::empty(&origin));
     }
@@ -187,45 +273,65 @@ pub fn zones(file: &str, objects: &[Value]) -> Parsed {
     sets.sort_by_key(|o| age_key(o));
     // (zone index, type, owner) -> the set that owns it
     let mut owners: BTreeMap<(usize, RType, Name), String> = BTreeMap::new();
+    // (zone index, owner) -> the types served there, for CNAME coexistence
+    let mut types_at: BTreeMap<(usize, Name), Vec<RType>> = BTreeMap::new();
     for set in sets {
         let (ns, name) = (
             text(set, &["metadata", "namespace"]),
             text(set, &["metadata", "name"]),
         );
+        let mut verdict = SetVerdict {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            origin: None,
+            refused: None,
+            names: Vec::new(),
+        };
         let entry = format!("DNSRecordSet {ns}/{name}");
         let zone_name = text(set, &["spec", "dnsZoneRef", "name"]);
         let Some(&zi) = by_ref.get(&(ns.to_string(), zone_name.to_string())) else {
+            let why = format!("no DNSZone {zone_name:?} in namespace {ns:?}");
             problems.push(Problem::new(
                 file,
                 format!("{entry} spec.dnsZoneRef.name"),
-                format!("no DNSZone {zone_name:?} in namespace {ns:?}"),
+                why.clone(),
             ));
+            verdict.refused = Some(("Pending", why));
+            verdicts.sets.push(verdict);
             continue;
         };
+        let origin = contents[zi].origin.clone();
+        verdict.origin = Some(origin.clone());
         let type_text = text(set, &["spec", "recordType"]);
         let rtype = match RType::from_mnemonic(type_text) {
             Some(t) if RType::SERVED.contains(&t) && type_text != "ALIAS" => t,
             _ => {
+                let why = format!(
+                    "{type_text:?} is not served (A, AAAA, CNAME, TXT, MX, SRV, CAA, NS, PTR, SOA are)"
+                );
                 problems.push(Problem::new(
                     file,
                     format!("{entry} spec.recordType"),
-                    format!("{type_text:?} is not served (A, AAAA, CNAME, TXT, MX, SRV, CAA, NS, PTR, SOA are)"),
+                    why.clone(),
                 ));
+                verdict.refused = Some(("InvalidDNSRecordSet", why));
+                verdicts.sets.push(verdict);
                 continue;
             }
         };
         let key = type_text.to_ascii_lowercase();
-        let origin = contents[zi].origin.clone();
         let empty = Vec::new();
         let entries = set["spec"]["records"].as_array().unwrap_or(&empty);
         // First TTL per owner within this set.
         let mut ttls: BTreeMap<Name, u32> = BTreeMap::new();
         for (i, e) in entries.iter().enumerate() {
             let at = format!("{entry} records[{i}]");
-            let owner = match owner_name(text(e, &["name"]), &origin) {
+            let written = text(e, &["name"]);
+            let owner = match owner_name(written, &origin) {
                 Ok(o) => o,
                 Err(why) => {
-                    problems.push(Problem::new(file, format!("{at}.name"), why));
+                    problems.push(Problem::new(file, format!("{at}.name"), why.clone()));
+                    verdict.refuse_name(written, ("InvalidDNSRecordSet", why));
                     continue;
                 }
             };
@@ -236,23 +342,33 @@ pub fn zones(file: &str, objects: &[Value]) -> Parsed {
                         at,
                         format!("NotOwner: DNSRecordSet {other} owns {rtype} at {owner}"),
                     ));
+                    verdict.refuse_name(
+                        written,
+                        (
+                            "NotOwner",
+                            format!("Another DNSRecordSet ({other}) owns this record"),
+                        ),
+                    );
                     continue;
                 }
                 _ => {}
             }
             let Some(obj) = e.get(&key) else {
-                problems.push(Problem::new(
-                    file,
-                    at,
-                    format!("no `{key}` object for recordType {type_text}"),
-                ));
+                let why = format!("no `{key}` object for recordType {type_text}");
+                problems.push(Problem::new(file, at, why.clone()));
+                verdict.refuse_name(written, ("InvalidDNSRecordSet", why));
                 continue;
             };
             let data = match record_data(rtype, obj, &origin) {
                 Ok(Some(d)) => d,
-                Ok(None) => continue, // empty TXT content: dropped, as dns-operator does
+                Ok(None) => {
+                    // Empty TXT content: dropped, as dns-operator does.
+                    verdict.serve_name(written);
+                    continue;
+                }
                 Err(why) => {
-                    problems.push(Problem::new(file, format!("{at}.{key}"), why));
+                    problems.push(Problem::new(file, format!("{at}.{key}"), why.clone()));
+                    verdict.refuse_name(written, ("InvalidDNSRecordSet", why));
                     continue;
                 }
             };
@@ -262,7 +378,31 @@ pub fn zones(file: &str, objects: &[Value]) -> Parsed {
                     at,
                     "a second CNAME for this name is ignored (the first is kept)",
                 ));
+                verdict.serve_name(written);
                 continue;
+            }
+            // CNAME beside other data (RFC 1034 §3.6.2), or at the apex: the older data stays.
+            let present = types_at.entry((zi, owner.clone())).or_default();
+            let clash = if rtype == RType::CNAME && owner == origin {
+                Some(format!("{owner} is the zone apex, which cannot be a CNAME"))
+            } else if rtype == RType::CNAME && present.iter().any(|t| *t != RType::CNAME) {
+                Some(format!(
+                    "{owner} already has other records; a CNAME cannot join them"
+                ))
+            } else if rtype != RType::CNAME && present.contains(&RType::CNAME) {
+                Some(format!(
+                    "{owner} is a CNAME; {rtype} records cannot join it"
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = clash {
+                problems.push(Problem::new(file, at, format!("Conflict: {why}")));
+                verdict.refuse_name(written, ("Conflict", why));
+                continue;
+            }
+            if !present.contains(&rtype) {
+                present.push(rtype);
             }
             owners.insert((zi, rtype, owner.clone()), name.to_string());
             let own_ttl = e
@@ -277,12 +417,17 @@ pub fn zones(file: &str, objects: &[Value]) -> Parsed {
                 ttl,
                 data,
             });
+            verdict.serve_name(written);
         }
+        verdicts.sets.push(verdict);
     }
-    Parsed {
-        zones: contents,
-        problems,
-    }
+    (
+        Parsed {
+            zones: contents,
+            problems,
+        },
+        verdicts,
+    )
 }
 
 fn owner_name(name: &str, origin: &Name) -> Result<Name, String> {

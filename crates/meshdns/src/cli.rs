@@ -69,6 +69,9 @@ pub enum RenderTarget {
     Mesh(RenderMeshCmd),
     /// The zones DNSZones and DNSRecordSets make, as RFC 1035 zone-file text.
     Zone(RenderZoneCmd),
+    /// The status dns-operator would write on each DNSZone and DNSRecordSet, as meshdns
+    /// serves them (Accepted, Programmed, per-name recordSets, recordCount, nameservers).
+    Status(RenderZoneCmd),
 }
 
 /// `meshdns serve`.

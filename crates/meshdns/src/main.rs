@@ -51,6 +51,9 @@ fn main() -> ExitCode {
         }
         Command::Render(RenderTarget::Iroh(cmd)) => ("render iroh", render::iroh(&cmd).map(print)),
         Command::Render(RenderTarget::Zone(cmd)) => ("render zone", render::zone(&cmd).map(print)),
+        Command::Render(RenderTarget::Status(cmd)) => {
+            ("render status", render::status(&cmd).map(print))
+        }
         Command::Render(RenderTarget::Mesh(cmd)) => {
             ("render mesh", render_mesh::render_mesh(&cmd.dir).map(print))
         }

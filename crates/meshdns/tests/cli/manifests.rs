@@ -231,3 +231,107 @@ www\t300\tIN\tA\t{ip}
     }
     assert_eq!(text, want);
 }
+
+/// `render status` prints the status dns-operator would write, from the same reading `serve`
+/// uses: the older DNSRecordSet owns a name, the younger is NotOwner there; a CNAME beside
+/// older data is a Conflict; an invalid entry is named; a second DNSZone on one domain is
+/// DNSZoneInUse.
+#[test]
+fn render_status_prints_dns_operators_conditions() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "m.yaml",
+        "
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSZone
+metadata: {name: z, namespace: dns, creationTimestamp: '2026-01-01T00:00:00Z'}
+spec: {domainName: example.org, dnsZoneClassName: powerdns}
+---
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSZone
+metadata: {name: again, namespace: dns, creationTimestamp: '2026-01-05T00:00:00Z'}
+spec: {domainName: example.org, dnsZoneClassName: powerdns}
+---
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {name: first, namespace: dns, creationTimestamp: '2026-01-02T00:00:00Z'}
+spec:
+  dnsZoneRef: {name: z}
+  recordType: A
+  records: [{name: www, a: {content: 192.0.2.1}}]
+---
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {name: second, namespace: dns, creationTimestamp: '2026-01-03T00:00:00Z'}
+spec:
+  dnsZoneRef: {name: z}
+  recordType: A
+  records: [{name: www, a: {content: 192.0.2.2}}, {name: bad, a: {content: nope}}]
+---
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {name: alias, namespace: dns, creationTimestamp: '2026-01-04T00:00:00Z'}
+spec:
+  dnsZoneRef: {name: z}
+  recordType: CNAME
+  records: [{name: www, cname: {content: other.example.net}}]
+",
+    );
+    let out = stdout_of(&["render", "status", "-f", &file]);
+    let docs: Vec<serde_json::Value> = out
+        .split("---\n")
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| serde_yaml::from_str(d).unwrap())
+        .collect();
+    let status = |kind: &str, name: &str| {
+        docs.iter()
+            .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no {kind} {name}:\n{out}"))["status"]
+            .clone()
+    };
+    let reason = |s: &serde_json::Value, ty: &str| {
+        s["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == ty)
+            .unwrap()["reason"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let per_name = |s: &serde_json::Value, name: &str| {
+        s["recordSets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap()["conditions"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let first = status("DNSRecordSet", "first");
+    assert_eq!(reason(&first, "Programmed"), "Programmed");
+    let second = status("DNSRecordSet", "second");
+    assert_eq!(reason(&second, "Programmed"), "Pending");
+    assert_eq!(per_name(&second, "www"), "NotOwner");
+    assert_eq!(per_name(&second, "bad"), "InvalidDNSRecordSet");
+    assert_eq!(
+        per_name(&status("DNSRecordSet", "alias"), "www"),
+        "Conflict"
+    );
+    let zone = status("DNSZone", "z");
+    assert_eq!(zone["recordCount"], 3);
+    assert_eq!(zone["nameservers"], serde_json::json!(["ns.example.org."]));
+    assert_eq!(
+        reason(&status("DNSZone", "again"), "Accepted"),
+        "DNSZoneInUse"
+    );
+    // Whole seconds, as metav1.Time is written.
+    let t = first["conditions"][0]["lastTransitionTime"]
+        .as_str()
+        .unwrap();
+    assert!(t.len() == 20 && t.ends_with('Z'), "{t}");
+}

@@ -1,0 +1,360 @@
+//! The `status` dns-operator writes on DNSZones and DNSRecordSets, from meshdns's reading of
+//! them ([`crate::manifests::read`]), so `kubectl get dnsrecordsets` and everything that waits
+//! on `Programmed` work when meshdns serves the zones. Pure: the objects (with their current
+//! status), the verdicts, the served zones' name servers and the time in, the statuses out.
+//!
+//! - DNSRecordSet: `Accepted` (its DNSZone exists and its type is served: else `Pending` or
+//!   `InvalidDNSRecordSet`), `Programmed` (every owner name served: `All records programmed`,
+//!   else `Pending`), and per owner name, as written, in `recordSets[]`: `Programmed`, or why
+//!   not (`NotOwner`, `InvalidDNSRecordSet`, `Conflict`).
+//! - DNSZone: `Accepted` and `Programmed` (or `DNSZoneInUse` / `InvalidDNSZone`),
+//!   `recordCount` (the DNSRecordSets of its namespace that reference it) and `nameservers`.
+//!
+//! A condition keeps its `lastTransitionTime` while its status, reason and message stay the
+//! same, so an unchanged reading plans the status already written: a writer compares and
+//! writes nothing.
+
+use meshdns_zone::Name;
+use serde_json::{Value, json};
+
+use crate::manifests::{Refusal, Verdicts};
+
+/// One object's planned status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusPlan {
+    /// `DNSZone` or `DNSRecordSet`.
+    pub kind: &'static str,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// The whole `status` to write.
+    pub status: Value,
+    /// Whether it differs from the object's current status.
+    pub changed: bool,
+}
+
+fn text<'a>(v: &'a Value, path: &[&str]) -> &'a str {
+    path.iter()
+        .try_fold(v, |v, k| v.get(*k))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, ns: &str, name: &str) -> Option<&'a Value> {
+    objects.iter().find(|o| {
+        text(o, &["kind"]) == kind
+            && text(o, &["metadata", "namespace"]) == ns
+            && text(o, &["metadata", "name"]) == name
+    })
+}
+
+/// A condition, keeping the current one's transition time when nothing about it changed.
+fn condition(
+    current: &Value,
+    kind: &str,
+    ok: Result<(&str, &str), (&str, &str)>,
+    generation: &Value,
+    now: &str,
+) -> Value {
+    let (status, reason, message) = match ok {
+        Ok((reason, message)) => ("True", reason, message),
+        Err((reason, message)) => ("False", reason, message),
+    };
+    let before = current
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == kind));
+    let since = match before {
+        Some(b) if b["status"] == status && b["reason"] == reason && b["message"] == message => {
+            b["lastTransitionTime"].clone()
+        }
+        _ => json!(now),
+    };
+    let mut c = json!({"type": kind, "status": status, "reason": reason, "message": message,
+        "lastTransitionTime": since});
+    if !generation.is_null() {
+        c["observedGeneration"] = generation.clone();
+    }
+    c
+}
+
+fn refusal(r: &Option<Refusal>) -> Result<(), (&str, &str)> {
+    match r {
+        None => Ok(()),
+        Some((reason, message)) => Err((reason, message.as_str())),
+    }
+}
+
+/// The statuses of every DNSZone and DNSRecordSet the verdicts cover. `nameservers` gives the
+/// NS names served at a zone's apex; `now` is the RFC 3339 time for new transitions.
+pub fn plan(
+    verdicts: &Verdicts,
+    objects: &[Value],
+    nameservers: impl Fn(&Name) -> Vec<String>,
+    now: &str,
+) -> Vec<StatusPlan> {
+    let mut out = Vec::new();
+    for z in &verdicts.zones {
+        let Some(object) = find(objects, "DNSZone", &z.namespace, &z.name) else {
+            continue;
+        };
+        let current = &object["status"];
+        let generation = &object["metadata"]["generation"];
+        let was = &current["conditions"];
+        let accepted = refusal(&z.refused).map(|()| ("Accepted", "Accepted by meshdns"));
+        let programmed = match &z.origin {
+            Some(_) => Ok(("Programmed", "Zone served by meshdns")),
+            None => Err(("Pending", "Not accepted")),
+        };
+        let record_count = objects
+            .iter()
+            .filter(|o| {
+                text(o, &["kind"]) == "DNSRecordSet"
+                    && text(o, &["metadata", "namespace"]) == z.namespace
+                    && text(o, &["spec", "dnsZoneRef", "name"]) == z.name
+            })
+            .count();
+        let mut status = json!({
+            "conditions": [
+                condition(was, "Accepted", accepted, generation, now),
+                condition(was, "Programmed", programmed, generation, now),
+            ],
+            "recordCount": record_count,
+        });
+        if let Some(origin) = &z.origin {
+            status["nameservers"] = json!(nameservers(origin));
+        }
+        out.push(StatusPlan {
+            kind: "DNSZone",
+            namespace: z.namespace.clone(),
+            name: z.name.clone(),
+            changed: !same(current, &status),
+            status,
+        });
+    }
+    for s in &verdicts.sets {
+        let Some(object) = find(objects, "DNSRecordSet", &s.namespace, &s.name) else {
+            continue;
+        };
+        let current = &object["status"];
+        let generation = &object["metadata"]["generation"];
+        let was = &current["conditions"];
+        let accepted = refusal(&s.refused).map(|()| ("Accepted", "Accepted by meshdns"));
+        let served = s.names.iter().filter(|(_, r)| r.is_none()).count();
+        let pending = format!("{served} of {} names programmed", s.names.len());
+        let programmed = if s.refused.is_some() {
+            Err(("Pending", "Not accepted"))
+        } else if served == s.names.len() && served > 0 {
+            Ok(("Programmed", "All records programmed"))
+        } else {
+            Err(("Pending", pending.as_str()))
+        };
+        let record_sets: Vec<Value> = s
+            .names
+            .iter()
+            .map(|(name, why)| {
+                let before = current["recordSets"]
+                    .as_array()
+                    .and_then(|r| r.iter().find(|r| r["name"] == name.as_str()))
+                    .map(|r| &r["conditions"])
+                    .unwrap_or(&Value::Null);
+                let ok = refusal(why).map(|()| ("Programmed", "Record served by meshdns"));
+                json!({"name": name,
+                    "conditions": [condition(before, "Programmed", ok, generation, now)]})
+            })
+            .collect();
+        let mut status = json!({
+            "conditions": [
+                condition(was, "Accepted", accepted, generation, now),
+                condition(was, "Programmed", programmed, generation, now),
+            ],
+        });
+        if !record_sets.is_empty() {
+            status["recordSets"] = json!(record_sets);
+        }
+        out.push(StatusPlan {
+            kind: "DNSRecordSet",
+            namespace: s.namespace.clone(),
+            name: s.name.clone(),
+            changed: !same(current, &status),
+            status,
+        });
+    }
+    out
+}
+
+/// Whether the current status already says what `want` says (keys `want` does not set are
+/// another writer's and are left alone).
+fn same(current: &Value, want: &Value) -> bool {
+    match (current, want) {
+        (Value::Object(c), Value::Object(w)) => w
+            .iter()
+            .all(|(k, v)| same(c.get(k).unwrap_or(&Value::Null), v)),
+        _ => current == want,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifests::{objects, read};
+
+    const NOW: &str = "2026-11-22T00:00:00Z";
+
+    fn planned(text: &str) -> (Vec<Value>, Vec<StatusPlan>) {
+        let objects = objects("m.yaml", text).unwrap();
+        let (_, verdicts) = read("m.yaml", &objects);
+        let plans = plan(&verdicts, &objects, |o| vec![format!("ns.{o}")], NOW);
+        (objects, plans)
+    }
+
+    fn of<'a>(plans: &'a [StatusPlan], kind: &str, name: &str) -> &'a Value {
+        &plans
+            .iter()
+            .find(|p| p.kind == kind && p.name == name)
+            .unwrap_or_else(|| panic!("no {kind} {name}"))
+            .status
+    }
+
+    fn cond<'a>(status: &'a Value, kind: &str) -> (&'a str, &'a str) {
+        let c = status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == kind)
+            .unwrap();
+        (c["status"].as_str().unwrap(), c["reason"].as_str().unwrap())
+    }
+
+    fn name_reason<'a>(status: &'a Value, name: &str) -> &'a str {
+        status["recordSets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {status}"))["conditions"][0]["reason"]
+            .as_str()
+            .unwrap()
+    }
+
+    const OBJECTS: &str = "
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSZone
+metadata: {name: z, namespace: dns, creationTimestamp: '2026-01-01T00:00:00Z', generation: 1}
+spec: {domainName: example.org, dnsZoneClassName: powerdns}
+---
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSZone
+metadata: {name: z2, namespace: dns, creationTimestamp: '2026-02-01T00:00:00Z'}
+spec: {domainName: example.org, dnsZoneClassName: powerdns}
+---
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {name: owner, namespace: dns, creationTimestamp: '2026-01-02T00:00:00Z', generation: 4}
+spec:
+  dnsZoneRef: {name: z}
+  recordType: A
+  records:
+  - {name: www, a: {content: 192.0.2.1}}
+  - {name: api, a: {content: 192.0.2.2}}
+---
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {name: loser, namespace: dns, creationTimestamp: '2026-01-03T00:00:00Z'}
+spec:
+  dnsZoneRef: {name: z}
+  recordType: A
+  records:
+  - {name: www, a: {content: 192.0.2.9}}
+  - {name: mail, a: {content: 192.0.2.3}}
+  - {name: bad, a: {content: not-an-ip}}
+---
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {name: alias, namespace: dns, creationTimestamp: '2026-01-04T00:00:00Z'}
+spec:
+  dnsZoneRef: {name: z}
+  recordType: CNAME
+  records:
+  - {name: api, cname: {content: www.example.org}}
+  - {name: docs, cname: {content: www.example.org}}
+---
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {name: orphan, namespace: dns}
+spec:
+  dnsZoneRef: {name: missing}
+  recordType: A
+  records: [{name: x, a: {content: 192.0.2.4}}]
+";
+
+    #[test]
+    fn owners_losers_invalid_entries_and_conflicts_get_dns_operators_conditions() {
+        let (_, plans) = planned(OBJECTS);
+        let owner = of(&plans, "DNSRecordSet", "owner");
+        assert_eq!(cond(owner, "Accepted"), ("True", "Accepted"));
+        assert_eq!(cond(owner, "Programmed"), ("True", "Programmed"));
+        assert_eq!(name_reason(owner, "www"), "Programmed");
+        assert_eq!(owner["conditions"][0]["observedGeneration"], 4);
+
+        let loser = of(&plans, "DNSRecordSet", "loser");
+        assert_eq!(cond(loser, "Accepted"), ("True", "Accepted"));
+        assert_eq!(cond(loser, "Programmed"), ("False", "Pending"));
+        assert_eq!(name_reason(loser, "www"), "NotOwner");
+        assert_eq!(name_reason(loser, "mail"), "Programmed");
+        assert_eq!(name_reason(loser, "bad"), "InvalidDNSRecordSet");
+
+        let alias = of(&plans, "DNSRecordSet", "alias");
+        assert_eq!(
+            name_reason(alias, "api"),
+            "Conflict",
+            "CNAME beside the older A"
+        );
+        assert_eq!(name_reason(alias, "docs"), "Programmed");
+
+        let orphan = of(&plans, "DNSRecordSet", "orphan");
+        assert_eq!(cond(orphan, "Accepted"), ("False", "Pending"));
+        assert!(orphan.get("recordSets").is_none());
+
+        let zone = of(&plans, "DNSZone", "z");
+        assert_eq!(cond(zone, "Accepted"), ("True", "Accepted"));
+        assert_eq!(cond(zone, "Programmed"), ("True", "Programmed"));
+        assert_eq!(zone["recordCount"], 3);
+        assert_eq!(zone["nameservers"], json!(["ns.example.org."]));
+        let second = of(&plans, "DNSZone", "z2");
+        assert_eq!(cond(second, "Accepted"), ("False", "DNSZoneInUse"));
+        assert!(second.get("nameservers").is_none());
+    }
+
+    #[test]
+    fn a_written_status_plans_no_change_and_keeps_its_transition_times() {
+        let (objects, plans) = planned(OBJECTS);
+        assert!(plans.iter().all(|p| p.changed), "nothing written yet");
+        // Write them, as the API server would store them, with another writer's key beside.
+        let written: Vec<Value> = objects
+            .into_iter()
+            .map(|mut o| {
+                if let Some(p) = plans.iter().find(|p| {
+                    p.kind == text(&o, &["kind"]) && p.name == text(&o, &["metadata", "name"])
+                }) {
+                    o["status"] = p.status.clone();
+                    o["status"]["someoneElse"] = json!(1);
+                }
+                o
+            })
+            .collect();
+        let (_, verdicts) = read("m.yaml", &written);
+        let again = plan(
+            &verdicts,
+            &written,
+            |o| vec![format!("ns.{o}")],
+            "2026-12-01T00:00:00Z",
+        );
+        assert!(again.iter().all(|p| !p.changed), "{again:#?}");
+        assert!(
+            again
+                .iter()
+                .all(|p| !p.status.to_string().contains("2026-12-01"))
+        );
+    }
+}
