@@ -19,6 +19,7 @@ pub mod iroh;
 pub mod leader;
 pub mod mesh;
 pub mod metrics;
+pub mod status_writer;
 
 /// What went wrong in a reconcile.
 #[derive(Debug, thiserror::Error)]

@@ -31,10 +31,25 @@ use serde_json::Value;
 use crate::content::{Parsed, Problem, ZoneContent};
 
 /// Objects handed over by a live reader (the Kubernetes reflector of `serve --kubernetes`):
-/// the watcher thread compiles them like a file when their version moves.
+/// the watcher thread compiles them like a file when their version moves, and hands back what
+/// it served from them ([`Served`]) once the snapshot holding them is live.
 pub struct ManifestFeed {
     label: String,
     state: std::sync::Mutex<(u64, Option<Vec<Value>>)>,
+    served: std::sync::Mutex<Option<std::sync::Arc<Served>>>,
+    on_served: std::sync::Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
+}
+
+/// What a live snapshot serves from a feed's objects: the objects as read, the verdicts on
+/// each, and the name servers of each zone they make (for their status).
+#[derive(Debug, Clone, Default)]
+pub struct Served {
+    /// The objects, with the status they carried when read.
+    pub objects: Vec<Value>,
+    /// The verdicts on each.
+    pub verdicts: Verdicts,
+    /// The NS names at each zone's apex, as served.
+    pub nameservers: BTreeMap<Name, Vec<String>>,
 }
 
 impl ManifestFeed {
@@ -44,7 +59,32 @@ impl ManifestFeed {
         std::sync::Arc::new(ManifestFeed {
             label: label.to_string(),
             state: std::sync::Mutex::new((0, None)),
+            served: std::sync::Mutex::new(None),
+            on_served: std::sync::Mutex::new(None),
         })
+    }
+
+    /// Calls `hook` (from the watcher thread) each time a snapshot serving new objects of this
+    /// feed goes live.
+    pub fn on_served(&self, hook: impl Fn() + Send + Sync + 'static) {
+        *self.on_served.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(hook));
+    }
+
+    /// Records what the live snapshot serves from this feed (the watcher thread calls it after
+    /// the swap).
+    pub fn mark_served(&self, served: Served) {
+        *self.served.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::sync::Arc::new(served));
+        if let Some(hook) = &*self.on_served.lock().unwrap_or_else(|e| e.into_inner()) {
+            hook();
+        }
+    }
+
+    /// What the live snapshot serves from this feed, once one does.
+    pub fn served(&self) -> Option<std::sync::Arc<Served>> {
+        self.served
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The feed's name.

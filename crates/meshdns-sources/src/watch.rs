@@ -32,11 +32,11 @@ use tracing::{debug, error, info, warn};
 
 use crate::content::{FileKind, ParseSettings, Parsed, Problem, ZoneContent};
 use crate::feed::BytesFeed;
-use crate::manifests::ManifestFeed;
+use crate::manifests::{self, ManifestFeed, Served, Verdicts};
 use crate::pkarr::PkarrStore;
 use crate::read::{manifest_files, read_source};
 use crate::records::parse;
-use crate::snapshot::{CompiledSource, Loaded, SourceInput, assemble, load_objects, load_parsed};
+use crate::snapshot::{CompiledSource, Loaded, SourceInput, assemble, load_parsed};
 
 /// One records file to serve.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,6 +182,8 @@ enum Input {
     Feed {
         feed: Arc<ManifestFeed>,
         version: u64,
+        /// Loaded but not yet in a live snapshot: handed back after the next swap.
+        pending: Option<(Vec<serde_json::Value>, Verdicts)>,
     },
     Pkarr {
         store: Arc<PkarrStore>,
@@ -311,7 +313,12 @@ impl FileSources {
             .position(|s| matches!(s.input, Input::Pkarr { .. }))
             .unwrap_or(self.sources.len());
         let label = feed.label().to_string();
-        let source = Source::new(label, Input::Feed { feed, version: 0 });
+        let input = Input::Feed {
+            feed,
+            version: 0,
+            pending: None,
+        };
+        let source = Source::new(label, input);
         self.sources.insert(at, source);
         self.share_status();
         self
@@ -531,7 +538,7 @@ impl FileSources {
     }
 
     fn check_feed(&mut self, i: usize) -> bool {
-        let Input::Feed { feed, version } = &self.sources[i].input else {
+        let Input::Feed { feed, version, .. } = &self.sources[i].input else {
             unreachable!("check_feed is called on feeds")
         };
         let Some((now, objects)) = feed.take_if_newer(*version) else {
@@ -539,7 +546,8 @@ impl FileSources {
         };
         let defaults = self.build_defaults();
         let source = &mut self.sources[i];
-        let loaded = load_objects(&source.label, &objects, defaults);
+        let (parsed, verdicts) = manifests::read(&source.label, &objects);
+        let loaded = load_parsed(&source.label, parsed, defaults);
         // A feed reloads on every object change: only problems that are new are logged.
         source
             .reported
@@ -547,8 +555,12 @@ impl FileSources {
             .into_iter()
             .for_each(log_skipped);
         info!(source = %source.label, records = loaded.records(), skipped = loaded.problems.len(), "objects loaded");
-        if let Input::Feed { version, .. } = &mut source.input {
+        if let Input::Feed {
+            version, pending, ..
+        } = &mut source.input
+        {
             *version = now;
+            *pending = Some((objects, verdicts));
         }
         succeed(source, loaded);
         true
@@ -614,7 +626,27 @@ impl FileSources {
         let (catalog, refused) = assemble(&inputs, &self.config.zones, defaults);
         let records = catalog.record_count();
         let zones = catalog.zones().len();
-        let old = self.published.swap(Arc::new(catalog));
+        let live = Arc::new(catalog);
+        let old = self.published.swap(live.clone());
+        // Feeds whose new objects this snapshot serves learn so now, that it is live.
+        for s in &mut self.sources {
+            if let Input::Feed { feed, pending, .. } = &mut s.input
+                && let Some((objects, verdicts)) = pending.take()
+            {
+                let nameservers = verdicts
+                    .zones
+                    .iter()
+                    .filter_map(|z| z.origin.as_ref())
+                    .map(|o| (o.clone(), apex_ns(&live, o)))
+                    .collect();
+                feed.mark_served(Served {
+                    objects,
+                    verdicts,
+                    nameservers,
+                });
+            }
+        }
+        drop(live);
         for p in self.refused.update(&refused) {
             log_skipped(p);
             if let Some(s) = self.sources.iter_mut().find(|s| s.label == p.file) {
@@ -682,6 +714,16 @@ fn empty_zones(kind: &FileKind, tailscale_zones: &[Name]) -> Vec<ZoneContent> {
         FileKind::ZoneFile { origin: Some(o) } => vec![ZoneContent::empty(o)],
         _ => Vec::new(),
     }
+}
+
+/// The NS names at `origin`'s apex in `catalog`.
+fn apex_ns(catalog: &Catalog, origin: &Name) -> Vec<String> {
+    catalog
+        .zone(origin)
+        .and_then(|z| z.node(origin.wire()))
+        .and_then(|apex| apex.get(meshdns_zone::RType::NS))
+        .map(|ns| ns.decoded().iter().map(ToString::to_string).collect())
+        .unwrap_or_default()
 }
 
 /// Records a load: its content becomes the last good one, and it is counted.

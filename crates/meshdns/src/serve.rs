@@ -63,6 +63,18 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
     if let Some(feed) = &feed {
         sources = sources.with_feed(feed.clone());
     }
+    let write_status = settings.write_status.unwrap_or(false);
+    if write_status && feed.is_none() {
+        anyhow::bail!(
+            "--write-status writes the status of a cluster's objects: it needs --kubernetes"
+        );
+    }
+    // Signalled from the watcher thread when a snapshot serving new objects is live.
+    let status_notify = Arc::new(tokio::sync::Notify::new());
+    if let (Some(feed), true) = (&feed, write_status) {
+        let notify = status_notify.clone();
+        feed.on_served(move || notify.notify_one());
+    }
     // ConfigMap keys read through the API: after the files, before the cluster's objects.
     let configmaps: Vec<(ConfigMapKey, Arc<BytesFeed>)> = settings
         .configmaps
@@ -150,6 +162,20 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
             namespace = namespace.as_deref().unwrap_or("(all)"),
             "watching DNSZones and DNSRecordSets"
         );
+        if write_status {
+            let election = meshdns_controller::leader::Election::new(
+                &defaults::namespace(),
+                "meshdns-serve-status",
+            );
+            info!(lease = %election.name, namespace = %election.namespace, "status writing on");
+            tasks.spawn(meshdns_controller::status_writer::write_statuses(
+                client.clone(),
+                feed.clone(),
+                status_notify,
+                election,
+                shutdown.clone(),
+            ));
+        }
         tasks.spawn(meshdns_controller::dns_source::reflect(
             client,
             namespace,

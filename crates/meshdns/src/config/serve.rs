@@ -86,6 +86,16 @@ pub struct ServeConfig {
     )]
     #[serde(default, rename = "configMaps", deserialize_with = "de::list")]
     pub configmaps: Vec<ConfigMapSpec>,
+    /// With --kubernetes: write the status dns-operator writes on the DNSZones and
+    /// DNSRecordSets served (Accepted, Programmed, per-name recordSets), from the replica that
+    /// holds the Lease meshdns-serve-status in $POD_NAMESPACE [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+        default_missing_value = "true", overrides_with = "no_write_status", help_heading = "Kubernetes")]
+    pub write_status: Option<bool>,
+    /// Do not write status (the same as --write-status=false).
+    #[arg(long, overrides_with = "write_status", help_heading = "Kubernetes")]
+    #[serde(skip)]
+    pub no_write_status: bool,
     /// With --kubernetes: only this namespace [default: all namespaces].
     #[arg(long, value_name = "NS", help_heading = "Kubernetes")]
     pub kubernetes_namespace: Option<String>,
@@ -150,6 +160,7 @@ impl ServeConfig {
     pub fn over(mut self, file: ServeConfig) -> ServeConfig {
         self.doh = toggle(self.doh, self.no_doh);
         self.kubernetes = toggle(self.kubernetes, self.no_kubernetes);
+        self.write_status = toggle(self.write_status, self.no_write_status);
         layer_fields!(
             self,
             file,
@@ -167,6 +178,8 @@ impl ServeConfig {
                 kubernetes,
                 no_kubernetes,
                 configmaps,
+                write_status,
+                no_write_status,
                 kubernetes_namespace,
                 kubeconfig,
                 pkarr,

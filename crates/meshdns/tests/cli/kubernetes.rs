@@ -95,3 +95,121 @@ async fn serves_record_sets_from_a_cluster_live() {
     assert_eq!(fake.denied(), Vec::<String>::new());
     rbac::assert_all_exercised(&policy, |_| false);
 }
+
+fn dns_status(fake: &FakeKube, kind: &str, name: &str) -> Option<serde_json::Value> {
+    let o = fake.get(DNS, kind, Some("dns"), name)?;
+    (!o["status"].is_null()).then(|| o["status"].clone())
+}
+
+fn programmed(status: &serde_json::Value) -> Option<String> {
+    status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Programmed")
+        .map(|c| {
+            format!(
+                "{}/{}",
+                c["status"].as_str().unwrap(),
+                c["reason"].as_str().unwrap()
+            )
+        })
+}
+
+/// `serve --kubernetes --write-status`, two replicas: the one holding the Lease writes the
+/// status dns-operator would (owner Programmed, loser NotOwner, zone recordCount and
+/// nameservers), nothing is written at steady state, and a change is written once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_write_dns_operators_status_once() {
+    let fake = FakeKube::start().await;
+    let policy = Policy::load(
+        &[
+            "components/kubernetes-source/rbac.yaml",
+            "components/kubernetes-status/rbac.yaml",
+        ],
+        "meshdns-serve",
+        "default",
+    );
+    fake.enforce(policy.clone());
+    fake.insert(json!({"apiVersion": DNS, "kind": "DNSZone",
+        "metadata": {"name": "z", "namespace": "dns", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"domainName": "example.org", "dnsZoneClassName": "powerdns"}}));
+    fake.insert(json!({"apiVersion": DNS, "kind": "DNSRecordSet",
+        "metadata": {"name": "owner", "namespace": "dns", "creationTimestamp": "2026-01-02T00:00:00Z"},
+        "spec": {"dnsZoneRef": {"name": "z"}, "recordType": "A",
+                 "records": [{"name": "www", "a": {"content": "192.0.2.1"}}]}}));
+    fake.insert(json!({"apiVersion": DNS, "kind": "DNSRecordSet",
+        "metadata": {"name": "loser", "namespace": "dns", "creationTimestamp": "2026-01-03T00:00:00Z"},
+        "spec": {"dnsZoneRef": {"name": "z"}, "recordType": "A",
+                 "records": [{"name": "www", "a": {"content": "192.0.2.9"}}]}}));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write(dir.path(), "kubeconfig", &fake.kubeconfig("fake"));
+    let replicas = tokio::task::spawn_blocking(move || {
+        let args = [
+            "--kubernetes",
+            "--write-status",
+            "--kubeconfig",
+            &kubeconfig,
+        ];
+        (Meshdns::serve(&args), Meshdns::serve(&args))
+    })
+    .await
+    .unwrap();
+    let wait = Duration::from_secs(20);
+    let written = fake
+        .eventually(wait, |f| {
+            let owner = dns_status(f, "DNSRecordSet", "owner")?;
+            let loser = dns_status(f, "DNSRecordSet", "loser")?;
+            let zone = dns_status(f, "DNSZone", "z")?;
+            (zone["recordCount"] == 2).then_some((owner, loser, zone))
+        })
+        .await;
+    let (owner, loser, zone) = written.expect("statuses written");
+    assert_eq!(programmed(&owner).as_deref(), Some("True/Programmed"));
+    assert_eq!(programmed(&loser).as_deref(), Some("False/Pending"));
+    assert_eq!(
+        loser["recordSets"][0]["conditions"][0]["reason"],
+        "NotOwner"
+    );
+    assert_eq!(zone["nameservers"], json!(["ns.example.org."]));
+    let lease = fake
+        .get(
+            "coordination.k8s.io/v1",
+            "Lease",
+            Some("default"),
+            "meshdns-serve-status",
+        )
+        .expect("the writer's Lease");
+    assert!(lease["spec"]["holderIdentity"].is_string());
+
+    // Steady state: the statuses are written; nothing more is.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    fake.clear_requests();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let status_writes = |f: &FakeKube| {
+        f.writes()
+            .into_iter()
+            .filter(|r| r.path.ends_with("/status"))
+            .count()
+    };
+    assert_eq!(status_writes(&fake), 0, "{:?}", fake.writes());
+
+    // The owner goes: the loser now owns www, and its status says so, written once.
+    fake.delete(DNS, "DNSRecordSet", Some("dns"), "owner");
+    let now_owner = fake
+        .eventually(wait, |f| {
+            let s = dns_status(f, "DNSRecordSet", "loser")?;
+            (programmed(&s).as_deref() == Some("True/Programmed")).then_some(s)
+        })
+        .await;
+    assert!(now_owner.is_some(), "loser programmed after the owner left");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let to_loser = fake
+        .writes()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/dnsrecordsets/loser/status"))
+        .count();
+    assert_eq!(to_loser, 1, "one writer: {:?}", fake.writes());
+    drop(replicas);
+    assert_eq!(fake.denied(), Vec::<String>::new());
+    rbac::assert_all_exercised(&policy, |role| role.ends_with("-election"));
+}
