@@ -99,24 +99,30 @@ async fn reloads_on_an_in_place_write() {
     s.stop().await;
 }
 
+/// A deleted file is an absent one: its records go (as Tailscale's nameserver reads a missing
+/// records.json), readiness stays, and a new file loads.
 #[tokio::test]
-async fn deletion_keeps_the_last_good_records_and_recreation_loads() {
+async fn deletion_unsets_the_records_and_recreation_loads() {
     let s = TestServer::start(watched("records.json", &records(&["100.64.0.1"]))).await;
     std::fs::remove_file(&s.paths[0]).unwrap();
-    let failed = eventually(Duration::from_secs(5), || async {
-        s.status.counters()[0].1.reloads_error > 0
+    let absent = eventually(Duration::from_secs(5), || async {
+        s.status.counters()[0].1.absent
     })
     .await;
-    assert!(failed, "the deletion was noticed");
-    assert_eq!(
-        host_answers(&s).await,
-        ["100.64.0.1"],
-        "last good records keep serving"
+    assert!(absent, "the deletion was noticed");
+    assert!(
+        host_answers(&s).await.is_empty(),
+        "no records from an absent file"
     );
-    assert!(s.status.readiness().is_ok(), "readiness stays as it was");
+    assert!(s.status.readiness().is_ok(), "readiness stays");
+    assert_eq!(
+        s.status.counters()[0].1.reloads_error,
+        0,
+        "absent is not an error"
+    );
     std::fs::write(&s.paths[0], records(&["100.64.0.7"])).unwrap();
     wait_for(&s, &["100.64.0.7"]).await;
-    assert!(s.status.counters()[0].1.last_error.is_none());
+    assert!(!s.status.counters()[0].1.absent);
     s.stop().await;
 }
 
