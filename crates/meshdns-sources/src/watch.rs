@@ -410,6 +410,7 @@ impl FileSources {
             *seen = None;
             *content_hash = None;
         }
+        source.failing = false;
         succeed(source, loaded);
         source.counters.absent = true;
         true

@@ -179,11 +179,7 @@ async fn the_records_configmap_is_followed_through_the_api() {
     fake.delete("v1", "ConfigMap", Some("tailscale"), "dnsrecords");
     tokio::task::spawn_blocking(move || {
         served(&m, "status: NXDOMAIN");
-        assert!(
-            m.log_text().contains("records file absent"),
-            "{}",
-            m.log_text()
-        );
+        m.wait_log("records file absent");
     })
     .await
     .unwrap();

@@ -251,7 +251,7 @@ async fn a_records_file_takes_precedence_over_a_pkarr_publish_for_the_same_name(
         "the refused pkarr record is counted; log:\n{}",
         m.log_text()
     );
-    assert!(m.log_text().contains("already provided by"), "and logged");
+    m.wait_log("already provided by");
     let found = DnsResolver::with_nameserver(m.dns)
         .lookup_endpoint_by_id(&id, ORIGIN)
         .await

@@ -107,6 +107,20 @@ impl Meshdns {
     }
 
     /// `GET path` on the HTTP listener: (status, body).
+    /// Waits (5 s at most) until the log holds `text`: a line is written before the effect a
+    /// test observes, but reaches the test through the pipe reader.
+    pub fn wait_log(&self, text: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !self.log_text().contains(text) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never logged {text:?}:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn get(&self, path: &str) -> (u16, String) {
         http_get(self.http.expect("started with --http"), path)
     }
