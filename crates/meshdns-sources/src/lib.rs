@@ -25,9 +25,7 @@ pub use feed::BytesFeed;
 pub use pkarr::{PkarrConfig, PkarrStore, PutError};
 pub use read::{read_manifests, read_source};
 pub use records::parse;
-pub use snapshot::{
-    CompiledSource, Loaded, SourceInput, assemble, compile, load, load_objects, load_parsed,
-};
+pub use snapshot::{CompiledSource, Loaded, SourceInput, assemble, compile, load, load_parsed};
 pub use watch::{
     FileSource, FileSources, Poker, SourceConfig, SourceCounters, SourceStatus, WatchHandle,
     spawn_watcher,

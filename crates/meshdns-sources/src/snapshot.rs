@@ -102,11 +102,6 @@ pub fn load(
     ))
 }
 
-/// Compiles the zones that DNSZone and DNSRecordSet objects make (a live feed's objects).
-pub fn load_objects(label: &str, objects: &[serde_json::Value], defaults: BuildDefaults) -> Loaded {
-    load_parsed(label, crate::manifests::zones(label, objects), defaults)
-}
-
 /// One source's compiled content, labelled for problems.
 #[derive(Debug, Clone, Copy)]
 pub struct SourceInput<'a> {

@@ -14,10 +14,18 @@
 //! same, so an unchanged reading plans the status already written: a writer compares and
 //! writes nothing.
 
-use meshdns_zone::Name;
+use meshdns_zone::{Name, RType, Zone};
 use serde_json::{Value, json};
 
 use crate::manifests::{Refusal, Verdicts};
+
+/// The NS names served at `zone`'s apex: a DNSZone's `status.nameservers`.
+pub fn nameservers(zone: &Zone) -> Vec<String> {
+    zone.node(zone.origin().wire())
+        .and_then(|apex| apex.get(RType::NS))
+        .map(|ns| ns.decoded().iter().map(ToString::to_string).collect())
+        .unwrap_or_default()
+}
 
 /// One object's planned status.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,13 +58,7 @@ fn find<'a>(objects: &'a [Value], kind: &str, ns: &str, name: &str) -> Option<&'
 }
 
 /// A condition, keeping the current one's transition time when nothing about it changed.
-fn condition(
-    current: &Value,
-    kind: &str,
-    ok: Result<(&str, &str), (&str, &str)>,
-    generation: &Value,
-    now: &str,
-) -> Value {
+fn condition(current: &Value, kind: &str, ok: Outcome<'_>, generation: &Value, now: &str) -> Value {
     let (status, reason, message) = match ok {
         Ok((reason, message)) => ("True", reason, message),
         Err((reason, message)) => ("False", reason, message),
@@ -76,6 +78,40 @@ fn condition(
         c["observedGeneration"] = generation.clone();
     }
     c
+}
+
+type Outcome<'a> = Result<(&'a str, &'a str), (&'a str, &'a str)>;
+
+/// The top-level `Accepted` and `Programmed` conditions every object gets.
+fn conditions(
+    was: &Value,
+    accepted: Outcome<'_>,
+    programmed: Outcome<'_>,
+    generation: &Value,
+    now: &str,
+) -> Value {
+    json!([
+        condition(was, "Accepted", accepted, generation, now),
+        condition(was, "Programmed", programmed, generation, now),
+    ])
+}
+
+impl StatusPlan {
+    fn new(
+        kind: &'static str,
+        namespace: &str,
+        name: &str,
+        current: &Value,
+        status: Value,
+    ) -> Self {
+        StatusPlan {
+            kind,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            changed: !same(current, &status),
+            status,
+        }
+    }
 }
 
 fn refusal(r: &Option<Refusal>) -> Result<(), (&str, &str)> {
@@ -115,22 +151,19 @@ pub fn plan(
             })
             .count();
         let mut status = json!({
-            "conditions": [
-                condition(was, "Accepted", accepted, generation, now),
-                condition(was, "Programmed", programmed, generation, now),
-            ],
+            "conditions": conditions(was, accepted, programmed, generation, now),
             "recordCount": record_count,
         });
         if let Some(origin) = &z.origin {
             status["nameservers"] = json!(nameservers(origin));
         }
-        out.push(StatusPlan {
-            kind: "DNSZone",
-            namespace: z.namespace.clone(),
-            name: z.name.clone(),
-            changed: !same(current, &status),
+        out.push(StatusPlan::new(
+            "DNSZone",
+            &z.namespace,
+            &z.name,
+            current,
             status,
-        });
+        ));
     }
     for s in &verdicts.sets {
         let Some(object) = find(objects, "DNSRecordSet", &s.namespace, &s.name) else {
@@ -163,22 +196,18 @@ pub fn plan(
                     "conditions": [condition(before, "Programmed", ok, generation, now)]})
             })
             .collect();
-        let mut status = json!({
-            "conditions": [
-                condition(was, "Accepted", accepted, generation, now),
-                condition(was, "Programmed", programmed, generation, now),
-            ],
-        });
+        let mut status =
+            json!({"conditions": conditions(was, accepted, programmed, generation, now)});
         if !record_sets.is_empty() {
             status["recordSets"] = json!(record_sets);
         }
-        out.push(StatusPlan {
-            kind: "DNSRecordSet",
-            namespace: s.namespace.clone(),
-            name: s.name.clone(),
-            changed: !same(current, &status),
+        out.push(StatusPlan::new(
+            "DNSRecordSet",
+            &s.namespace,
+            &s.name,
+            current,
             status,
-        });
+        ));
     }
     out
 }

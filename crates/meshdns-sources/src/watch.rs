@@ -37,6 +37,7 @@ use crate::pkarr::PkarrStore;
 use crate::read::{manifest_files, read_source};
 use crate::records::parse;
 use crate::snapshot::{CompiledSource, Loaded, SourceInput, assemble, load_parsed};
+use crate::status;
 
 /// One records file to serve.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -638,7 +639,10 @@ impl FileSources {
                     .zones
                     .iter()
                     .filter_map(|z| z.origin.as_ref())
-                    .map(|o| (o.clone(), apex_ns(&live, o)))
+                    .map(|o| {
+                        let ns = live.zone(o).map(|z| status::nameservers(z));
+                        (o.clone(), ns.unwrap_or_default())
+                    })
                     .collect();
                 feed.mark_served(Served {
                     objects,
@@ -715,16 +719,6 @@ fn empty_zones(kind: &FileKind, tailscale_zones: &[Name]) -> Vec<ZoneContent> {
         FileKind::ZoneFile { origin: Some(o) } => vec![ZoneContent::empty(o)],
         _ => Vec::new(),
     }
-}
-
-/// The NS names at `origin`'s apex in `catalog`.
-fn apex_ns(catalog: &Catalog, origin: &Name) -> Vec<String> {
-    catalog
-        .zone(origin)
-        .and_then(|z| z.node(origin.wire()))
-        .and_then(|apex| apex.get(meshdns_zone::RType::NS))
-        .map(|ns| ns.decoded().iter().map(ToString::to_string).collect())
-        .unwrap_or_default()
 }
 
 /// Records a load: its content becomes the last good one, and it is counted.

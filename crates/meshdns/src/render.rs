@@ -39,6 +39,7 @@ pub fn zone(cmd: &RenderZoneCmd) -> Result<String> {
 /// `meshdns render status`: each DNSZone and DNSRecordSet with the status meshdns would write
 /// for it, serving exactly these objects (name servers from the compiled zones).
 pub fn status(cmd: &RenderZoneCmd) -> Result<String> {
+    use meshdns_sources::status;
     let objects = read_manifests(&cmd.files).map_err(anyhow::Error::msg)?;
     let (parsed, verdicts) = meshdns_sources::manifests::read("manifests", &objects);
     let defaults = meshdns_zone::BuildDefaults {
@@ -47,20 +48,11 @@ pub fn status(cmd: &RenderZoneCmd) -> Result<String> {
     };
     let (compiled, _) = meshdns_sources::compile("manifests", parsed.zones, defaults);
     let nameservers = |origin: &Name| -> Vec<String> {
-        compiled
-            .zones
-            .iter()
-            .find(|z| z.origin() == origin)
-            .and_then(|z| z.node(origin.wire()))
-            .and_then(|apex| apex.get(meshdns_zone::RType::NS))
-            .map(|ns| ns.decoded().iter().map(ToString::to_string).collect())
-            .unwrap_or_default()
+        let zone = compiled.zones.iter().find(|z| z.origin() == origin);
+        zone.map(|z| status::nameservers(z)).unwrap_or_default()
     };
-    // metav1.Time: whole seconds.
-    let now = k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string();
-    let plans = meshdns_sources::status::plan(&verdicts, &objects, nameservers, &now);
+    let now = meshdns_controller::status_writer::now();
+    let plans = status::plan(&verdicts, &objects, nameservers, &now);
     yaml_documents(plans.into_iter().map(|p| {
         serde_json::json!({
             "apiVersion": meshdns_api::DNS_API_VERSION,
