@@ -18,7 +18,7 @@
 use crate::name::is_wire_subdomain;
 use crate::rdata::RType;
 use crate::wire::{HEADER_LEN, Malformed, Owner, Section, Writer, parse_query};
-use crate::zone::{Catalog, Lookup, Node, RRset, Zone};
+use crate::zone::{Catalog, Lookup, Node, RRset, ZoneView};
 
 /// Response codes (RFC 1035 §4.1.1, RFC 6891 §9).
 pub mod rcode {
@@ -142,9 +142,13 @@ pub fn answer(
     if query.qclass != CLASS_IN && query.qclass != CLASS_ANY {
         return reply(w, flags, rcode::REFUSED, false);
     }
-    let Some(zone) = catalog.find_zone(qname_lower) else {
+    let Some((zone, overlay)) = catalog.find(qname_lower) else {
         return reply(w, flags, rcode::REFUSED, false);
     };
+    // Published keys are read under one guard for the whole answer (CNAME hops and additional
+    // addresses included): each key is seen at one version.
+    let reader = overlay.map(|o| o.reader());
+    let zone = ZoneView::new(zone, reader.as_ref());
 
     let resolved = resolve(&mut w, zone, qname_lower, query.qtype);
     if resolved.authoritative {
@@ -217,7 +221,7 @@ impl Resolved<'_> {
 /// Fills the answer and authority sections (and referral glue).
 fn resolve<'n>(
     w: &mut Writer<'_, 'n>,
-    zone: &'n Zone,
+    zone: ZoneView<'n>,
     qname: &'n [u8],
     qtype: RType,
 ) -> Resolved<'n> {
@@ -249,7 +253,7 @@ fn resolve<'n>(
             let Some(target) = cname.first() else {
                 return Resolved::done(rcode::NOERROR, true);
             };
-            if !is_wire_subdomain(target, zone.origin().wire()) {
+            if !is_wire_subdomain(target, zone.zone().origin().wire()) {
                 return Resolved::done(rcode::NOERROR, true);
             }
             name = target;
@@ -286,7 +290,7 @@ fn answered<'n>(w: &mut Writer<'_, 'n>, owner: Owner<'n>, set: RRset<'n>) -> Res
     }
 }
 
-fn nodata<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone) -> Resolved<'n> {
+fn nodata<'n>(w: &mut Writer<'_, 'n>, zone: ZoneView<'n>) -> Resolved<'n> {
     put_soa(w, zone);
     Resolved::done(rcode::NOERROR, true)
 }
@@ -297,7 +301,8 @@ fn put_set<'n>(w: &mut Writer<'_, 'n>, section: Section, owner: Owner<'n>, set: 
     }
 }
 
-fn put_soa<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone) {
+fn put_soa<'n>(w: &mut Writer<'_, 'n>, zone: ZoneView<'n>) {
+    let zone = zone.zone();
     let set = zone.soa_rrset();
     if let Some(rdata) = set.first() {
         w.put_record(
@@ -312,7 +317,7 @@ fn put_soa<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone) {
 
 /// A/AAAA of the in-zone hosts an NS, MX or SRV RRset names, in the additional section: glue
 /// for referrals (RFC 1034 §4.3.2 step 3b), helpful extras otherwise.
-fn put_target_addresses<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone, set: RRset<'n>) {
+fn put_target_addresses<'n>(w: &mut Writer<'_, 'n>, zone: ZoneView<'n>, set: RRset<'n>) {
     for rdata in set.rdatas() {
         let target = match set.rtype {
             RType::NS => rdata,
@@ -320,7 +325,7 @@ fn put_target_addresses<'n>(w: &mut Writer<'_, 'n>, zone: &'n Zone, set: RRset<'
             RType::SRV => rdata.get(6..).unwrap_or_default(),
             _ => continue,
         };
-        if target.is_empty() || !is_wire_subdomain(target, zone.origin().wire()) {
+        if target.is_empty() || !is_wire_subdomain(target, zone.zone().origin().wire()) {
             continue;
         }
         if let Some(node) = zone.node(target) {

@@ -65,7 +65,24 @@ fn answering_allocates_nothing() {
         ("mx", RType::MX, "10 www".into()),
     ];
     records.extend((0..100).map(|i| ("many", RType::A, format!("10.0.0.{i}"))));
-    let catalog = common::catalog(&records);
+    let mut catalog = common::catalog(&records);
+    // A published key under the origin, read through the overlay (the pkarr path).
+    let overlay = std::sync::Arc::new(meshdns_zone::Overlay::new());
+    let key = [7u8; 32];
+    let txt = b"\x1crelay=https://r.example.net/";
+    overlay.insert(
+        key,
+        meshdns_zone::Published::build(1, [(&b"\x05_iroh"[..], RType::TXT, 30, &txt[..])]),
+    );
+    catalog.attach(&"example.org.".parse().unwrap(), overlay);
+    let z32 = "yhdoqba8yhdoqba8yhdoqba8yhdoqba8yhdoqba8yhdoqba8yhdo";
+    assert_eq!(meshdns_zone::key_of_label(z32.as_bytes()), Some(key));
+    let published = [
+        query(&format!("_iroh.{z32}.example.org"), 16, true),
+        query(&format!("_IROH.{z32}.example.org"), 1, true),
+        query(&format!("{z32}.example.org"), 16, false),
+        query(&format!("other.{z32}.example.org"), 16, false),
+    ];
     let packets = [
         query("WWW.example.org", 1, true),
         query("alias.example.org", 28, false),
@@ -80,6 +97,10 @@ fn answering_allocates_nothing() {
         query("www.example.org", 255, true),
         vec![0xAB, 0xCD, 0x28, 0, 0, 1, 0, 0, 0, 0, 0, 0],
         vec![1, 2, 3],
+        published[0].clone(),
+        published[1].clone(),
+        published[2].clone(),
+        published[3].clone(),
     ];
     let config = AnswerConfig::default();
     let mut out = Vec::with_capacity(65_535);

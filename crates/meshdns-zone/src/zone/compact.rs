@@ -87,7 +87,11 @@ impl Zone {
         let m = self.nodes[id as usize];
         let name = &self.names[m.name_at as usize..m.name_at as usize + usize::from(m.name_len)];
         let data = &self.data[m.data_at as usize..(m.data_at + m.data_len) as usize];
-        Node { name, data }
+        Node {
+            name,
+            data,
+            extra: &[],
+        }
     }
 
     /// The node at exactly `name` (lower-cased wire format), ignoring zone cuts.
@@ -144,10 +148,20 @@ impl Zone {
 
     /// The wildcard node at `*.<closest encloser>` (RFC 4592 §3.3.1), if any.
     pub(super) fn find_wildcard(&self, name: &[u8]) -> Option<Node<'_>> {
+        self.find_wildcard_from(name, |n| self.node(n).is_some())
+    }
+
+    /// [`Zone::find_wildcard`], with `exists` telling which names exist (the closest encloser
+    /// may be a name only published data gives).
+    pub(super) fn find_wildcard_from<'q>(
+        &self,
+        name: &'q [u8],
+        exists: impl Fn(&'q [u8]) -> bool,
+    ) -> Option<Node<'_>> {
         let encloser = label_offsets(name)
             .skip(1)
             .map(|o| &name[o..])
-            .find(|n| self.node(n).is_some())?;
+            .find(|n| exists(n))?;
         let mut wild = [0u8; 256];
         wild[0] = 1;
         wild[1] = b'*';

@@ -23,6 +23,7 @@ mod build;
 mod catalog;
 mod compact;
 mod finish;
+mod overlay;
 mod view;
 
 #[cfg(test)]
@@ -31,4 +32,5 @@ mod tests;
 pub use build::{BuildDefaults, CatalogBuilder, Refused, Rejection, SoaTemplate, SourceId};
 pub use catalog::Catalog;
 pub use compact::{Zone, canonical_cmp};
+pub use overlay::{Key, Overlay, OverlayReader, Published, ZoneView, key_of_label};
 pub use view::{Lookup, Node, RRset};

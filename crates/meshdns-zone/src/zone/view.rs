@@ -51,13 +51,32 @@ impl<'z> RRset<'z> {
 }
 
 /// Everything at one owner name. No RRsets means an empty non-terminal.
+///
+/// A node may merge the zone's own data with what a key published there (see
+/// [`super::ZoneView`]): the zone's RRsets win their types, and a CNAME in the zone hides the
+/// published ones.
 #[derive(Debug, Clone, Copy)]
 pub struct Node<'z> {
     pub(super) name: &'z [u8],
     pub(super) data: &'z [u8],
+    pub(super) extra: &'z [u8],
 }
 
 impl<'z> Node<'z> {
+    /// A node of published data only.
+    pub(super) fn published(name: &'z [u8], data: &'z [u8]) -> Node<'z> {
+        Node {
+            name,
+            data,
+            extra: &[],
+        }
+    }
+
+    /// This node with published data beside the zone's own.
+    pub(super) fn with_extra(self, extra: &'z [u8]) -> Node<'z> {
+        Node { extra, ..self }
+    }
+
     /// The owner name, lower-cased wire format.
     pub fn name(&self) -> &'z [u8] {
         self.name
@@ -68,35 +87,44 @@ impl<'z> Node<'z> {
         self.rrsets().find(|s| s.rtype == rtype)
     }
 
-    /// All RRsets, ordered by type code.
+    /// All RRsets: the zone's own, ordered by type code, then the published types it lacks.
     pub fn rrsets(&self) -> impl Iterator<Item = RRset<'z>> + 'z {
-        let mut rest = self.data;
-        std::iter::from_fn(move || {
-            if rest.len() < 8 {
-                return None;
-            }
-            let rtype = RType(u16::from_be_bytes([rest[0], rest[1]]));
-            let ttl = u32::from_be_bytes([rest[2], rest[3], rest[4], rest[5]]);
-            let count = u16::from_be_bytes([rest[6], rest[7]]);
-            let mut end = 8;
-            for _ in 0..count {
-                end += 2 + usize::from(u16::from_be_bytes([rest[end], rest[end + 1]]));
-            }
-            let set = RRset {
-                rtype,
-                ttl,
-                count,
-                records: &rest[8..end],
-            };
-            rest = &rest[end..];
-            Some(set)
-        })
+        let own = sets(self.data);
+        let hidden = self.extra.is_empty() || own.clone().any(|s| s.rtype == RType::CNAME);
+        let extra = sets(if hidden { &[] } else { self.extra });
+        let data = self.data;
+        own.chain(extra.filter(move |e| sets(data).all(|s| s.rtype != e.rtype)))
     }
 
     /// Whether the node is an empty non-terminal.
     pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
+        self.data.is_empty() && self.extra.is_empty()
     }
+}
+
+/// The RRsets laid out in `data`.
+fn sets<'z>(data: &'z [u8]) -> impl Iterator<Item = RRset<'z>> + Clone + 'z {
+    let mut rest = data;
+    std::iter::from_fn(move || {
+        if rest.len() < 8 {
+            return None;
+        }
+        let rtype = RType(u16::from_be_bytes([rest[0], rest[1]]));
+        let ttl = u32::from_be_bytes([rest[2], rest[3], rest[4], rest[5]]);
+        let count = u16::from_be_bytes([rest[6], rest[7]]);
+        let mut end = 8;
+        for _ in 0..count {
+            end += 2 + usize::from(u16::from_be_bytes([rest[end], rest[end + 1]]));
+        }
+        let set = RRset {
+            rtype,
+            ttl,
+            count,
+            records: &rest[8..end],
+        };
+        rest = &rest[end..];
+        Some(set)
+    })
 }
 
 /// What a zone holds for a name, as the answer logic needs to know it.

@@ -1,0 +1,354 @@
+//! Records published per key (pkarr), changed one key at a time while queries read them.
+//!
+//! A pkarr origin serves, under `<z32>.<origin>`, what the holder of key `<z32>` last
+//! published. Compiling those into the origin's [`Zone`] would make every publish rebuild every
+//! key's records; instead each key's records are compiled alone into a [`Published`] and kept in
+//! an [`Overlay`], a concurrent hash map (papaya: lock-free, readers never wait for writers and
+//! never allocate) from the 32-byte key to its records. A publish replaces one entry: O(1) in
+//! the number of keys.
+//!
+//! A [`ZoneView`] answers for a zone and its overlay together, with the rules one merged zone
+//! would have: the zone's own data wins a (name, type) both give, and a CNAME in the zone hides
+//! published data at its name; a zone cut above a name refers; published names and the empty
+//! non-terminals above them exist (so their siblings are NXDOMAIN and a wildcard's closest
+//! encloser is found through them). Each answer reads the catalog once and every entry it touches
+//! under one guard: it sees one version of each key, never half of a publish.
+//!
+//! A [`Published`] is one allocation: `stamp u64 | count u32 |` then per node
+//! `prefix_len u8 | prefix | data_len u16 | data`, where `prefix` is the node's labels above the
+//! key label (wire format without the root; empty for the key's own name) and `data` is the
+//! node's RRsets in the layout [`Zone`] uses.
+
+use hashbrown::DefaultHashBuilder;
+use papaya::LocalGuard;
+
+use crate::name::label_offsets;
+use crate::rdata::RType;
+
+use super::compact::Zone;
+use super::view::{Lookup, Node};
+
+/// The key of a published zone: an ed25519 public key.
+pub type Key = [u8; 32];
+
+/// One key's published records, compiled.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Published {
+    blob: Box<[u8]>,
+}
+
+impl std::fmt::Debug for Published {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Published")
+            .field("stamp", &self.stamp())
+            .field("records", &self.record_count())
+            .finish()
+    }
+}
+
+const HEAD: usize = 12;
+
+impl Published {
+    /// Compiles one key's records: `(prefix, type, ttl, rdata)` with `prefix` the owner's labels
+    /// above the key label, lower-cased wire format without the root. Each RRset gets the lowest
+    /// TTL given (RFC 2181 §5.2) and each RDATA once; names between an owner and the key get
+    /// empty nodes. `stamp` is kept beside them (the packet's timestamp, for the publisher).
+    pub fn build<'r>(
+        stamp: u64,
+        records: impl IntoIterator<Item = (&'r [u8], RType, u32, &'r [u8])>,
+    ) -> Published {
+        let mut records: Vec<_> = records.into_iter().collect();
+        records.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        let mut nodes: Vec<(&[u8], Vec<u8>)> = Vec::new();
+        let mut count = 0u32;
+        let mut i = 0;
+        while i < records.len() {
+            let (prefix, rtype) = (records[i].0, records[i].1);
+            let end = i + records[i..]
+                .iter()
+                .take_while(|r| r.0 == prefix && r.1 == rtype)
+                .count();
+            let set = &records[i..end];
+            i = end;
+            let mut kept: Vec<&[u8]> = Vec::with_capacity(set.len());
+            for r in set {
+                if !kept.contains(&r.3) && r.3.len() <= usize::from(u16::MAX) {
+                    kept.push(r.3);
+                }
+            }
+            let ttl = set.iter().map(|r| r.2).min().unwrap_or(0);
+            if nodes.last().is_none_or(|n| n.0 != prefix) {
+                nodes.push((prefix, Vec::new()));
+            }
+            let data = &mut nodes.last_mut().expect("pushed above").1;
+            data.extend_from_slice(&rtype.0.to_be_bytes());
+            data.extend_from_slice(&ttl.to_be_bytes());
+            data.extend_from_slice(&(kept.len() as u16).to_be_bytes());
+            for rd in &kept {
+                data.extend_from_slice(&(rd.len() as u16).to_be_bytes());
+                data.extend_from_slice(rd);
+            }
+            count += kept.len() as u32;
+        }
+        // Empty non-terminals: every name from an owner up to the key's own name.
+        let mut ents: Vec<&[u8]> = Vec::new();
+        for (prefix, _) in &nodes {
+            for o in label_offsets_rel(prefix).skip(1) {
+                ents.push(&prefix[o..]);
+            }
+            ents.push(&[]);
+        }
+        ents.sort_unstable();
+        ents.dedup();
+        ents.retain(|p| !nodes.iter().any(|n| n.0 == *p));
+        let mut blob = Vec::with_capacity(
+            HEAD + nodes
+                .iter()
+                .map(|n| 3 + n.0.len() + n.1.len())
+                .sum::<usize>()
+                + 3 * ents.len(),
+        );
+        blob.extend_from_slice(&stamp.to_be_bytes());
+        blob.extend_from_slice(&count.to_be_bytes());
+        let mut put = |prefix: &[u8], data: &[u8]| {
+            blob.push(prefix.len() as u8);
+            blob.extend_from_slice(prefix);
+            blob.extend_from_slice(&(data.len() as u16).to_be_bytes());
+            blob.extend_from_slice(data);
+        };
+        for (prefix, data) in &nodes {
+            if prefix.len() <= 255 && data.len() <= usize::from(u16::MAX) {
+                put(prefix, data);
+            }
+        }
+        for prefix in ents {
+            put(prefix, &[]);
+        }
+        Published {
+            blob: blob.into_boxed_slice(),
+        }
+    }
+
+    /// The stamp given at build (the packet's timestamp).
+    pub fn stamp(&self) -> u64 {
+        u64::from_be_bytes(self.blob[..8].try_into().expect("header"))
+    }
+
+    /// Number of records.
+    pub fn record_count(&self) -> usize {
+        u32::from_be_bytes(self.blob[8..12].try_into().expect("header")) as usize
+    }
+
+    /// Bytes held.
+    pub fn data_bytes(&self) -> usize {
+        self.blob.len()
+    }
+
+    /// Each node: its prefix and RRset data.
+    fn nodes(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let mut rest = &self.blob[HEAD..];
+        std::iter::from_fn(move || {
+            let plen = usize::from(*rest.first()?);
+            let prefix = &rest[1..1 + plen];
+            let dlen = usize::from(u16::from_be_bytes([rest[1 + plen], rest[2 + plen]]));
+            let data = &rest[3 + plen..3 + plen + dlen];
+            rest = &rest[3 + plen + dlen..];
+            Some((prefix, data))
+        })
+    }
+
+    /// The data of the node at `prefix` (empty for an empty non-terminal), if it exists.
+    fn node(&self, prefix: &[u8]) -> Option<&[u8]> {
+        if self.record_count() == 0 {
+            return None;
+        }
+        self.nodes().find(|(p, _)| *p == prefix).map(|(_, d)| d)
+    }
+}
+
+/// Offsets of the label starts in a relative wire name (no root byte).
+fn label_offsets_rel(prefix: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    let mut pos = 0usize;
+    std::iter::from_fn(move || {
+        let here = pos;
+        let len = usize::from(*prefix.get(here)?);
+        pos = here + 1 + len;
+        Some(here)
+    })
+}
+
+/// Every key's published records, shared by the snapshots that serve them.
+pub struct Overlay {
+    map: papaya::HashMap<Key, Published, DefaultHashBuilder>,
+}
+
+impl std::fmt::Debug for Overlay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Overlay")
+            .field("keys", &self.len())
+            .finish()
+    }
+}
+
+impl Default for Overlay {
+    fn default() -> Self {
+        Overlay::new()
+    }
+}
+
+impl Overlay {
+    /// An empty overlay.
+    pub fn new() -> Overlay {
+        Overlay {
+            map: papaya::HashMap::builder()
+                .hasher(DefaultHashBuilder::default())
+                .build(),
+        }
+    }
+
+    /// Makes room for `additional` more keys (before a bulk load).
+    pub fn reserve(&self, additional: usize) {
+        self.map.pin().reserve(additional);
+    }
+
+    /// Serves `published` for `key` from now on, replacing what was there.
+    pub fn insert(&self, key: Key, published: Published) {
+        self.map.pin().insert(key, published);
+    }
+
+    /// Stops serving anything for `key`.
+    pub fn remove(&self, key: &Key) {
+        self.map.pin().remove(key);
+    }
+
+    /// The stamp of what `key` has published, if anything.
+    pub fn stamp(&self, key: &Key) -> Option<u64> {
+        self.map.pin().get(key).map(Published::stamp)
+    }
+
+    /// Number of keys.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether no key has published.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// A read guard: entries read through it stay valid (and unchanged) while it lives.
+    pub fn reader(&self) -> OverlayReader<'_> {
+        OverlayReader {
+            overlay: self,
+            guard: self.map.guard(),
+        }
+    }
+}
+
+/// Reads an [`Overlay`] under one guard.
+pub struct OverlayReader<'a> {
+    overlay: &'a Overlay,
+    guard: LocalGuard<'a>,
+}
+
+impl OverlayReader<'_> {
+    /// What `key` has published.
+    pub fn get(&self, key: &Key) -> Option<&Published> {
+        self.overlay.map.get(key, &self.guard)
+    }
+}
+
+/// Decodes a z-base-32 label of 52 characters into the 32-byte key it spells (lower case, as
+/// query names are compared).
+pub fn key_of_label(label: &[u8]) -> Option<Key> {
+    const ALPHABET: &[u8; 32] = b"ybndrfg8ejkmcpqxot1uwisza345h769";
+    if label.len() != 52 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    let (mut acc, mut bits, mut at) = (0u32, 0u32, 0usize);
+    for &c in label {
+        let v = ALPHABET.iter().position(|&a| a == c)? as u32;
+        acc = acc << 5 | v;
+        bits += 5;
+        if bits >= 8 {
+            bits -= 8;
+            if at < 32 {
+                out[at] = (acc >> bits) as u8;
+            }
+            at += 1;
+            acc &= (1 << bits) - 1;
+        }
+    }
+    // 52 × 5 = 260 bits: 256 for the key, and 4 that must be zero.
+    (at == 32 && acc == 0).then_some(out)
+}
+
+/// A zone together with the keys published under its origin: what one answer reads.
+#[derive(Clone, Copy)]
+pub struct ZoneView<'n> {
+    zone: &'n Zone,
+    overlay: Option<&'n OverlayReader<'n>>,
+}
+
+impl<'n> ZoneView<'n> {
+    /// A view of `zone` and, when given, the keys published under it.
+    pub fn new(zone: &'n Zone, overlay: Option<&'n OverlayReader<'n>>) -> ZoneView<'n> {
+        ZoneView { zone, overlay }
+    }
+
+    /// The zone's own data.
+    pub fn zone(&self) -> &'n Zone {
+        self.zone
+    }
+
+    /// The key a name under the origin falls under and the name's prefix above the key label,
+    /// with what that key published, when it published anything.
+    fn published(&self, name: &'n [u8]) -> Option<(&'n [u8], &'n Published)> {
+        let overlay = self.overlay?;
+        let rel_len = name.len().checked_sub(self.zone.origin().wire().len())?;
+        let key_at = label_offsets(name).take_while(|&o| o < rel_len).last()?;
+        let key = key_of_label(&name[key_at + 1..rel_len])?;
+        let published = overlay.get(&key).filter(|p| p.record_count() > 0)?;
+        Some((&name[..key_at], published))
+    }
+
+    /// The node at exactly `name`, the zone's and the published data merged.
+    pub fn node(&self, name: &'n [u8]) -> Option<Node<'n>> {
+        let base = self.zone.node(name);
+        let Some(extra) = self.published(name).and_then(|(prefix, p)| p.node(prefix)) else {
+            return base;
+        };
+        Some(match base {
+            Some(b) => b.with_extra(extra),
+            None => Node::published(name, extra),
+        })
+    }
+
+    /// Looks `name` up (lower-cased wire format at or below the origin).
+    pub fn lookup(&self, name: &'n [u8]) -> Lookup<'n> {
+        if self.published(name).is_none() {
+            return self.zone.lookup(name);
+        }
+        if self.zone.has_cuts
+            && let Some(found) = self.zone.find_cut(name)
+        {
+            return found;
+        }
+        if let Some(node) = self.node(name) {
+            return if node.is_empty() {
+                Lookup::EmptyNonTerminal
+            } else {
+                Lookup::Found(node)
+            };
+        }
+        if self.zone.has_wildcards
+            && let Some(node) = self
+                .zone
+                .find_wildcard_from(name, |n| self.node(n).is_some())
+        {
+            return Lookup::Wildcard(node);
+        }
+        Lookup::NxDomain
+    }
+}

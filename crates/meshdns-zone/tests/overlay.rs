@@ -1,0 +1,285 @@
+//! Published keys served beside a zone answer exactly as one merged zone would: the zone's
+//! own data first (as a records file listed before the pkarr store), each key's records after.
+//! Every query below is answered twice — from the zone with an overlay, and from one zone built
+//! from all records by `CatalogBuilder` — and the response bytes must be equal. Replacing or
+//! removing one key changes the answers for that key only.
+
+use std::sync::Arc;
+
+use meshdns_zone::{
+    AnswerConfig, BuildDefaults, Catalog, CatalogBuilder, Name, Overlay, Published, RData, RType,
+    Record, Transport, answer, key_of_label,
+};
+
+mod common;
+
+const DEFAULTS: BuildDefaults = BuildDefaults {
+    default_ttl: 5,
+    serial: 1,
+};
+
+fn origin() -> Name {
+    "example.org.".parse().unwrap()
+}
+
+/// z-base-32 of a 32-byte key (52 characters), as pkarr spells keys.
+fn z32(key: &[u8; 32]) -> String {
+    const ALPHABET: &[u8; 32] = b"ybndrfg8ejkmcpqxot1uwisza345h769";
+    let mut out = String::new();
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for &b in key {
+        acc = acc << 8 | u32::from(b);
+        bits += 8;
+        while bits >= 5 {
+            bits -= 5;
+            out.push(ALPHABET[(acc >> bits) as usize & 31] as char);
+        }
+    }
+    out.push(ALPHABET[(acc << (5 - bits)) as usize & 31] as char);
+    out
+}
+
+fn key(i: u8) -> [u8; 32] {
+    std::array::from_fn(|j| i.wrapping_mul(31).wrapping_add(j as u8 * 7))
+}
+
+/// A record `(name relative to the origin, type, value)`.
+type Rec = (String, RType, &'static str);
+
+fn record(r: &Rec) -> Record {
+    Record {
+        name: Name::parse(&r.0, Some(&origin())).unwrap(),
+        ttl: if r.1 == RType::TXT { 30 } else { 60 },
+        data: RData::parse(r.1, r.2, &origin()).unwrap(),
+    }
+}
+
+/// The zone's own records: some at published names, to test precedence.
+fn base(k: &[String]) -> Vec<Rec> {
+    vec![
+        ("www".into(), RType::A, "192.0.2.1"),
+        ("mx".into(), RType::MX, &*format!("10 {}", k[3]).leak()),
+        // The file gives a TXT where key 1 publishes one: the file's wins.
+        (format!("_iroh.{}", k[1]), RType::TXT, "\"from-the-file\""),
+        // A CNAME where key 2 publishes: it hides the published TXT.
+        (format!("_iroh.{}", k[2]), RType::CNAME, "www"),
+        // A zone cut at key 4's name: its published records are below it.
+        (k[4].clone(), RType::NS, "ns.elsewhere.net."),
+        ("*".into(), RType::A, "192.0.2.99"),
+        (
+            "alias".into(),
+            RType::CNAME,
+            &*format!("_iroh.{}", k[0]).leak(),
+        ),
+    ]
+}
+
+/// What key `i` publishes (names relative to the origin).
+fn published(i: usize, k: &[String], version: u8) -> Vec<Rec> {
+    let text: &'static str = format!("\"addr=192.0.2.{version}:4433\"").leak();
+    let mut v = vec![
+        (format!("_iroh.{}", k[i]), RType::TXT, text),
+        (
+            format!("_iroh.{}", k[i]),
+            RType::TXT,
+            "\"relay=https://r.example./\"",
+        ),
+    ];
+    if i == 3 {
+        v.push((k[i].clone(), RType::A, "192.0.2.33"));
+        v.push((k[i].clone(), RType::AAAA, "2001:db8::33"));
+    }
+    if i == 5 {
+        v.push((format!("deep.er._iroh.{}", k[i]), RType::TXT, "\"x\""));
+    }
+    v
+}
+
+fn compile(i: usize, k: &[String], version: u8, stamp: u64) -> Published {
+    let records: Vec<Record> = published(i, k, version).iter().map(record).collect();
+    let origin_len = origin().wire().len();
+    let owned: Vec<(Vec<u8>, RType, u32, Vec<u8>)> = records
+        .iter()
+        .map(|r| {
+            let w = r.name.wire();
+            // Labels above the key label: the name minus `<key>.<origin>`.
+            let prefix = &w[..w.len() - origin_len - 53];
+            let mut rd = Vec::new();
+            r.data.to_wire(&mut rd);
+            (prefix.to_vec(), r.data.rtype(), r.ttl, rd)
+        })
+        .collect();
+    Published::build(
+        stamp,
+        owned
+            .iter()
+            .map(|(p, t, ttl, rd)| (p.as_slice(), *t, *ttl, rd.as_slice())),
+    )
+}
+
+/// One zone from the base records (source 0) and every key's (source 1).
+fn merged(k: &[String], versions: &[Option<u8>]) -> Catalog {
+    let mut b = CatalogBuilder::new(DEFAULTS);
+    b.declare(&origin());
+    for r in base(k) {
+        b.add(&origin(), record(&r), 0).unwrap();
+    }
+    for (i, v) in versions.iter().enumerate() {
+        if let Some(v) = v {
+            for r in published(i, k, *v) {
+                // Refusals (a CNAME there already, say) are what precedence decides.
+                let _ = b.add(&origin(), record(&r), 1);
+            }
+        }
+    }
+    b.build().0
+}
+
+fn with_overlay(k: &[String], versions: &[Option<u8>]) -> (Catalog, Arc<Overlay>) {
+    let mut b = CatalogBuilder::new(DEFAULTS);
+    b.declare(&origin());
+    for r in base(k) {
+        b.add(&origin(), record(&r), 0).unwrap();
+    }
+    let mut catalog = b.build().0;
+    let overlay = Arc::new(Overlay::new());
+    for (i, v) in versions.iter().enumerate() {
+        if let Some(v) = v {
+            overlay.insert(key(i as u8), compile(i, k, *v, u64::from(*v)));
+        }
+    }
+    catalog.attach(&origin(), overlay.clone());
+    (catalog, overlay)
+}
+
+fn queries(k: &[String]) -> Vec<Vec<u8>> {
+    let mut names = vec![
+        "example.org".to_string(),
+        "www.example.org".into(),
+        "alias.example.org".into(),
+        "mx.example.org".into(),
+        "nope.example.org".into(),
+        format!("_iroh.{}.example.org", z32(&key(200))),
+        format!("{}.example.org", z32(&key(200))),
+        format!("_iroh.{}x.example.org", &k[0][..51]),
+    ];
+    for key in k {
+        for prefix in [
+            "",
+            "_iroh.",
+            "other.",
+            "er._iroh.",
+            "deep.er._iroh.",
+            "x.deep.er._iroh.",
+        ] {
+            names.push(format!("{prefix}{key}.example.org"));
+            names.push(format!("{prefix}{}.example.org", key.to_uppercase()));
+        }
+    }
+    let mut out = Vec::new();
+    for name in names {
+        for qtype in [1u16, 16, 28, 5, 255, 15, 2, 6] {
+            out.push(common::query(&name, qtype, true));
+        }
+    }
+    out
+}
+
+fn answers(catalog: &Catalog, queries: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    queries
+        .iter()
+        .map(|q| {
+            let mut out = Vec::new();
+            answer(
+                catalog,
+                q,
+                Transport::Udp,
+                &AnswerConfig::default(),
+                &mut out,
+            );
+            out
+        })
+        .collect()
+}
+
+fn keys() -> Vec<String> {
+    (0..6).map(|i| z32(&key(i))).collect()
+}
+
+#[test]
+fn labels_decode_to_their_keys() {
+    for i in [0u8, 1, 7, 255] {
+        assert_eq!(key_of_label(z32(&key(i)).as_bytes()), Some(key(i)));
+    }
+    let k = z32(&key(1));
+    assert_eq!(key_of_label(&k.as_bytes()[..51]), None, "too short");
+    assert_eq!(
+        key_of_label(k.to_uppercase().as_bytes()),
+        None,
+        "query names are lower-cased first"
+    );
+    // The last character carries 4 bits that must be zero.
+    let mut bad = k.into_bytes();
+    bad[51] = b'9';
+    assert_eq!(key_of_label(&bad), None);
+}
+
+#[test]
+fn published_keys_answer_as_one_merged_zone() {
+    let k = keys();
+    let versions = [Some(1), Some(1), Some(1), Some(1), Some(1), Some(1)];
+    let qs = queries(&k);
+    let (with, _) = with_overlay(&k, &versions);
+    let expected = answers(&merged(&k, &versions), &qs);
+    let got = answers(&with, &qs);
+    for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+        assert_eq!(g, e, "query {i}: {:?}", &qs[i]);
+    }
+    // The checks above are not vacuous: a published TXT is answered, a sibling is NXDOMAIN.
+    let txt = common::query(&format!("_iroh.{}.example.org", k[0]), 16, false);
+    let a = &answers(&with, &[txt])[0];
+    assert_eq!((a[3] & 0xF, u16::from_be_bytes([a[6], a[7]])), (0, 2));
+    let sibling = common::query(&format!("other.{}.example.org", k[0]), 16, false);
+    assert_eq!(answers(&with, &[sibling])[0][3] & 0xF, 3);
+}
+
+#[test]
+fn a_publish_or_a_removal_changes_that_key_alone() {
+    let k = keys();
+    let qs = queries(&k);
+    let before = [Some(1), Some(1), Some(1), Some(1), Some(1), None];
+    let (catalog, overlay) = with_overlay(&k, &before);
+    let old = answers(&catalog, &qs);
+
+    // Key 0 publishes a new packet, key 5 its first, key 3 is removed (expired).
+    overlay.insert(key(0), compile(0, &k, 2, 2));
+    overlay.insert(key(5), compile(5, &k, 1, 1));
+    overlay.remove(&key(3));
+    assert_eq!(overlay.stamp(&key(0)), Some(2));
+    let after = [Some(2), Some(1), Some(1), None, Some(1), Some(1)];
+    let new = answers(&catalog, &qs);
+    assert_eq!(
+        new,
+        answers(&merged(&k, &after), &qs),
+        "the same catalog, changed in place"
+    );
+    let touches = |q: &[u8], i: usize| {
+        let label = k[i].as_bytes();
+        q.windows(label.len()).any(|w| w.eq_ignore_ascii_case(label))
+            // `mx` names key 3 and `alias` points at key 0: their answers follow those keys.
+            || (i == 3 && q.windows(3).any(|w| w == b"\x02mx"))
+            || (i == 0 && q.windows(6).any(|w| w == b"\x05alias"))
+    };
+    let mut changed = 0;
+    for (i, q) in qs.iter().enumerate() {
+        if ![0, 3, 5].iter().any(|&key| touches(q, key)) {
+            assert_eq!(old[i], new[i], "query {i} of an untouched key changed");
+        } else if old[i] != new[i] {
+            changed += 1;
+        }
+    }
+    assert!(
+        changed > 10,
+        "the touched keys' answers changed ({changed})"
+    );
+}
