@@ -99,50 +99,158 @@ impl SignedPacket {
         &self.payload[PAYLOAD_HEADER..]
     }
 
+    /// A packet read back from the store, where it was verified when it was published: the
+    /// structure is checked again (what could not be served is refused), the signature is not.
+    pub fn from_stored(key: &EndpointId, payload: &[u8]) -> Result<SignedPacket, PacketError> {
+        if payload.len() < PAYLOAD_HEADER + 12 {
+            return Err(PacketError::TooShort(payload.len()));
+        }
+        let signed = SignedPacket {
+            key: *key,
+            timestamp_us: u64::from_be_bytes(payload[64..72].try_into().expect("length checked")),
+            payload: payload.to_vec(),
+        };
+        signed.visit(|_, _, _, _| Ok(()))?;
+        Ok(signed)
+    }
+
+    /// Calls `f` with each served record (A, AAAA, TXT, class IN): the owner's labels above the
+    /// key label (lower-cased wire format, no root), type, TTL and RDATA. A record named outside
+    /// the key refuses the whole packet.
+    pub fn visit(
+        &self,
+        f: impl FnMut(&[u8], RType, u32, &[u8]) -> Result<(), PacketError>,
+    ) -> Result<(), PacketError> {
+        visit_message(self.dns_message(), &self.key.to_z32(), f)
+    }
     /// The packet's A, AAAA and TXT records, renamed from `<name>.<z32>` to
     /// `<name>.<z32>.<origin>`.
     pub fn records(&self, origin: &Name) -> Result<Vec<Record>, PacketError> {
-        let p = self.dns_message();
-        let z32 = self.key.to_z32();
-        let u16_at = |at: usize| {
-            p.get(at..at + 2)
-                .map(|b| u16::from_be_bytes([b[0], b[1]]))
-                .ok_or(PacketError::Dns("truncated"))
-        };
-        let (qd, an) = (u16_at(4)?, u16_at(6)?);
-        let mut pos = 12;
-        for _ in 0..qd {
-            pos = read_name(p, pos)
-                .ok_or(PacketError::Dns("bad question name"))?
-                .1
-                + 4;
-        }
+        let key_label = self.key_label();
         let mut records = Vec::new();
-        for _ in 0..an {
-            let (owner, next) = read_name(p, pos).ok_or(PacketError::Dns("bad record name"))?;
-            let rtype = RType(u16_at(next)?);
-            let class = u16_at(next + 2)?;
-            let ttl = u32::from(u16_at(next + 4)?) << 16 | u32::from(u16_at(next + 6)?);
-            let rdlen = usize::from(u16_at(next + 8)?);
-            let rdata = p
-                .get(next + 10..next + 10 + rdlen)
-                .ok_or(PacketError::Dns("record data runs past the end"))?;
-            pos = next + 10 + rdlen;
-            let relative =
-                under_key(&owner, &z32).ok_or_else(|| PacketError::Outside(wire_text(&owner)))?;
-            if class != 1 || !matches!(rtype, RType::A | RType::AAAA | RType::TXT) {
-                continue;
-            }
+        self.visit(|prefix, rtype, ttl, rdata| {
             let data = RData::from_wire(rtype, rdata)
                 .ok_or(PacketError::Dns("record data does not parse"))?;
-            let mut wire = relative.to_vec();
+            let mut wire = prefix.to_vec();
+            wire.extend_from_slice(&key_label);
             wire.extend_from_slice(origin.wire());
             let name =
                 Name::from_wire(&wire).ok_or(PacketError::Dns("name too long under the origin"))?;
             records.push(Record { name, ttl, data });
-        }
+            Ok(())
+        })?;
         Ok(records)
     }
+
+    /// The key's label in wire form: its length, then its z-base-32 spelling.
+    fn key_label(&self) -> Vec<u8> {
+        let z32 = self.key.to_z32();
+        let mut label = vec![z32.len() as u8];
+        label.extend_from_slice(z32.as_bytes());
+        label
+    }
+
+    /// What a stored payload serves, compiled, without decoding the key (a stored packet
+    /// verified when it was published). `Err` when the payload does not parse.
+    pub fn published_from_stored(
+        key: &[u8; 32],
+        payload: &[u8],
+    ) -> Result<meshdns_zone::Published, PacketError> {
+        if payload.len() < PAYLOAD_HEADER + 12 {
+            return Err(PacketError::TooShort(payload.len()));
+        }
+        let label = meshdns_zone::label_of_key(key);
+        let z32 = std::str::from_utf8(&label).expect("z-base-32 is ASCII");
+        let timestamp_us = u64::from_be_bytes(payload[64..72].try_into().expect("length checked"));
+        compile(timestamp_us, |f| {
+            visit_message(&payload[PAYLOAD_HEADER..], z32, f)
+        })
+    }
+
+    /// The records compiled for serving beside a zone (see [`meshdns_zone::Overlay`]), stamped
+    /// with the packet's timestamp. Call on a packet that verified: RDATA is copied as signed.
+    pub fn published(&self) -> meshdns_zone::Published {
+        compile(self.timestamp_us, |f| self.visit(f)).unwrap_or_else(|_| {
+            meshdns_zone::Published::build(self.timestamp_us, std::iter::empty())
+        })
+    }
+}
+
+type Visitor<'v> = &'v mut dyn FnMut(&[u8], RType, u32, &[u8]) -> Result<(), PacketError>;
+
+/// Compiles what `visit` visits into a [`meshdns_zone::Published`].
+fn compile(
+    timestamp_us: u64,
+    visit: impl FnOnce(Visitor<'_>) -> Result<(), PacketError>,
+) -> Result<meshdns_zone::Published, PacketError> {
+    // Owners and RDATA side by side in one buffer: (prefix range, type, ttl, rdata range).
+    let mut bytes = Vec::with_capacity(512);
+    let mut items: Vec<(usize, usize, RType, u32, usize)> = Vec::with_capacity(8);
+    visit(&mut |prefix, rtype, ttl, rdata| {
+        let at = bytes.len();
+        bytes.extend_from_slice(prefix);
+        bytes.extend_from_slice(rdata);
+        items.push((at, prefix.len(), rtype, ttl, rdata.len()));
+        Ok(())
+    })?;
+    Ok(meshdns_zone::Published::build(
+        timestamp_us,
+        items.iter().map(|&(at, plen, rtype, ttl, rdlen)| {
+            (
+                &bytes[at..at + plen],
+                rtype,
+                ttl,
+                &bytes[at + plen..at + plen + rdlen],
+            )
+        }),
+    ))
+}
+
+/// [`SignedPacket::visit`] on a DNS message signed by the key spelled `z32`.
+fn visit_message(
+    p: &[u8],
+    z32: &str,
+    mut f: impl FnMut(&[u8], RType, u32, &[u8]) -> Result<(), PacketError>,
+) -> Result<(), PacketError> {
+    let u16_at = |at: usize| {
+        p.get(at..at + 2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+            .ok_or(PacketError::Dns("truncated"))
+    };
+    let (qd, an) = (u16_at(4)?, u16_at(6)?);
+    let mut pos = 12;
+    let mut owner = [0u8; 256];
+    for _ in 0..qd {
+        pos = read_name(p, pos, &mut owner)
+            .ok_or(PacketError::Dns("bad question name"))?
+            .1
+            + 4;
+    }
+    for _ in 0..an {
+        let (len, next) =
+            read_name(p, pos, &mut owner).ok_or(PacketError::Dns("bad record name"))?;
+        let owner = &owner[..len];
+        let rtype = RType(u16_at(next)?);
+        let class = u16_at(next + 2)?;
+        let ttl = u32::from(u16_at(next + 4)?) << 16 | u32::from(u16_at(next + 6)?);
+        let rdlen = usize::from(u16_at(next + 8)?);
+        let rdata = p
+            .get(next + 10..next + 10 + rdlen)
+            .ok_or(PacketError::Dns("record data runs past the end"))?;
+        pos = next + 10 + rdlen;
+        let relative =
+            under_key(owner, z32).ok_or_else(|| PacketError::Outside(wire_text(owner)))?;
+        if class != 1 || !matches!(rtype, RType::A | RType::AAAA | RType::TXT) {
+            continue;
+        }
+        f(
+            &relative[..relative.len() - z32.len() - 1],
+            rtype,
+            ttl,
+            rdata,
+        )?;
+    }
+    Ok(())
 }
 
 /// If `owner` (wire, lower-cased) ends with the label `z32` just before the root, the owner's
@@ -168,25 +276,29 @@ fn wire_text(wire: &[u8]) -> String {
     Name::from_wire(wire).map_or_else(|| format!("{wire:?}"), |n| n.to_string())
 }
 
-/// Reads a possibly compressed name at `pos`; returns it lower-cased and uncompressed, and
-/// where the record continues.
-fn read_name(p: &[u8], mut pos: usize) -> Option<(Vec<u8>, usize)> {
-    let mut out = Vec::with_capacity(64);
+/// Reads a possibly compressed name at `pos` into `out`, lower-cased and uncompressed;
+/// returns its length and where the record continues.
+fn read_name(p: &[u8], mut pos: usize, out: &mut [u8; 256]) -> Option<(usize, usize)> {
+    let mut len_out = 0usize;
     let mut resume = None;
     for _ in 0..128 {
         let len = *p.get(pos)?;
         match len {
             0 => {
-                out.push(0);
-                return (out.len() <= 255).then(|| (out, resume.unwrap_or(pos + 1)));
+                *out.get_mut(len_out)? = 0;
+                return Some((len_out + 1, resume.unwrap_or(pos + 1)));
             }
             1..=63 => {
-                out.push(len);
-                out.extend(
-                    p.get(pos + 1..pos + 1 + len as usize)?
-                        .iter()
-                        .map(u8::to_ascii_lowercase),
-                );
+                let label = p.get(pos + 1..pos + 1 + len as usize)?;
+                let end = len_out + 1 + label.len();
+                if end >= 255 {
+                    return None;
+                }
+                out[len_out] = len;
+                for (o, c) in out[len_out + 1..end].iter_mut().zip(label) {
+                    *o = c.to_ascii_lowercase();
+                }
+                len_out = end;
                 pos += 1 + len as usize;
             }
             0xC0..=0xFF => {

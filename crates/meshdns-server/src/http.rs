@@ -10,9 +10,7 @@
 //! drop (no header, or a response) gets 400. This listener speaks plain HTTP: terminate TLS in
 //! front of it (an ingress or a sidecar) where clients need HTTPS.
 //!
-//! pkarr relay (iroh-dns-server's API): `PUT /pkarr/<z32>` with the relay payload (204, 400
-//! with the reason, 409 when not newer than the stored packet) and `GET /pkarr/<z32>` (200 with
-//! `application/x-pkarr-signed-packet`, 404 when unknown).
+//! pkarr relay: see [`crate::relay`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -22,7 +20,7 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -49,24 +47,10 @@ pub struct HttpState {
     /// DNS over HTTPS, when enabled.
     pub doh: Option<DohState>,
     /// The pkarr relay (`/pkarr/<key>`), when enabled.
-    pub pkarr: Option<Arc<dyn PkarrRelay>>,
+    pub pkarr: Option<Arc<dyn crate::relay::PkarrRelay>>,
+    /// Peers whose `Forwarded` / `X-Forwarded-For` name the client (reverse proxies).
+    pub trusted_proxies: Arc<[crate::relay::Cidr]>,
 }
-
-/// What `/pkarr/<key>` stores into and serves from (iroh-dns-server's relay API).
-pub trait PkarrRelay: Send + Sync {
-    /// Stores a publish from `client`: `Ok` (204), or an HTTP status and the reason.
-    fn put(
-        &self,
-        client: std::net::IpAddr,
-        key: &str,
-        body: &[u8],
-    ) -> Result<(), (StatusCode, String)>;
-    /// The stored relay payload (200), nothing (404), or a status and reason (400).
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, (StatusCode, String)>;
-}
-
-/// The media type of pkarr relay payloads.
-pub const PKARR_PACKET: &str = "application/x-pkarr-signed-packet";
 
 /// What `/dns-query` answers from.
 #[derive(Clone)]
@@ -92,35 +76,14 @@ pub fn router(state: HttpState) -> Router {
         r = r.route("/dns-query", get(doh_get).post(doh_post));
     }
     if state.pkarr.is_some() {
-        r = r.route("/pkarr/{key}", get(pkarr_get).put(pkarr_put));
+        r = r.route(
+            "/pkarr/{key}",
+            get(crate::relay::get)
+                .put(crate::relay::put)
+                .options(crate::relay::preflight),
+        );
     }
     r.layer(DefaultBodyLimit::max(65_535)).with_state(state)
-}
-
-async fn pkarr_put(
-    State(s): State<HttpState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    Path(key): Path<String>,
-    body: Bytes,
-) -> Response {
-    let Some(relay) = &s.pkarr else {
-        return StatusCode::NOT_FOUND.into_response();
-    };
-    match relay.put(peer.ip(), &key, &body) {
-        Ok(()) => StatusCode::NO_CONTENT.into_response(),
-        Err((status, reason)) => (status, format!("{reason}\n")).into_response(),
-    }
-}
-
-async fn pkarr_get(State(s): State<HttpState>, Path(key): Path<String>) -> Response {
-    let Some(relay) = &s.pkarr else {
-        return StatusCode::NOT_FOUND.into_response();
-    };
-    match relay.get(&key) {
-        Ok(Some(payload)) => ([(header::CONTENT_TYPE, PKARR_PACKET)], payload).into_response(),
-        Ok(None) => StatusCode::NOT_FOUND.into_response(),
-        Err((status, reason)) => (status, format!("{reason}\n")).into_response(),
-    }
 }
 
 async fn doh_get(

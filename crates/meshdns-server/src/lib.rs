@@ -14,6 +14,7 @@
 
 pub mod http;
 pub mod metrics;
+pub mod relay;
 mod udp;
 
 use std::io;

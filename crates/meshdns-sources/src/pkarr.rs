@@ -1,40 +1,97 @@
-//! The pkarr relay's store: the newest signed packet of every key, persisted in the data
-//! directory, expired by age, and compiled into zones under each `--pkarr` origin.
+//! The pkarr relay's store: the newest signed packet of every key, durable in an embedded
+//! database, served through an [`Overlay`] under each `--pkarr` origin, and expired by age.
 //!
-//! Storage is one file per key, `<data-dir>/pkarr/<z32>.pkarr`, holding the relay payload.
-//! It is written to a temporary file and renamed over the old one, so a crash leaves either
-//! the old packet or the new one, never half of either. Files are verified again when loaded;
-//! one that fails is skipped with a warning. No database is needed.
+//! **Serving.** Each key's records are compiled alone when its packet arrives and put in the
+//! overlay (see [`meshdns_zone::ZoneView`]); a publish costs the same with ten keys stored or
+//! ten million, and queries read the overlay without waiting for the writer.
 //!
-//! Freshness follows the pkarr relay specification: a packet whose timestamp is not newer
-//! than the stored one is refused ([`PutError::Stale`], HTTP 409) and changes nothing.
+//! **Storage.** `<data-dir>/pkarr.redb`, a [redb](https://docs.rs/redb) database (pure Rust,
+//! copy-on-write B-trees, checksummed commits, one writer and lock-free readers; the store
+//! iroh-dns-server uses too). Two tables: `packets` (key → relay payload, exactly as published)
+//! and `by_timestamp` ((timestamp, key) → ()), the expiry index.
+//!
+//! **One writer, group commit.** Publishes are verified by the caller (on the HTTP workers, in
+//! parallel), then queued (bounded) to one writer thread. It takes everything queued, decides
+//! each publish in order (stale, precondition failed, or stored), commits once (fsync), then
+//! updates the overlay and answers every publish of the batch. A publish is acknowledged only
+//! once its packet is durable: one that got its `204` survives `kill -9`.
+//!
+//! **Expiry** runs in the writer too, a bounded batch at a time from the oldest timestamp of
+//! the index: never a scan of the whole store.
+//!
+//! **Start-up** reads every stored packet once and compiles it; signatures are not verified
+//! again. They were verified before the packet was stored, and redb's commits carry checksums
+//! (a torn or corrupted commit is not used: the previous one is), so what is read is what was
+//! verified. A stored packet that no longer parses is dropped with a warning.
+//!
+//! **Migration.** Packets kept in the earlier layout (one `<data-dir>/pkarr/<z32>.pkarr` file
+//! per key) are verified, moved into the database on first start, and their files removed.
+//!
+//! Freshness follows the pkarr relay specification: a packet whose timestamp is not newer than
+//! the stored one is refused ([`PutError::Stale`], HTTP 409); with `If-Match: <timestamp>` the
+//! stored packet's timestamp must be that one ([`PutError::Changed`], HTTP 412).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
-use std::path::PathBuf;
-use std::sync::Mutex;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use meshdns_iroh::parse_endpoint_id;
 use meshdns_iroh::pkarr::{PacketError, SignedPacket};
-use meshdns_iroh::{EndpointId, parse_endpoint_id};
-use meshdns_zone::{BuildDefaults, Name};
-use tracing::{info, warn};
+use meshdns_zone::{Key, Name, Overlay, Published};
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use tracing::{error, info, warn};
 
-use crate::content::ZoneContent;
-use crate::snapshot::{CompiledSource, compile};
+const PACKETS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("packets");
+const BY_TIME: TableDefinition<(u64, &[u8; 32]), ()> = TableDefinition::new("by_timestamp");
+
+/// The database file in the data directory.
+pub const DB_FILE: &str = "pkarr.redb";
+/// The directory of the earlier one-file-per-key layout, migrated on first start.
+pub const LEGACY_DIR: &str = "pkarr";
+
+/// Publishes waiting for the writer, at most; more get [`PutError::Busy`] (HTTP 503).
+const QUEUE: usize = 16_384;
+/// Publishes decided in one commit, at most.
+const MAX_BATCH: usize = 4_096;
+/// Packets expired in one commit, at most.
+const EXPIRE_BATCH: usize = 10_000;
+/// How often the writer looks for expired packets when idle.
+const EXPIRE_EVERY: Duration = Duration::from_secs(1);
 
 /// How the relay behaves.
 #[derive(Debug, Clone)]
 pub struct PkarrConfig {
     /// Origins published records are served under (`_iroh.<z32>.<origin>`).
     pub origins: Vec<Name>,
-    /// Where packets are kept across restarts; `None` keeps them in memory only.
+    /// The data directory (`pkarr.redb` there); `None` keeps packets in memory only.
     pub data_dir: Option<PathBuf>,
     /// Packets older than this (by their own timestamp) are dropped.
     pub max_age: Duration,
-    /// Publishes a minute allowed per client address (bursts of as many); 0 means no limit.
+    /// Publishes a minute allowed per client address; 0 means no limit.
     pub put_per_minute: u32,
+    /// Publishes a client address may make at once before the rate applies (at least 1).
+    pub put_burst: u32,
+    /// redb's page cache, in bytes.
+    pub cache_bytes: usize,
+}
+
+impl PkarrConfig {
+    /// A configuration with the defaults for everything but the origins and directory.
+    pub fn new(origins: Vec<Name>, data_dir: Option<PathBuf>) -> PkarrConfig {
+        PkarrConfig {
+            origins,
+            data_dir,
+            max_age: Duration::from_secs(7 * 24 * 3600),
+            put_per_minute: 0,
+            put_burst: 1,
+            cache_bytes: 32 << 20,
+        }
+    }
 }
 
 /// Why a publish was refused; each maps to an HTTP status at the relay.
@@ -49,9 +106,18 @@ pub enum PutError {
     /// Not newer than the stored packet (409).
     #[error("a packet with the same or a newer timestamp is already stored")]
     Stale,
+    /// `If-Match` named another timestamp than the stored packet's (412).
+    #[error("the stored packet's timestamp is {}, not the one If-Match names", stored.map_or_else(|| "absent (nothing stored)".to_string(), |t| t.to_string()))]
+    Changed {
+        /// The stored packet's timestamp, if any.
+        stored: Option<u64>,
+    },
     /// The client is over its publish rate (429).
     #[error("too many publishes from this address; try again later")]
     RateLimited,
+    /// The writer's queue is full (503).
+    #[error("too many publishes waiting to be stored; try again shortly")]
+    Busy,
     /// The packet could not be persisted (500).
     #[error("cannot store the packet: {0}")]
     Io(String),
@@ -67,7 +133,9 @@ impl PutError {
             PutError::Payload(PacketError::TooLong(_) | PacketError::TooShort(_)) => "size",
             PutError::Payload(PacketError::Dns(_)) => "dns",
             PutError::Stale => "stale",
+            PutError::Changed { .. } => "precondition",
             PutError::RateLimited => "rate_limited",
+            PutError::Busy => "busy",
             PutError::Io(_) => "io",
         }
     }
@@ -82,17 +150,52 @@ pub struct PkarrCounters {
     pub rejected: Mutex<BTreeMap<&'static str, u64>>,
     /// Packets dropped for age.
     pub expired: AtomicU64,
+    /// Commits made by the writer.
+    pub commits: AtomicU64,
+    /// Time spent committing, in microseconds.
+    pub commit_micros: AtomicU64,
+}
+
+impl PkarrCounters {
+    fn reject(&self, e: &PutError) {
+        let mut r = self.rejected.lock().unwrap_or_else(|e| e.into_inner());
+        *r.entry(e.metric_label()).or_default() += 1;
+    }
+}
+
+type Reply = tokio::sync::oneshot::Sender<Result<(), PutError>>;
+
+enum Job {
+    Put {
+        key: Key,
+        payload: Vec<u8>,
+        timestamp_us: u64,
+        published: Published,
+        if_match: Option<u64>,
+        reply: Reply,
+    },
+    /// Expire now (tests), answering with how many went.
+    Expire(std::sync::mpsc::Sender<usize>),
 }
 
 /// The relay's packets.
-#[derive(Debug)]
 pub struct PkarrStore {
     config: PkarrConfig,
-    buckets: Mutex<std::collections::HashMap<IpAddr, (f64, Instant)>>,
-    packets: Mutex<BTreeMap<[u8; 32], SignedPacket>>,
-    version: AtomicU64,
+    overlay: Arc<Overlay>,
+    db: Arc<Database>,
+    jobs: Option<SyncSender<Job>>,
+    writer: Option<JoinHandle<()>>,
+    buckets: Mutex<HashMap<IpAddr, (f64, Instant)>>,
     /// Publish counters.
-    pub counters: PkarrCounters,
+    pub counters: Arc<PkarrCounters>,
+}
+
+impl std::fmt::Debug for PkarrStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PkarrStore")
+            .field("packets", &self.overlay.len())
+            .finish_non_exhaustive()
+    }
 }
 
 fn now_us() -> u64 {
@@ -101,91 +204,138 @@ fn now_us() -> u64 {
         .map_or(0, |d| d.as_micros() as u64)
 }
 
+fn io(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
 impl PkarrStore {
-    /// Opens the store, loading (and re-verifying) the packets kept in the data directory.
+    /// Opens the store: the database in the data directory (created if missing, the earlier
+    /// layout migrated into it), every stored packet loaded for serving, and the writer started.
     pub fn open(config: PkarrConfig) -> std::io::Result<PkarrStore> {
-        let mut packets = BTreeMap::new();
-        if let Some(dir) = &config.data_dir {
-            std::fs::create_dir_all(dir)?;
-            for entry in std::fs::read_dir(dir)? {
-                let path = entry?.path();
-                let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
-                    continue;
-                };
-                if path.extension().and_then(|e| e.to_str()) != Some("pkarr") {
-                    continue;
-                }
-                let loaded = parse_endpoint_id(stem)
-                    .map_err(|e| e.to_string())
-                    .and_then(|id| {
-                        let body = std::fs::read(&path).map_err(|e| e.to_string())?;
-                        SignedPacket::from_relay_payload(&id, &body).map_err(|e| e.to_string())
-                    });
-                match loaded {
-                    Ok(p) => {
-                        packets.insert(*p.key.as_bytes(), p);
-                    }
-                    Err(e) => {
-                        warn!(file = %path.display(), error = %e, "stored pkarr packet skipped")
-                    }
-                }
+        let mut builder = Database::builder();
+        builder.set_cache_size(config.cache_bytes);
+        let db = match &config.data_dir {
+            Some(dir) => {
+                std::fs::create_dir_all(dir)?;
+                let path = dir.join(DB_FILE);
+                builder
+                    .create(&path)
+                    .map_err(|e| io(format!("{}: {e}", path.display())))?
             }
-            info!(dir = %dir.display(), packets = packets.len(), "pkarr store loaded");
-        }
-        let store = PkarrStore {
-            config,
-            buckets: Mutex::default(),
-            packets: Mutex::new(packets),
-            version: AtomicU64::new(1),
-            counters: PkarrCounters::default(),
+            None => builder
+                .create_with_backend(redb::backends::InMemoryBackend::new())
+                .map_err(io)?,
         };
-        store.expire_older_than(now_us());
-        Ok(store)
+        {
+            // The tables exist from the first start on.
+            let txn = db.begin_write().map_err(io)?;
+            txn.open_table(PACKETS).map_err(io)?;
+            txn.open_table(BY_TIME).map_err(io)?;
+            txn.commit().map_err(io)?;
+        }
+        if let Some(dir) = &config.data_dir {
+            migrate(&db, &dir.join(LEGACY_DIR))?;
+        }
+        let overlay = Arc::new(load(&db)?);
+        let db = Arc::new(db);
+        let counters = Arc::new(PkarrCounters::default());
+        let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
+        let writer = Writer {
+            db: db.clone(),
+            overlay: overlay.clone(),
+            counters: counters.clone(),
+            max_age: config.max_age,
+        };
+        let thread = std::thread::Builder::new()
+            .name("meshdns-pkarr".into())
+            .spawn(move || writer.run(rx))?;
+        Ok(PkarrStore {
+            config,
+            overlay,
+            db,
+            jobs: Some(tx),
+            writer: Some(thread),
+            buckets: Mutex::default(),
+            counters,
+        })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<[u8; 32], SignedPacket>> {
-        self.packets.lock().unwrap_or_else(|e| e.into_inner())
+    /// What the store serves, for the catalog to attach under each origin.
+    pub fn overlay(&self) -> &Arc<Overlay> {
+        &self.overlay
     }
 
-    fn path_of(&self, id: &EndpointId) -> Option<PathBuf> {
-        self.config
-            .data_dir
-            .as_ref()
-            .map(|d| d.join(format!("{}.pkarr", id.to_z32())))
+    /// The origins published records are served under.
+    pub fn origins(&self) -> &[Name] {
+        &self.config.origins
     }
 
     /// Stores a publish for the key in the URL path (`z32`, or 64 hex) from `client` (rate
-    /// limited per address when configured).
-    pub fn put(&self, client: Option<IpAddr>, key: &str, body: &[u8]) -> Result<(), PutError> {
+    /// limited per address when configured). With `if_match`, the stored packet's timestamp
+    /// must be that one. Returns once the packet is durable and served, or refused.
+    pub async fn put(
+        &self,
+        client: Option<IpAddr>,
+        key: &str,
+        body: &[u8],
+        if_match: Option<u64>,
+    ) -> Result<(), PutError> {
         let result = match client {
             Some(ip) if !self.allow(ip, Instant::now()) => Err(PutError::RateLimited),
-            _ => self.try_put(key, body),
+            _ => self.try_put(key, body, if_match).await,
         };
         match &result {
             Ok(()) => {
                 self.counters.accepted.fetch_add(1, Relaxed);
             }
-            Err(e) => {
-                let mut r = self
-                    .counters
-                    .rejected
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
-                *r.entry(e.metric_label()).or_default() += 1;
-            }
+            Err(e) => self.counters.reject(e),
         }
         result
     }
 
-    /// Token bucket per client address: `put_per_minute` tokens, refilled at that rate.
+    async fn try_put(&self, key: &str, body: &[u8], if_match: Option<u64>) -> Result<(), PutError> {
+        let id = parse_endpoint_id(key).map_err(|e| PutError::Key(e.to_string()))?;
+        let packet = SignedPacket::from_relay_payload(&id, body).map_err(PutError::Payload)?;
+        // Refused here already when it could not win: saves the writer a lookup and a commit.
+        if if_match.is_none()
+            && self
+                .overlay
+                .stamp(id.as_bytes())
+                .is_some_and(|t| t >= packet.timestamp_us)
+        {
+            return Err(PutError::Stale);
+        }
+        let (reply, done) = tokio::sync::oneshot::channel();
+        let job = Job::Put {
+            key: *id.as_bytes(),
+            published: packet.published(),
+            timestamp_us: packet.timestamp_us,
+            payload: packet.payload().to_vec(),
+            if_match,
+            reply,
+        };
+        let jobs = self.jobs.as_ref().ok_or(PutError::Busy)?;
+        match jobs.try_send(job) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => return Err(PutError::Busy),
+            Err(TrySendError::Disconnected(_)) => {
+                return Err(PutError::Io("the store's writer has stopped".into()));
+            }
+        }
+        done.await
+            .unwrap_or_else(|_| Err(PutError::Io("the store's writer has stopped".into())))
+    }
+
+    /// Token bucket per client address: `put_burst` tokens, refilled at `put_per_minute`.
     fn allow(&self, ip: IpAddr, now: Instant) -> bool {
         let rate = self.config.put_per_minute;
         if rate == 0 {
             return true;
         }
-        let capacity = f64::from(rate);
+        let capacity = f64::from(self.config.put_burst.max(1));
+        let per_second = f64::from(rate) / 60.0;
         let refill = |tokens: f64, at: Instant| {
-            (tokens + now.duration_since(at).as_secs_f64() * capacity / 60.0).min(capacity)
+            (tokens + now.duration_since(at).as_secs_f64() * per_second).min(capacity)
         };
         let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
         if buckets.len() > 100_000 {
@@ -203,98 +353,303 @@ impl PkarrStore {
         }
     }
 
-    fn try_put(&self, key: &str, body: &[u8]) -> Result<(), PutError> {
-        let id = parse_endpoint_id(key).map_err(|e| PutError::Key(e.to_string()))?;
-        let packet = SignedPacket::from_relay_payload(&id, body).map_err(PutError::Payload)?;
-        let mut packets = self.lock();
-        if packets
-            .get(id.as_bytes())
-            .is_some_and(|old| old.timestamp_us >= packet.timestamp_us)
-        {
-            return Err(PutError::Stale);
-        }
-        if let Some(path) = self.path_of(&id) {
-            let tmp = path.with_extension("pkarr.tmp");
-            std::fs::write(&tmp, packet.payload())
-                .and_then(|()| std::fs::rename(&tmp, &path))
-                .map_err(|e| PutError::Io(e.to_string()))?;
-        }
-        packets.insert(*id.as_bytes(), packet);
-        self.version.fetch_add(1, Relaxed);
-        Ok(())
-    }
-
     /// The stored relay payload of a key, if any.
     pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>, PutError> {
         let id = parse_endpoint_id(key).map_err(|e| PutError::Key(e.to_string()))?;
-        Ok(self.lock().get(id.as_bytes()).map(|p| p.payload().to_vec()))
+        let read = || -> Result<Option<Vec<u8>>, redb::Error> {
+            let txn = self.db.begin_read()?;
+            let table = txn.open_table(PACKETS)?;
+            Ok(table.get(id.as_bytes())?.map(|v| v.value().to_vec()))
+        };
+        read().map_err(|e| PutError::Io(e.to_string()))
     }
 
-    /// Drops packets whose timestamp is older than the configured age; returns how many.
+    /// Drops the packets older than the configured age now (the writer also does so every
+    /// second); returns how many went.
     pub fn expire(&self) -> usize {
-        self.expire_older_than(now_us())
-    }
-
-    fn expire_older_than(&self, now_us: u64) -> usize {
-        let limit = now_us.saturating_sub(self.config.max_age.as_micros() as u64);
-        let mut packets = self.lock();
-        let old: Vec<[u8; 32]> = packets
-            .iter()
-            .filter(|(_, p)| p.timestamp_us < limit)
-            .map(|(k, _)| *k)
-            .collect();
-        for key in &old {
-            if let Some(p) = packets.remove(key)
-                && let Some(path) = self.path_of(&p.key)
-            {
-                let _ = std::fs::remove_file(path);
-            }
+        let (tx, rx) = std::sync::mpsc::channel();
+        if let Some(jobs) = &self.jobs
+            && jobs.send(Job::Expire(tx)).is_ok()
+        {
+            return rx.recv().unwrap_or(0);
         }
-        if !old.is_empty() {
-            self.counters.expired.fetch_add(old.len() as u64, Relaxed);
-            self.version.fetch_add(1, Relaxed);
-            info!(expired = old.len(), "pkarr packets expired");
-        }
-        old.len()
-    }
-
-    /// Changes whenever the set of packets changes.
-    pub fn version(&self) -> u64 {
-        self.version.load(Relaxed)
+        0
     }
 
     /// Number of packets stored.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.overlay.len()
     }
 
     /// Whether no packet is stored.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
 
-    /// Every packet's records as zones, one per origin.
-    pub fn compile(&self, defaults: BuildDefaults) -> CompiledSource {
-        let packets = self.lock();
-        let zones: Vec<ZoneContent> = self
-            .config
-            .origins
-            .iter()
-            .map(|origin| {
-                let records = packets
-                    .values()
-                    .flat_map(|p| p.records(origin).unwrap_or_default())
-                    .collect();
-                ZoneContent {
-                    origin: origin.clone(),
-                    soa: None,
-                    records,
-                }
-            })
-            .collect();
-        drop(packets);
-        compile("pkarr", zones, defaults).0
+impl Drop for PkarrStore {
+    fn drop(&mut self) {
+        // Closing the queue ends the writer once it has answered what was queued.
+        self.jobs.take();
+        if let Some(t) = self.writer.take() {
+            let _ = t.join();
+        }
     }
+}
+
+/// The one thread that changes the store.
+struct Writer {
+    db: Arc<Database>,
+    overlay: Arc<Overlay>,
+    counters: Arc<PkarrCounters>,
+    max_age: Duration,
+}
+
+/// What one commit decided for a publish.
+struct Decided {
+    key: Key,
+    published: Published,
+    reply: Reply,
+    result: Result<(), PutError>,
+}
+
+impl Writer {
+    fn run(self, rx: Receiver<Job>) {
+        let mut next_expiry = Instant::now();
+        loop {
+            let wait = next_expiry.saturating_duration_since(Instant::now());
+            let mut batch = Vec::new();
+            match rx.recv_timeout(wait) {
+                Ok(job) => batch.push(job),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(_) => break,
+                }
+            }
+            let mut expire_now = Instant::now() >= next_expiry;
+            let mut waiting = Vec::new();
+            let mut puts = Vec::with_capacity(batch.len());
+            for job in batch {
+                match job {
+                    Job::Put { .. } => puts.push(job),
+                    Job::Expire(tx) => {
+                        expire_now = true;
+                        waiting.push(tx);
+                    }
+                }
+            }
+            let expired = self.commit(puts, expire_now);
+            if expire_now {
+                next_expiry = Instant::now() + EXPIRE_EVERY;
+            }
+            for tx in waiting {
+                let _ = tx.send(expired);
+            }
+        }
+    }
+
+    /// Decides and commits one batch; returns how many packets expired.
+    fn commit(&self, puts: Vec<Job>, expire: bool) -> usize {
+        if puts.is_empty() && !expire {
+            return 0;
+        }
+        let started = Instant::now();
+        let mut decided = Vec::with_capacity(puts.len());
+        let mut expired = Vec::new();
+        let outcome = (|| -> Result<(), redb::Error> {
+            let txn = self.db.begin_write()?;
+            {
+                let mut packets = txn.open_table(PACKETS)?;
+                let mut by_time = txn.open_table(BY_TIME)?;
+                // Timestamps decided in this batch (a key may publish twice in one).
+                let mut staged: HashMap<Key, u64> = HashMap::new();
+                for job in puts {
+                    let Job::Put {
+                        key,
+                        payload,
+                        timestamp_us,
+                        published,
+                        if_match,
+                        reply,
+                    } = job
+                    else {
+                        continue;
+                    };
+                    let stored = staged
+                        .get(&key)
+                        .copied()
+                        .or_else(|| self.overlay.stamp(&key));
+                    let result = match (if_match, stored) {
+                        (Some(m), s) if s != Some(m) => Err(PutError::Changed { stored: s }),
+                        (_, Some(s)) if s >= timestamp_us => Err(PutError::Stale),
+                        _ => {
+                            packets.insert(&key, payload.as_slice())?;
+                            if let Some(old) = stored {
+                                by_time.remove((old, &key))?;
+                            }
+                            by_time.insert((timestamp_us, &key), ())?;
+                            staged.insert(key, timestamp_us);
+                            Ok(())
+                        }
+                    };
+                    decided.push(Decided {
+                        key,
+                        published,
+                        reply,
+                        result,
+                    });
+                }
+                if expire {
+                    let limit = now_us().saturating_sub(self.max_age.as_micros() as u64);
+                    for entry in by_time.range(..(limit, &[0u8; 32]))?.take(EXPIRE_BATCH) {
+                        let (k, _) = entry?;
+                        let (ts, key) = k.value();
+                        expired.push((ts, *key));
+                    }
+                    for (ts, key) in &expired {
+                        by_time.remove((*ts, key))?;
+                        packets.remove(key)?;
+                    }
+                }
+            }
+            txn.commit()?;
+            Ok(())
+        })();
+        self.counters.commits.fetch_add(1, Relaxed);
+        self.counters
+            .commit_micros
+            .fetch_add(started.elapsed().as_micros() as u64, Relaxed);
+        match outcome {
+            Ok(()) => {
+                for (_, key) in &expired {
+                    self.overlay.remove(key);
+                }
+                if !expired.is_empty() {
+                    self.counters
+                        .expired
+                        .fetch_add(expired.len() as u64, Relaxed);
+                    info!(expired = expired.len(), "pkarr packets expired");
+                }
+                for d in decided {
+                    if d.result.is_ok() {
+                        self.overlay.insert(d.key, d.published);
+                    }
+                    let _ = d.reply.send(d.result);
+                }
+                expired.len()
+            }
+            Err(e) => {
+                error!(error = %e, "cannot commit pkarr publishes; refusing them");
+                for d in decided {
+                    let result = d.result.and(Err(PutError::Io(e.to_string())));
+                    let _ = d.reply.send(result);
+                }
+                0
+            }
+        }
+    }
+}
+
+/// Every stored packet, compiled for serving.
+fn load(db: &Database) -> std::io::Result<Overlay> {
+    let started = Instant::now();
+    let overlay = Overlay::new();
+    let txn = db.begin_read().map_err(io)?;
+    let table = txn.open_table(PACKETS).map_err(io)?;
+    overlay.reserve(table.len().map_err(io)? as usize);
+    let mut dropped = 0usize;
+    for entry in table.iter().map_err(io)? {
+        let (k, v) = entry.map_err(io)?;
+        let key = *k.value();
+        match SignedPacket::published_from_stored(&key, v.value()) {
+            Ok(p) => overlay.insert(key, p),
+            Err(e) => {
+                dropped += 1;
+                let label = meshdns_zone::label_of_key(&key);
+                warn!(key = %String::from_utf8_lossy(&label), error = %e, "stored pkarr packet does not parse; not served");
+            }
+        }
+    }
+    info!(
+        packets = overlay.len(),
+        dropped,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "pkarr store loaded"
+    );
+    Ok(overlay)
+}
+
+/// Moves packets of the earlier layout (`<dir>/<z32>.pkarr`) into the database, verifying each,
+/// then removes their files (and the directory, once empty).
+fn migrate(db: &Database, dir: &Path) -> std::io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry?.path();
+        if path.extension().and_then(|e| e.to_str()) == Some("pkarr") {
+            files.push(path);
+        }
+    }
+    let (mut moved, mut skipped) = (0usize, 0usize);
+    for chunk in files.chunks(10_000) {
+        let txn = db.begin_write().map_err(io)?;
+        {
+            let mut packets = txn.open_table(PACKETS).map_err(io)?;
+            let mut by_time = txn.open_table(BY_TIME).map_err(io)?;
+            for path in chunk {
+                let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+                let loaded = parse_endpoint_id(stem)
+                    .map_err(|e| e.to_string())
+                    .and_then(|id| {
+                        let body = std::fs::read(path).map_err(|e| e.to_string())?;
+                        SignedPacket::from_relay_payload(&id, &body).map_err(|e| e.to_string())
+                    });
+                let p = match loaded {
+                    Ok(p) => p,
+                    Err(e) => {
+                        skipped += 1;
+                        warn!(file = %path.display(), error = %e, "pkarr packet of the earlier layout not migrated");
+                        continue;
+                    }
+                };
+                let key = *p.key.as_bytes();
+                let stored = packets
+                    .get(&key)
+                    .map_err(io)?
+                    .map(|v| v.value()[64..72].try_into().map(u64::from_be_bytes));
+                if let Some(Ok(old)) = stored {
+                    if old >= p.timestamp_us {
+                        continue;
+                    }
+                    by_time.remove((old, &key)).map_err(io)?;
+                }
+                packets.insert(&key, p.payload()).map_err(io)?;
+                by_time.insert((p.timestamp_us, &key), ()).map_err(io)?;
+                moved += 1;
+            }
+        }
+        txn.commit().map_err(io)?;
+    }
+    for path in &files {
+        std::fs::remove_file(path)?;
+    }
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().and_then(|e| e.to_str()) == Some("tmp") {
+            std::fs::remove_file(path)?;
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+    info!(dir = %dir.display(), moved, skipped, "pkarr packets of the earlier layout migrated into the database");
+    Ok(())
 }
 
 #[cfg(test)]
@@ -303,98 +658,191 @@ mod tests {
 
     use super::*;
 
-    fn payload(secret: &SecretKey, text: &str) -> Vec<u8> {
-        iroh_dns::pkarr::SignedPacket::from_txt_strings(secret, "_iroh", [text], 30)
+    fn payload_at(secret: &SecretKey, text: &str, timestamp_us: u64) -> Vec<u8> {
+        let dns = iroh_dns::pkarr::SignedPacket::from_txt_strings(secret, "_iroh", [text], 30)
             .unwrap()
-            .to_relay_payload()
+            .to_relay_payload();
+        // Re-sign the same DNS message at the given timestamp.
+        let message = &dns[72..];
+        let mut signable = format!("3:seqi{timestamp_us}e1:v{}:", message.len()).into_bytes();
+        signable.extend_from_slice(message);
+        let mut out = secret.sign(&signable).to_bytes().to_vec();
+        out.extend_from_slice(&timestamp_us.to_be_bytes());
+        out.extend_from_slice(message);
+        out
+    }
+
+    fn payload(secret: &SecretKey, text: &str) -> Vec<u8> {
+        payload_at(secret, text, now_us())
     }
 
     fn config(dir: Option<PathBuf>, max_age: Duration) -> PkarrConfig {
-        PkarrConfig {
-            origins: vec!["dns.example.org.".parse().unwrap()],
-            data_dir: dir,
-            max_age,
-            put_per_minute: 0,
-        }
+        let mut c = PkarrConfig::new(vec!["dns.example.org.".parse().unwrap()], dir);
+        c.max_age = max_age;
+        c
     }
 
-    #[test]
-    fn stores_the_newest_packet_persists_it_and_compiles_it_into_zones() {
+    fn served(store: &PkarrStore, secret: &SecretKey) -> Option<u64> {
+        store.overlay().stamp(secret.public().as_bytes())
+    }
+
+    #[tokio::test]
+    async fn stores_the_newest_packet_durably_and_serves_it() {
         let dir = tempfile::tempdir().unwrap();
         let secret = SecretKey::generate();
         let key = secret.public().to_z32();
         let store =
             PkarrStore::open(config(Some(dir.path().into()), Duration::from_secs(3600))).unwrap();
-        let first = payload(&secret, "addr=192.0.2.1:1");
-        store.put(None, &key, &first).unwrap();
+        let first = payload_at(&secret, "addr=192.0.2.1:1", now_us() - 10);
+        store.put(None, &key, &first, None).await.unwrap();
         assert_eq!(
-            store.put(None, &key, &first),
+            store.put(None, &key, &first, None).await,
             Err(PutError::Stale),
             "the same packet again is not newer"
         );
         let second = payload(&secret, "addr=192.0.2.2:2");
-        store.put(None, &key, &second).unwrap();
+        store.put(None, &key, &second, None).await.unwrap();
         assert_eq!(
-            store.put(None, &key, &first),
+            store.put(None, &key, &first, None).await,
             Err(PutError::Stale),
             "an older packet changes nothing"
         );
         assert_eq!(store.get(&key).unwrap().as_deref(), Some(second.as_slice()));
         assert!(matches!(
-            store.put(None, "nope", &second),
+            store.put(None, "nope", &second, None).await,
             Err(PutError::Key(_))
         ));
         let other = SecretKey::generate().public().to_z32();
         assert!(matches!(
-            store.put(None, &other, &second),
+            store.put(None, &other, &second, None).await,
             Err(PutError::Payload(PacketError::Signature))
         ));
         assert_eq!(store.counters.accepted.load(Relaxed), 2);
+        let stamp = u64::from_be_bytes(second[64..72].try_into().unwrap());
+        assert_eq!(served(&store, &secret), Some(stamp));
+        drop(store);
 
-        // A new store over the same directory has the packet back.
+        // A new store over the same directory has the packet back, served.
         let reopened =
             PkarrStore::open(config(Some(dir.path().into()), Duration::from_secs(3600))).unwrap();
         assert_eq!(
             reopened.get(&key).unwrap().as_deref(),
             Some(second.as_slice())
         );
-        let compiled = reopened.compile(BuildDefaults {
-            default_ttl: 5,
-            serial: 1,
-        });
-        let zone = &compiled.zones[0];
-        let name: Name = format!("_iroh.{key}.dns.example.org.").parse().unwrap();
-        let txt = zone
-            .node(name.wire())
-            .unwrap()
-            .get(meshdns_zone::RType::TXT)
-            .unwrap();
-        assert_eq!(txt.decoded()[0].to_string(), "\"addr=192.0.2.2:2\"");
+        assert_eq!(served(&reopened, &secret), Some(stamp));
+        drop(reopened);
 
-        // Expired by age: dropped from memory and disk.
+        // Expired by age: dropped from the overlay and the database.
         let expiring = PkarrStore::open(config(Some(dir.path().into()), Duration::ZERO)).unwrap();
+        expiring.expire();
         assert!(expiring.is_empty());
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert_eq!(expiring.get(&key).unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn if_match_publishes_only_over_the_named_timestamp() {
+        let store = PkarrStore::open(config(None, Duration::from_secs(3600))).unwrap();
+        let secret = SecretKey::generate();
+        let key = secret.public().to_z32();
+        let t0 = now_us() - 1000;
+        let first = payload_at(&secret, "addr=192.0.2.1:1", t0);
+        assert_eq!(
+            store.put(None, &key, &first, Some(5)).await,
+            Err(PutError::Changed { stored: None }),
+            "nothing stored: no timestamp matches"
+        );
+        store.put(None, &key, &first, None).await.unwrap();
+        let second = payload_at(&secret, "addr=192.0.2.2:2", t0 + 1);
+        assert_eq!(
+            store.put(None, &key, &second, Some(t0 - 1)).await,
+            Err(PutError::Changed { stored: Some(t0) })
+        );
+        store.put(None, &key, &second, Some(t0)).await.unwrap();
+        assert_eq!(served(&store, &secret), Some(t0 + 1));
+        assert_eq!(
+            store.counters.rejected.lock().unwrap().get("precondition"),
+            Some(&2)
+        );
+    }
+
+    #[tokio::test]
+    async fn expiry_takes_old_packets_only() {
+        let store = PkarrStore::open(config(None, Duration::from_secs(60))).unwrap();
+        let (old, fresh) = (SecretKey::generate(), SecretKey::generate());
+        let ten_minutes_ago = now_us() - 600_000_000;
+        store
+            .put(
+                None,
+                &old.public().to_z32(),
+                &payload_at(&old, "a=1", ten_minutes_ago),
+                None,
+            )
+            .await
+            .unwrap();
+        store
+            .put(
+                None,
+                &fresh.public().to_z32(),
+                &payload(&fresh, "a=2"),
+                None,
+            )
+            .await
+            .unwrap();
+        // The writer expires every second on its own too: whichever ran, the old one is gone.
+        store.expire();
+        assert_eq!(served(&store, &old), None);
+        assert!(served(&store, &fresh).is_some());
+        assert_eq!(store.counters.expired.load(Relaxed), 1);
     }
 
     #[test]
-    fn publishes_are_rate_limited_per_address_when_configured() {
+    fn the_earlier_layout_is_migrated_on_first_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let legacy = dir.path().join(LEGACY_DIR);
+        std::fs::create_dir(&legacy).unwrap();
+        let secrets: Vec<SecretKey> = (0..3).map(|_| SecretKey::generate()).collect();
+        for s in &secrets {
+            std::fs::write(
+                legacy.join(format!("{}.pkarr", s.public().to_z32())),
+                payload(s, "addr=192.0.2.9:9"),
+            )
+            .unwrap();
+        }
+        std::fs::write(legacy.join("garbage.pkarr"), b"not a packet").unwrap();
+        let store =
+            PkarrStore::open(config(Some(dir.path().into()), Duration::from_secs(3600))).unwrap();
+        assert_eq!(store.len(), 3);
+        for s in &secrets {
+            assert!(served(&store, s).is_some());
+        }
+        assert!(!legacy.exists(), "the old files are gone once moved");
+        drop(store);
+        let again =
+            PkarrStore::open(config(Some(dir.path().into()), Duration::from_secs(3600))).unwrap();
+        assert_eq!(again.len(), 3, "kept in the database");
+    }
+
+    #[tokio::test]
+    async fn publishes_are_rate_limited_per_address_with_a_burst() {
         let mut c = config(None, Duration::from_secs(3600));
         c.put_per_minute = 2;
+        c.put_burst = 3;
         let store = PkarrStore::open(c).unwrap();
         let (a, b): (IpAddr, IpAddr) = ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
         let t0 = Instant::now();
-        assert!(store.allow(a, t0) && store.allow(a, t0), "a burst of two");
-        assert!(!store.allow(a, t0), "the third waits");
+        assert!((0..3).all(|_| store.allow(a, t0)), "a burst of three");
+        assert!(!store.allow(a, t0), "the fourth waits");
         assert!(store.allow(b, t0), "other addresses are not affected");
         assert!(
             !store.allow(a, t0 + Duration::from_secs(10)),
             "one token takes 30 s to come back"
         );
-        assert!(store.allow(a, t0 + Duration::from_secs(31)));
+        assert!(store.allow(a, t0 + Duration::from_secs(41)));
         let secret = SecretKey::generate();
         let key = secret.public().to_z32();
-        let blocked = store.put(Some(a), &key, &payload(&secret, "addr=192.0.2.1:1"));
+        let blocked = store
+            .put(Some(a), &key, &payload(&secret, "addr=192.0.2.1:1"), None)
+            .await;
         assert_eq!(blocked, Err(PutError::RateLimited));
         assert_eq!(
             store.counters.rejected.lock().unwrap().get("rate_limited"),

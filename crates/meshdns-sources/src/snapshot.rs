@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use meshdns_zone::{BuildDefaults, Catalog, CatalogBuilder, Name, RType, Rejection, Zone};
+use meshdns_zone::{BuildDefaults, Catalog, CatalogBuilder, Name, Overlay, RType, Rejection, Zone};
 
 use crate::content::{FileKind, ParseSettings, Parsed, Problem, ZoneContent};
 use crate::records::parse;
@@ -22,6 +22,9 @@ use crate::records::parse;
 pub struct CompiledSource {
     /// The file's zones, each with its records (and SOA/NS synthesised where the file gave none).
     pub zones: Vec<Arc<Zone>>,
+    /// Records published per key (pkarr), served under each of these zones beside what every
+    /// source gives there.
+    pub overlay: Option<Arc<Overlay>>,
 }
 
 /// Compiles one file's parsed content (consuming its records). Records that break a rule
@@ -57,6 +60,7 @@ pub fn compile(
     (
         CompiledSource {
             zones: zones.into_iter().map(Arc::new).collect(),
+            overlay: None,
         },
         problems,
     )
@@ -161,7 +165,15 @@ pub fn assemble(
             }
         }
     }
-    (Catalog::from_zones(zones), problems)
+    let mut catalog = Catalog::from_zones(zones);
+    for input in inputs {
+        if let Some(overlay) = &input.compiled.overlay {
+            for zone in &input.compiled.zones {
+                catalog.attach(zone.origin(), overlay.clone());
+            }
+        }
+    }
+    (catalog, problems)
 }
 
 /// Whether a source's zone `origin` holds (name, rtype).

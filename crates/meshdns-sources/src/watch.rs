@@ -186,10 +186,8 @@ enum Input {
         /// Loaded but not yet in a live snapshot: handed back after the next swap.
         pending: Option<(Vec<serde_json::Value>, Verdicts)>,
     },
-    Pkarr {
-        store: Arc<PkarrStore>,
-        version: u64,
-    },
+    /// The pkarr store: its origins' zones (compiled once), with its overlay attached.
+    Pkarr { store: Arc<PkarrStore> },
 }
 
 impl Source {
@@ -276,11 +274,11 @@ impl FileSources {
     }
 
     /// Serves the records of a pkarr relay's store too, after every file's (files win a
-    /// (name, type) both give).
+    /// (name, type) both give). Publishes are served as the store takes them, without a new
+    /// snapshot: the store's overlay is attached under each origin.
     pub fn with_pkarr(mut self, store: Arc<PkarrStore>) -> FileSources {
-        let input = Input::Pkarr { store, version: 0 };
-        let mut source = Source::new(PKARR_LABEL.to_string(), input);
-        source.last_good = Some(CompiledSource::default());
+        let input = Input::Pkarr { store };
+        let source = Source::new(PKARR_LABEL.to_string(), input);
         self.sources.push(source);
         self.share_status();
         self
@@ -569,28 +567,25 @@ impl FileSources {
     }
 
     fn check_pkarr(&mut self, i: usize) -> bool {
-        let Input::Pkarr { store, version } = &self.sources[i].input else {
-            unreachable!("check_pkarr is called on the pkarr store")
-        };
-        store.expire();
-        let now = store.version();
-        if now == *version {
+        if self.sources[i].last_good.is_some() {
             return false;
         }
-        let defaults = self.build_defaults();
-        let source = &mut self.sources[i];
-        let Input::Pkarr { store, version } = &mut source.input else {
-            unreachable!("checked above")
+        let Input::Pkarr { store } = &self.sources[i].input else {
+            unreachable!("check_pkarr is called on the pkarr store")
         };
-        let compiled = store.compile(defaults);
-        *version = now;
-        succeed(
-            source,
-            Loaded {
-                compiled,
+        let store = store.clone();
+        let defaults = self.build_defaults();
+        let zones = store.origins().iter().map(ZoneContent::empty).collect();
+        let mut loaded = load_parsed(
+            PKARR_LABEL,
+            Parsed {
+                zones,
                 problems: Vec::new(),
             },
+            defaults,
         );
+        loaded.compiled.overlay = Some(store.overlay().clone());
+        succeed(&mut self.sources[i], loaded);
         true
     }
 

@@ -210,6 +210,10 @@ fn keys() -> Vec<String> {
 fn labels_decode_to_their_keys() {
     for i in [0u8, 1, 7, 255] {
         assert_eq!(key_of_label(z32(&key(i)).as_bytes()), Some(key(i)));
+        assert_eq!(
+            &meshdns_zone::label_of_key(&key(i)),
+            z32(&key(i)).as_bytes()
+        );
     }
     let k = z32(&key(1));
     assert_eq!(key_of_label(&k.as_bytes()[..51]), None, "too short");

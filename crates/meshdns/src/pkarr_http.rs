@@ -1,48 +1,65 @@
 //! The pkarr relay's HTTP adapter: `PUT`/`GET /pkarr/<z32>` onto the store, with the status
-//! codes iroh-dns-server gives.
+//! codes of the relay contract (see `meshdns_server::relay`).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
-use meshdns_server::http::PkarrRelay;
-use meshdns_sources::{PkarrStore, Poker, PutError};
+use meshdns_iroh::parse_endpoint_id;
+use meshdns_iroh::pkarr::SignedPacket;
+use meshdns_server::relay::{PkarrRelay, Refusal, Stored};
+use meshdns_sources::{PkarrStore, PutError};
 
-/// The pkarr relay as the HTTP endpoint sees it: the store, plus a nudge to the watcher so a
-/// publish is served at once.
+/// The pkarr relay as the HTTP endpoint sees it.
 pub struct PkarrHttp {
-    /// Where packets are kept.
+    /// Where packets are kept; a publish is served as soon as the store acknowledges it.
     pub store: Arc<PkarrStore>,
-    /// Wakes the watcher.
-    pub poker: Poker,
+}
+
+fn status(e: &PutError) -> StatusCode {
+    match e {
+        PutError::Key(_) | PutError::Payload(_) => StatusCode::BAD_REQUEST,
+        PutError::Stale => StatusCode::CONFLICT,
+        PutError::Changed { .. } => StatusCode::PRECONDITION_FAILED,
+        PutError::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+        PutError::Busy => StatusCode::SERVICE_UNAVAILABLE,
+        PutError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
 }
 
 impl PkarrRelay for PkarrHttp {
-    fn put(
-        &self,
+    fn put<'a>(
+        &'a self,
         client: std::net::IpAddr,
-        key: &str,
-        body: &[u8],
-    ) -> Result<(), (StatusCode, String)> {
-        match self.store.put(Some(client), key, body) {
-            Ok(()) => {
-                self.poker.poke();
-                Ok(())
-            }
-            Err(e) => {
-                let status = match e {
-                    PutError::Key(_) | PutError::Payload(_) => StatusCode::BAD_REQUEST,
-                    PutError::Stale => StatusCode::CONFLICT,
-                    PutError::RateLimited => StatusCode::TOO_MANY_REQUESTS,
-                    PutError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
-                };
-                Err((status, e.to_string()))
-            }
-        }
+        key: &'a str,
+        body: &'a [u8],
+        if_match: Option<u64>,
+    ) -> Pin<Box<dyn Future<Output = Result<(), Refusal>> + Send + 'a>> {
+        Box::pin(async move {
+            self.store
+                .put(Some(client), key, body, if_match)
+                .await
+                .map_err(|e| (status(&e), e.to_string()))
+        })
     }
 
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, (StatusCode, String)> {
-        self.store
+    fn get(&self, key: &str) -> Result<Option<Stored>, Refusal> {
+        let payload = self
+            .store
             .get(key)
-            .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))
+            .map_err(|e| (status(&e), e.to_string()))?;
+        Ok(payload.map(|payload| {
+            let mut min_ttl = None;
+            if let Ok(id) = parse_endpoint_id(key)
+                && let Ok(packet) = SignedPacket::from_stored(&id, &payload)
+            {
+                let _ = packet.visit(|_, _, ttl, _| {
+                    min_ttl = Some(min_ttl.map_or(ttl, |m: u32| m.min(ttl)));
+                    Ok(())
+                });
+            }
+            Stored { payload, min_ttl }
+        }))
     }
 }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use arc_swap::ArcSwap;
 use meshdns_controller::configmap_source::ConfigMapKey;
-use meshdns_server::http::{DohState, HttpState, PkarrRelay, router, serve_http};
+use meshdns_server::http::{DohState, HttpState, router, serve_http};
+use meshdns_server::relay::PkarrRelay;
 use meshdns_server::{DnsMetrics, Server, ServerConfig, SharedCatalog};
 use meshdns_sources::{
     BytesFeed, FileKind, FileSources, PkarrConfig, PkarrStore, SourceConfig, SourceStatus,
@@ -29,16 +30,16 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
         None
     } else {
         let data_dir = settings.data_dir.clone().unwrap_or_else(defaults::data_dir);
-        let dir = data_dir.join("pkarr");
-        let store = PkarrStore::open(PkarrConfig {
-            origins: settings.pkarr.clone(),
-            data_dir: Some(dir.clone()),
-            max_age: settings.pkarr_max_age.unwrap_or(defaults::PKARR_MAX_AGE),
-            put_per_minute: settings
-                .pkarr_put_limit
-                .unwrap_or(defaults::PKARR_PUT_LIMIT),
-        })
-        .with_context(|| format!("cannot open the pkarr store in {}", dir.display()))?;
+        let mut config = PkarrConfig::new(settings.pkarr.clone(), Some(data_dir.clone()));
+        config.max_age = settings.pkarr_max_age.unwrap_or(defaults::PKARR_MAX_AGE);
+        config.put_per_minute = settings
+            .pkarr_put_limit
+            .unwrap_or(defaults::PKARR_PUT_LIMIT);
+        config.put_burst = settings
+            .pkarr_put_burst
+            .unwrap_or(defaults::PKARR_PUT_BURST);
+        let store = PkarrStore::open(config)
+            .with_context(|| format!("cannot open the pkarr store in {}", data_dir.display()))?;
         if settings.http.is_none() {
             warn!(
                 "--pkarr without --http: stored packets are served, but no new ones can be published"
@@ -202,12 +203,10 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
                     let status = status.clone();
                     Arc::new(move || status.readiness())
                 },
-                pkarr: pkarr.clone().map(|store| {
-                    Arc::new(PkarrHttp {
-                        store,
-                        poker: watcher.poker(),
-                    }) as Arc<dyn PkarrRelay>
-                }),
+                pkarr: pkarr
+                    .clone()
+                    .map(|store| Arc::new(PkarrHttp { store }) as Arc<dyn PkarrRelay>),
+                trusted_proxies: settings.trusted_proxies.clone().into(),
                 doh: settings.doh.unwrap_or(defaults::DOH).then(|| DohState {
                     catalog: catalog.clone(),
                     metrics: metrics.clone(),

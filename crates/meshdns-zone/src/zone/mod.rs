@@ -32,5 +32,5 @@ mod tests;
 pub use build::{BuildDefaults, CatalogBuilder, Refused, Rejection, SoaTemplate, SourceId};
 pub use catalog::Catalog;
 pub use compact::{Zone, canonical_cmp};
-pub use overlay::{Key, Overlay, OverlayReader, Published, ZoneView, key_of_label};
+pub use overlay::{Key, Overlay, OverlayReader, Published, ZoneView, key_of_label, label_of_key};
 pub use view::{Lookup, Node, RRset};

@@ -258,17 +258,35 @@ impl OverlayReader<'_> {
     }
 }
 
+const Z32: &[u8; 32] = b"ybndrfg8ejkmcpqxot1uwisza345h769";
+
+/// The z-base-32 spelling of a key (52 characters), as pkarr names keys.
+pub fn label_of_key(key: &Key) -> [u8; 52] {
+    let mut out = [0u8; 52];
+    let (mut acc, mut bits, mut at) = (0u32, 0u32, 0usize);
+    for &b in key {
+        acc = (acc << 8 | u32::from(b)) & 0xFFFF;
+        bits += 8;
+        while bits >= 5 {
+            bits -= 5;
+            out[at] = Z32[(acc >> bits) as usize & 31];
+            at += 1;
+        }
+    }
+    out[at] = Z32[(acc << (5 - bits)) as usize & 31];
+    out
+}
+
 /// Decodes a z-base-32 label of 52 characters into the 32-byte key it spells (lower case, as
 /// query names are compared).
 pub fn key_of_label(label: &[u8]) -> Option<Key> {
-    const ALPHABET: &[u8; 32] = b"ybndrfg8ejkmcpqxot1uwisza345h769";
     if label.len() != 52 {
         return None;
     }
     let mut out = [0u8; 32];
     let (mut acc, mut bits, mut at) = (0u32, 0u32, 0usize);
     for &c in label {
-        let v = ALPHABET.iter().position(|&a| a == c)? as u32;
+        let v = Z32.iter().position(|&a| a == c)? as u32;
         acc = acc << 5 | v;
         bits += 5;
         if bits >= 8 {

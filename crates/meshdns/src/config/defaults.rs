@@ -31,6 +31,9 @@ pub const DOH: bool = true;
 pub const PKARR_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
 /// pkarr publishes a minute per client address (0: no limit, for cluster-internal use).
 pub const PKARR_PUT_LIMIT: u32 = 0;
+/// pkarr publishes one client address may make at once when a limit is set: a thousand iroh
+/// endpoints behind one NAT starting together each publish once.
+pub const PKARR_PUT_BURST: u32 = 1000;
 /// Log filter.
 pub const LOG_LEVEL: &str = "info";
 /// Log format.

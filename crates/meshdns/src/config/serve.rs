@@ -116,10 +116,21 @@ pub struct ServeConfig {
     #[arg(long, value_name = "DURATION", value_parser = values::duration, help_heading = "pkarr relay")]
     #[serde(default, deserialize_with = "de::duration")]
     pub pkarr_max_age: Option<Duration>,
-    /// At most N pkarr publishes a minute per client IP address, in bursts of N; 0 = no limit
-    /// [default: 0].
+    /// At most N pkarr publishes a minute per client IP address (after a burst, see
+    /// --pkarr-put-burst); 0 = no limit [default: 0].
     #[arg(long, value_name = "N", help_heading = "pkarr relay")]
     pub pkarr_put_limit: Option<u32>,
+    /// With --pkarr-put-limit: publishes one client address may make at once before the rate
+    /// applies; size it for a fleet behind one NAT starting together [default: 1000].
+    #[arg(long, value_name = "N", value_parser = values::at_least_one_u32, help_heading = "pkarr relay")]
+    #[serde(default, deserialize_with = "de::at_least_one_u32")]
+    pub pkarr_put_burst: Option<u32>,
+    /// A reverse proxy (address or prefix) whose Forwarded / X-Forwarded-For headers name the
+    /// client, for the pkarr rate limit and logs (repeatable); ignored from other peers
+    /// [default: none].
+    #[arg(long = "trusted-proxy", value_name = "CIDR", value_parser = values::cidr, help_heading = "pkarr relay")]
+    #[serde(default, deserialize_with = "de::list")]
+    pub trusted_proxies: Vec<meshdns_server::relay::Cidr>,
 
     /// UDP sockets per listen address, sharing the port (SO_REUSEPORT) [default: one per core].
     #[arg(long, value_name = "N", value_parser = values::at_least_one, help_heading = "Tuning")]
@@ -186,6 +197,8 @@ impl ServeConfig {
                 data_dir,
                 pkarr_max_age,
                 pkarr_put_limit,
+                pkarr_put_burst,
+                trusted_proxies,
                 udp_sockets,
                 workers,
                 edns_payload,

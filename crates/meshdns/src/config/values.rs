@@ -207,6 +207,11 @@ pub mod de {
         with(d, super::edns_payload)
     }
 
+    /// An optional [`super::at_least_one_u32`].
+    pub fn at_least_one_u32<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+        with(d, super::at_least_one_u32)
+    }
+
     /// An optional [`super::at_least_one`].
     pub fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
         with(d, super::at_least_one)
@@ -230,6 +235,25 @@ pub mod de {
 pub trait FromText: Sized {
     /// Parses one value.
     fn from_text(text: &str) -> Result<Self, String>;
+}
+
+impl FromText for meshdns_server::relay::Cidr {
+    fn from_text(text: &str) -> Result<Self, String> {
+        cidr(text)
+    }
+}
+
+/// An address or prefix (`10.0.0.0/8`, `2001:db8::/32`, `192.0.2.7`).
+pub fn cidr(text: &str) -> Result<meshdns_server::relay::Cidr, String> {
+    text.trim().parse()
+}
+
+/// A count of at least one.
+pub fn at_least_one_u32(text: &str) -> Result<u32, String> {
+    match text.trim().parse::<u32>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{text:?} is not a whole number of at least 1")),
+    }
 }
 
 impl FromText for Name {

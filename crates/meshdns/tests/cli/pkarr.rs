@@ -177,6 +177,8 @@ fn publishes_over_the_configured_rate_get_429() {
         "127.0.0.1:0",
         "--pkarr-put-limit",
         "1",
+        "--pkarr-put-burst",
+        "1",
     ]);
     let secret = SecretKey::generate();
     let path = format!("/pkarr/{}", secret.public().to_z32());
@@ -236,22 +238,15 @@ async fn a_records_file_takes_precedence_over_a_pkarr_publish_for_the_same_name(
         .0,
         204
     );
-    // Wait until the publish has been considered (the pkarr source was rebuilt).
-    let mut considered = false;
-    for _ in 0..250 {
-        let (_, metrics) = m.get("/metrics");
-        if metrics.contains(r#"meshdns_source_skipped_entries_total{source="pkarr"} 1"#) {
-            considered = true;
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(
-        considered,
-        "the refused pkarr record is counted; log:\n{}",
-        m.log_text()
+    // The publish is stored and served (GET has it) — under the file's records.
+    let (status, _, stored) = http(
+        m.http.unwrap(),
+        "GET",
+        &format!("/pkarr/{}", id.to_z32()),
+        None,
+        &[],
     );
-    m.wait_log("already provided by");
+    assert_eq!((status, stored), (200, payload.clone()));
     let found = DnsResolver::with_nameserver(m.dns)
         .lookup_endpoint_by_id(&id, ORIGIN)
         .await
@@ -262,4 +257,199 @@ async fn a_records_file_takes_precedence_over_a_pkarr_publish_for_the_same_name(
         ["198.51.100.1:1".parse::<SocketAddr>().unwrap()],
         "the file's records, never mixed"
     );
+}
+
+/// A signed relay payload for a fresh key, and the key's z32.
+fn fresh_publish(port: u16) -> (String, Vec<u8>) {
+    let secret = SecretKey::generate();
+    let payload = EndpointInfo::new(secret.public())
+        .with_ip_addrs(vec![SocketAddr::from(([192, 0, 2, 1], port))])
+        .to_pkarr_signed_packet(&secret, 30)
+        .unwrap()
+        .to_relay_payload();
+    (secret.public().to_z32(), payload)
+}
+
+#[test]
+fn the_rate_limit_keys_on_the_address_a_trusted_proxy_names() {
+    let data = tempfile::tempdir().unwrap();
+    let limited = |extra: &[&str]| {
+        let dir = data.path().join(extra.len().to_string());
+        let mut args = vec![
+            "--pkarr",
+            ORIGIN,
+            "--data-dir",
+            dir.to_str().unwrap(),
+            "--http",
+            "127.0.0.1:0",
+            "--pkarr-put-limit",
+            "1",
+            "--pkarr-put-burst",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        Meshdns::serve(&args.iter().map(|s| &**s).collect::<Vec<_>>())
+    };
+    let put_from = |m: &Meshdns, client: &str| {
+        let (key, payload) = fresh_publish(1);
+        let headers = [("X-Forwarded-For", client)];
+        http_with(
+            m.http.unwrap(),
+            "PUT",
+            &format!("/pkarr/{key}"),
+            &headers,
+            &payload,
+        )
+        .0
+    };
+    // Behind a trusted proxy (loopback here): each forwarded client has its own bucket.
+    let m = limited(&["--trusted-proxy", "127.0.0.0/8"]);
+    assert_eq!(put_from(&m, "203.0.113.1"), 204);
+    assert_eq!(
+        put_from(&m, "203.0.113.1"),
+        429,
+        "the same client, over its rate"
+    );
+    assert_eq!(
+        put_from(&m, "203.0.113.2"),
+        204,
+        "another client behind the same proxy"
+    );
+    let (key, payload) = fresh_publish(2);
+    let forwarded = [("Forwarded", "for=\"[2001:db8::9]:4711\"")];
+    let status = http_with(
+        m.http.unwrap(),
+        "PUT",
+        &format!("/pkarr/{key}"),
+        &forwarded,
+        &payload,
+    )
+    .0;
+    assert_eq!(status, 204, "Forwarded names a third client");
+    // From a peer that is not trusted the headers are ignored: one bucket for the peer.
+    let m = limited(&[]);
+    assert_eq!(put_from(&m, "203.0.113.1"), 204);
+    assert_eq!(
+        put_from(&m, "203.0.113.2"),
+        429,
+        "a forged header buys no new bucket"
+    );
+}
+
+#[test]
+fn conditional_publishes_and_caching_headers() {
+    let data = tempfile::tempdir().unwrap();
+    let m = serve(data.path());
+    let addr = m.http.unwrap();
+    let secret = SecretKey::generate();
+    let path = format!("/pkarr/{}", secret.public().to_z32());
+    let packet = |port: u16| {
+        EndpointInfo::new(secret.public())
+            .with_ip_addrs(vec![SocketAddr::from(([192, 0, 2, 1], port))])
+            .to_pkarr_signed_packet(&secret, 30)
+            .unwrap()
+            .to_relay_payload()
+    };
+    let stamp = |p: &[u8]| u64::from_be_bytes(p[64..72].try_into().unwrap());
+    let first = packet(1);
+    assert_eq!(http(addr, "PUT", &path, None, &first).0, 204);
+    let second = packet(2);
+    let wrong = (stamp(&first) - 1).to_string();
+    let (status, _, body) = http_with(addr, "PUT", &path, &[("If-Match", &wrong)], &second);
+    assert_eq!(status, 412, "{}", String::from_utf8_lossy(&body));
+    let right = stamp(&first).to_string();
+    assert_eq!(
+        http_with(addr, "PUT", &path, &[("If-Match", &right)], &second).0,
+        204
+    );
+    assert_eq!(
+        http_with(addr, "PUT", &path, &[("If-Match", "soon")], &packet(3)).0,
+        400
+    );
+
+    let (status, head, body) = http(addr, "GET", &path, None, &[]);
+    assert_eq!((status, body), (200, second.clone()));
+    let header = |head: &str, name: &str| {
+        head.lines()
+            .find_map(|l| {
+                l.split_once(':')
+                    .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            })
+            .map(|(_, v)| v.trim().to_string())
+    };
+    assert_eq!(
+        header(&head, "cache-control").as_deref(),
+        Some("public, max-age=30")
+    );
+    assert_eq!(
+        header(&head, "access-control-allow-origin").as_deref(),
+        Some("*")
+    );
+    let modified = header(&head, "last-modified").expect("Last-Modified");
+    assert!(modified.ends_with(" GMT"), "{modified}");
+    let (status, _, body) = http_with(addr, "GET", &path, &[("If-Modified-Since", &modified)], &[]);
+    assert_eq!((status, body.len()), (304, 0));
+    let (status, _, _) = http_with(
+        addr,
+        "GET",
+        &path,
+        &[("If-Modified-Since", "Thu, 01 Jan 1970 00:00:00 GMT")],
+        &[],
+    );
+    assert_eq!(status, 200, "modified since then");
+
+    let (status, head, _) = http_with(
+        addr,
+        "OPTIONS",
+        &path,
+        &[
+            ("Origin", "https://app.example"),
+            ("Access-Control-Request-Method", "PUT"),
+        ],
+        &[],
+    );
+    assert_eq!(status, 204);
+    assert!(header(&head, "access-control-allow-methods").is_some_and(|m| m.contains("PUT")));
+    assert!(header(&head, "access-control-allow-headers").is_some_and(|h| h.contains("If-Match")));
+}
+
+/// Every publish that got its 204 is there after `kill -9` and a restart.
+#[test]
+fn acknowledged_publishes_survive_kill_9() {
+    let data = tempfile::tempdir().unwrap();
+    let mut m = serve(data.path());
+    let addr = m.http.unwrap();
+    let publishes: Vec<(String, Vec<u8>)> = (0..200).map(|i| fresh_publish(i as u16 + 1)).collect();
+    let acknowledged = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for chunk in publishes.chunks(25) {
+            let acknowledged = &acknowledged;
+            scope.spawn(move || {
+                for (key, payload) in chunk {
+                    if http(addr, "PUT", &format!("/pkarr/{key}"), None, payload).0 == 204 {
+                        acknowledged
+                            .lock()
+                            .unwrap()
+                            .push((key.clone(), payload.clone()));
+                    }
+                }
+            });
+        }
+    });
+    // No goodbye: SIGKILL straight after the last acknowledgement.
+    m.child.kill().unwrap();
+    m.child.wait().unwrap();
+    let acknowledged = acknowledged.into_inner().unwrap();
+    assert_eq!(
+        acknowledged.len(),
+        publishes.len(),
+        "every publish was acknowledged"
+    );
+    let m = serve(data.path());
+    for (key, payload) in &acknowledged {
+        let (status, _, stored) = http(m.http.unwrap(), "GET", &format!("/pkarr/{key}"), None, &[]);
+        assert_eq!((status, &stored), (200, payload), "{key} lost");
+    }
+    let (_, metrics) = m.get("/metrics");
+    assert!(metrics.contains("meshdns_pkarr_packets 200"), "{metrics}");
 }

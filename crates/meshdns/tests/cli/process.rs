@@ -147,14 +147,29 @@ pub fn http(
     content_type: Option<&str>,
     body: &[u8],
 ) -> (u16, String, Vec<u8>) {
+    let headers: Vec<(&str, &str)> = content_type
+        .map(|ct| ("Content-Type", ct))
+        .into_iter()
+        .collect();
+    http_with(addr, method, path, &headers, body)
+}
+
+/// [`http`] with any request headers.
+pub fn http_with(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String, Vec<u8>) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut req = format!(
         "{method} {path} HTTP/1.0\r\nHost: meshdns\r\nContent-Length: {}\r\n",
         body.len()
     );
-    if let Some(ct) = content_type {
-        req.push_str(&format!("Content-Type: {ct}\r\n"));
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
     }
     req.push_str("\r\n");
     s.write_all(req.as_bytes()).unwrap();

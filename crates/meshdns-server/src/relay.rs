@@ -1,0 +1,365 @@
+//! The pkarr relay over HTTP (pkarr's `design/relays.md`; the API iroh-dns-server serves).
+//!
+//! - `PUT /pkarr/<z32>` with the relay payload (`signature ‖ timestamp ‖ DNS message`): 204 once
+//!   the packet is durable and served; 400 with the reason for a bad key or payload; 409 when not
+//!   newer than the stored packet; with `If-Match: <timestamp>` (compare-and-swap), 412 when the
+//!   stored packet's timestamp is another; 429 over the client's rate; 503 when the store's queue
+//!   is full.
+//! - `GET /pkarr/<z32>`: 200 with `application/x-pkarr-signed-packet`, `Last-Modified` (the
+//!   packet's timestamp) and `Cache-Control: public, max-age=<smallest TTL in the packet>`; 304
+//!   when `If-Modified-Since` is not older than the packet; 404 when unknown.
+//! - CORS for browser publishers: every response allows any origin, and `OPTIONS` answers the
+//!   preflight (methods GET, PUT; headers Content-Type, If-Match, If-Modified-Since).
+//!
+//! The client address (for the rate limit and logs) is the TCP peer, unless the peer is a
+//! trusted proxy ([`Cidr`], `--trusted-proxy`): then it is the last address in `Forwarded`
+//! (RFC 7239), or else `X-Forwarded-For`, that is not itself a trusted proxy. From any other
+//! peer those headers are ignored, so a client cannot choose its own bucket.
+
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::str::FromStr;
+use std::time::{Duration, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::http::HttpState;
+
+/// The media type of pkarr relay payloads.
+pub const PKARR_PACKET: &str = "application/x-pkarr-signed-packet";
+
+/// A refusal: the HTTP status and the reason given in the body.
+pub type Refusal = (StatusCode, String);
+
+/// What `/pkarr/<key>` stores into and serves from.
+pub trait PkarrRelay: Send + Sync {
+    /// Stores a publish from `client` (compare-and-swap on the stored timestamp when
+    /// `if_match` is given); resolves once the packet is durable (204), or with a refusal.
+    fn put<'a>(
+        &'a self,
+        client: IpAddr,
+        key: &'a str,
+        body: &'a [u8],
+        if_match: Option<u64>,
+    ) -> Pin<Box<dyn Future<Output = Result<(), Refusal>> + Send + 'a>>;
+    /// The stored packet (200), nothing (404), or a refusal (400).
+    fn get(&self, key: &str) -> Result<Option<Stored>, Refusal>;
+}
+
+/// A stored packet as `GET` serves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// The relay payload.
+    pub payload: Vec<u8>,
+    /// The smallest TTL of its records (`None` without records).
+    pub min_ttl: Option<u32>,
+}
+
+/// An address prefix: `192.0.2.0/24`, `2001:db8::/32`, or one address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    addr: IpAddr,
+    len: u8,
+}
+
+impl Cidr {
+    /// Whether `ip` is inside (an IPv4-mapped IPv6 address counts as its IPv4 address).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let bits = |ip: IpAddr| -> (u128, u8) {
+            match ip.to_canonical() {
+                IpAddr::V4(v4) => (u128::from(u32::from(v4)) << 96, 32),
+                IpAddr::V6(v6) => (u128::from(v6), 128),
+            }
+        };
+        let ((net, width), (addr, addr_width)) = (bits(self.addr), bits(ip));
+        if width != addr_width {
+            return false;
+        }
+        // IPv4 addresses sit in the top 32 bits: the prefix counts from the top either way.
+        let mask = match self.len {
+            0 => 0,
+            len => u128::MAX << (128 - u32::from(len)),
+        };
+        net & mask == addr & mask
+    }
+}
+
+impl FromStr for Cidr {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Cidr, String> {
+        let bad = || format!("{s:?} is not an address or prefix (192.0.2.0/24, 2001:db8::/32)");
+        let (addr, len) = match s.split_once('/') {
+            Some((a, l)) => (a, Some(l)),
+            None => (s, None),
+        };
+        let addr: IpAddr = addr.parse().map_err(|_| bad())?;
+        let addr = addr.to_canonical();
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let len = match len {
+            None => max,
+            Some(l) => l.parse::<u8>().ok().filter(|l| *l <= max).ok_or_else(bad)?,
+        };
+        Ok(Cidr { addr, len })
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
+}
+
+/// The client's address: the peer's, or the one a trusted proxy forwarded.
+pub fn client_address(peer: IpAddr, headers: &HeaderMap, trusted: &[Cidr]) -> IpAddr {
+    let is_trusted = |ip: IpAddr| trusted.iter().any(|c| c.contains(ip));
+    if !is_trusted(peer) {
+        return peer;
+    }
+    let mut hops = forwarded_for(headers);
+    if hops.is_empty() {
+        hops = headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|h| parse_hop(h.trim()))
+            .collect();
+    }
+    // The nearest hop that is not one of our proxies is the client as far as we can trust.
+    hops.iter()
+        .rev()
+        .copied()
+        .find(|ip| !is_trusted(*ip))
+        .or(hops.first().copied())
+        .unwrap_or(peer)
+}
+
+/// The `for=` addresses of `Forwarded` (RFC 7239 §4), in order.
+fn forwarded_for(headers: &HeaderMap) -> Vec<IpAddr> {
+    headers
+        .get_all(header::FORWARDED)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|element| {
+            element.split(';').find_map(|pair| {
+                let (k, v) = pair.trim().split_once('=')?;
+                k.eq_ignore_ascii_case("for")
+                    .then(|| parse_hop(v.trim().trim_matches('"')))
+                    .flatten()
+            })
+        })
+        .collect()
+}
+
+/// One hop: `192.0.2.1`, `192.0.2.1:4711`, `2001:db8::1` or `[2001:db8::1]:4711`.
+fn parse_hop(hop: &str) -> Option<IpAddr> {
+    if let Some(rest) = hop.strip_prefix('[') {
+        return rest.split(']').next()?.parse().ok();
+    }
+    hop.parse().ok().or_else(|| {
+        let (addr, port) = hop.rsplit_once(':')?;
+        port.parse::<u16>().ok()?;
+        addr.parse::<std::net::Ipv4Addr>().ok().map(IpAddr::V4)
+    })
+}
+
+fn cors(headers: &mut HeaderMap) {
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        HeaderValue::from_static("Last-Modified, Cache-Control"),
+    );
+}
+
+fn with_cors(response: impl IntoResponse) -> Response {
+    let mut r = response.into_response();
+    cors(r.headers_mut());
+    r
+}
+
+/// `OPTIONS /pkarr/<key>`: the CORS preflight.
+pub async fn preflight() -> Response {
+    let mut r = StatusCode::NO_CONTENT.into_response();
+    let h = r.headers_mut();
+    cors(h);
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, PUT, OPTIONS"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static("Content-Type, If-Match, If-Modified-Since"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("86400"),
+    );
+    r
+}
+
+/// `PUT /pkarr/<key>`.
+pub async fn put(
+    State(s): State<HttpState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(key): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(relay) = &s.pkarr else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let if_match = match headers.get(header::IF_MATCH) {
+        None => None,
+        Some(v) => match v
+            .to_str()
+            .ok()
+            .map(|v| v.trim().trim_start_matches("W/").trim_matches('"'))
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            Some(t) => Some(t),
+            None => {
+                return with_cors((
+                    StatusCode::BAD_REQUEST,
+                    "If-Match must be the stored packet's timestamp (microseconds since the epoch)\n",
+                ));
+            }
+        },
+    };
+    let client = client_address(peer.ip(), &headers, &s.trusted_proxies);
+    match relay.put(client, &key, &body, if_match).await {
+        Ok(()) => with_cors(StatusCode::NO_CONTENT),
+        Err((status, reason)) => with_cors((status, format!("{reason}\n"))),
+    }
+}
+
+/// `GET /pkarr/<key>`.
+pub async fn get(
+    State(s): State<HttpState>,
+    Path(key): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(relay) = &s.pkarr else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let stored = match relay.get(&key) {
+        Ok(Some(stored)) => stored,
+        Ok(None) => return with_cors(StatusCode::NOT_FOUND),
+        Err((status, reason)) => return with_cors((status, format!("{reason}\n"))),
+    };
+    let timestamp_us = stored.payload.get(64..72).map_or(0, |b| {
+        u64::from_be_bytes(b.try_into().expect("eight bytes"))
+    });
+    let modified = UNIX_EPOCH + Duration::from_secs(timestamp_us / 1_000_000);
+    let not_modified = headers
+        .get(header::IF_MODIFIED_SINCE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| httpdate::parse_http_date(v).ok())
+        .is_some_and(|since| modified <= since);
+    let cache = format!("public, max-age={}", stored.min_ttl.unwrap_or(0));
+    let last_modified = httpdate::fmt_http_date(modified);
+    let caching = [
+        (header::CACHE_CONTROL, cache),
+        (header::LAST_MODIFIED, last_modified),
+    ];
+    if not_modified {
+        return with_cors((StatusCode::NOT_MODIFIED, caching));
+    }
+    with_cors((
+        caching,
+        [(header::CONTENT_TYPE, PKARR_PACKET)],
+        stored.payload,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        h
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn prefixes_parse_and_match() {
+        let c: Cidr = "10.1.0.0/16".parse().unwrap();
+        assert!(c.contains(ip("10.1.2.3")) && !c.contains(ip("10.2.0.1")));
+        assert!(c.contains(ip("::ffff:10.1.9.9")), "IPv4-mapped peers count");
+        let v6: Cidr = "2001:db8::/32".parse().unwrap();
+        assert!(v6.contains(ip("2001:db8:1::1")) && !v6.contains(ip("2001:db9::1")));
+        assert!(!v6.contains(ip("10.1.2.3")));
+        let one: Cidr = "192.0.2.7".parse().unwrap();
+        assert!(one.contains(ip("192.0.2.7")) && !one.contains(ip("192.0.2.8")));
+        assert!(
+            "0.0.0.0/0"
+                .parse::<Cidr>()
+                .unwrap()
+                .contains(ip("203.0.113.1"))
+        );
+        for bad in ["10.0.0.0/33", "nope", "10.0.0.0/x", "::/129"] {
+            assert!(bad.parse::<Cidr>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn forwarded_addresses_count_only_from_trusted_proxies() {
+        let trusted: Vec<Cidr> = vec!["10.0.0.0/8".parse().unwrap()];
+        let xff = headers(&[("x-forwarded-for", "203.0.113.9, 10.0.0.5")]);
+        assert_eq!(
+            client_address(ip("10.0.0.1"), &xff, &trusted),
+            ip("203.0.113.9")
+        );
+        assert_eq!(
+            client_address(ip("198.51.100.1"), &xff, &trusted),
+            ip("198.51.100.1"),
+            "an untrusted peer cannot choose its address"
+        );
+        // A client's own spoofed entry sits left of the address our proxy saw.
+        let spoofed = headers(&[("x-forwarded-for", "1.2.3.4, 203.0.113.9")]);
+        assert_eq!(
+            client_address(ip("10.0.0.1"), &spoofed, &trusted),
+            ip("203.0.113.9")
+        );
+        let fwd = headers(&[
+            (
+                "forwarded",
+                "for=\"[2001:db8::17]:4711\";proto=https, for=10.0.0.9",
+            ),
+            ("x-forwarded-for", "192.0.2.1"),
+        ]);
+        assert_eq!(
+            client_address(ip("10.0.0.1"), &fwd, &trusted),
+            ip("2001:db8::17"),
+            "Forwarded wins over X-Forwarded-For"
+        );
+        let ported = headers(&[("forwarded", "for=192.0.2.44:1234")]);
+        assert_eq!(
+            client_address(ip("10.0.0.1"), &ported, &trusted),
+            ip("192.0.2.44")
+        );
+        assert_eq!(
+            client_address(ip("10.0.0.1"), &HeaderMap::new(), &trusted),
+            ip("10.0.0.1"),
+            "no header: the proxy itself"
+        );
+    }
+}
