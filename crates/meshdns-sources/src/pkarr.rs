@@ -525,6 +525,15 @@ impl Writer {
             .fetch_add(started.elapsed().as_micros() as u64, Relaxed);
         match outcome {
             Ok(()) => {
+                // Published first, expired after: a packet published already past its age
+                // went in and out of the database in this one commit.
+                let mut replies = Vec::with_capacity(decided.len());
+                for d in decided {
+                    if d.result.is_ok() {
+                        self.overlay.insert(d.key, d.published);
+                    }
+                    replies.push((d.reply, d.result));
+                }
                 for (_, key) in &expired {
                     self.overlay.remove(key);
                 }
@@ -534,11 +543,8 @@ impl Writer {
                         .fetch_add(expired.len() as u64, Relaxed);
                     info!(expired = expired.len(), "pkarr packets expired");
                 }
-                for d in decided {
-                    if d.result.is_ok() {
-                        self.overlay.insert(d.key, d.published);
-                    }
-                    let _ = d.reply.send(d.result);
+                for (reply, result) in replies {
+                    let _ = reply.send(result);
                 }
                 expired.len()
             }
