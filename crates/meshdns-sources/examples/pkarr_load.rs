@@ -9,8 +9,10 @@
 //!                                     --check, poll DNS after each 204 until the new version is
 //!                                     answered (publish → answer latency). With --pid, report the
 //!                                     server's CPU time per accepted PUT (from /proc).
-//! pkarr_load ready DNS ORIGIN FILE    wait until the last key of FILE is answered over DNS
+//! pkarr_load ready DNS ORIGIN FILE    wait until the first key of FILE is answered over DNS
 //!                                     and print the milliseconds it took
+//! pkarr_load missing FILE HTTP        GET every key of FILE and print how many the relay does
+//!                                     not have (acknowledged publishes lost)
 //! ```
 //!
 //! Signing happens in `sign`, before any measurement (signing in the loop measured the
@@ -112,6 +114,11 @@ fn put(conn: &mut BufReader<TcpStream>, p: &Packet) -> std::io::Result<u16> {
     let s = conn.get_mut();
     s.write_all(head.as_bytes())?;
     s.write_all(&p.payload)?;
+    read_response(conn)
+}
+
+/// Reads one HTTP/1.1 response (status line, headers, a Content-Length body); returns the status.
+fn read_response(conn: &mut BufReader<TcpStream>) -> std::io::Result<u16> {
     let mut line = String::new();
     conn.read_line(&mut line)?;
     let status: u16 = line
@@ -199,7 +206,7 @@ fn main() {
         Some("ready") => {
             let dns: SocketAddr = args[2].parse().unwrap();
             let packets = read(&args[4]);
-            let last = packets.last().unwrap();
+            let last = packets.first().unwrap();
             let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
             sock.set_read_timeout(Some(Duration::from_millis(20)))
                 .unwrap();
@@ -209,6 +216,19 @@ fn main() {
             println!("{}", started.elapsed().as_millis());
         }
         Some("put") => run_put(&args, &flag),
+        Some("missing") => {
+            let http: SocketAddr = args[3].parse().unwrap();
+            let mut conn = BufReader::new(TcpStream::connect(http).unwrap());
+            let mut missing = 0;
+            for p in read(&args[2]) {
+                let req = format!("GET /pkarr/{} HTTP/1.1\r\nHost: relay\r\n\r\n", p.z32);
+                conn.get_mut().write_all(req.as_bytes()).unwrap();
+                if read_response(&mut conn).unwrap() != 200 {
+                    missing += 1;
+                }
+            }
+            println!("{missing}");
+        }
         _ => {
             eprintln!("usage: see the top of crates/meshdns-sources/examples/pkarr_load.rs");
             std::process::exit(2);

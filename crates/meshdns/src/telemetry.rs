@@ -146,6 +146,28 @@ pub fn render(
             "meshdns_pkarr_expired_total {}",
             c.expired.load(Relaxed)
         );
+        header(
+            &mut out,
+            "meshdns_pkarr_commits_total",
+            "Commits of the pkarr store (each makes a batch of publishes durable).",
+            "counter",
+        );
+        let _ = writeln!(
+            out,
+            "meshdns_pkarr_commits_total {}",
+            c.commits.load(Relaxed)
+        );
+        header(
+            &mut out,
+            "meshdns_pkarr_commit_seconds_total",
+            "Time the pkarr store spent deciding and committing batches (fsync included).",
+            "counter",
+        );
+        let _ = writeln!(
+            out,
+            "meshdns_pkarr_commit_seconds_total {}",
+            c.commit_micros.load(Relaxed) as f64 / 1e6
+        );
     }
     out
 }
