@@ -16,6 +16,7 @@
 #   4. queries: dnsperf at a fixed 20,000 q/s on published names (pkarr) for 10 s; server CPU
 #              µs per query. Server `meshdns-zonefile` serves the same names and records from a
 #              zone file instead (steps 2 and 4 only): the baseline for pkarr names' CPU per query.
+# REUSE=1 keeps a data directory filled by an earlier run and skips step 1.
 # Results: $OUT/pkarr_scale_N.txt (default OUT=/tmp/meshdns-bench-out).
 #
 # Needs: a release build (cargo build --release --bin meshdns --example pkarr_load -p
@@ -41,7 +42,8 @@ say() { echo "$*" | tee -a "$RESULT"; }
 
 # Pre-signed packets: N endpoints (version 1), and the stream's re-publishes (version 2).
 [ -s "$DATA/v1_$N.bin" ] || "$LOAD" sign "$N" 1 "$DATA/v1_$N.bin"
-[ -s "$DATA/v2_$STREAM.bin" ] || "$LOAD" sign "$STREAM" 2 "$DATA/v2_$STREAM.bin"
+# Signed now, so they are newer than anything stored (a relay refuses older packets with 409).
+"$LOAD" sign "$STREAM" 2 "$DATA/v2_$STREAM.bin"
 # Queries on published names: 90% the TXT of a stored endpoint, 10% unknown keys (NXDOMAIN).
 python3 - "$DATA/v1_$N.bin" "$DATA/queries_$N.txt" <<'EOF'
 import random, struct, sys
@@ -87,10 +89,12 @@ ports() { case $1 in meshdns-zonefile) echo "- 127.0.0.1:5307";; meshdns) echo "
 stop() { kill "$1" 2>/dev/null || true; for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done; kill -9 "$1" 2>/dev/null || true; }
 
 for s in $SERVERS; do
-  dir="$RUN/$s-$N"; rm -rf "$dir" "$dir.log" "$dir.toml"; mkdir -p "$dir"
+  dir="$RUN/$s-$N"
+  fill=1
+  if [ "${REUSE:-0}" = 1 ] && [ -d "$dir" ]; then fill=0; else rm -rf "$dir" "$dir.log" "$dir.toml"; mkdir -p "$dir"; fi
   read -r http dns <<< "$(ports "$s")"
   say "== $s, $N endpoints"
-  if [ "$s" != meshdns-zonefile ]; then
+  if [ "$s" != meshdns-zonefile ] && [ "$fill" = 1 ]; then
   pid=$(start "$s" "$dir")
   until curl -s -o /dev/null "http://$http/healthz"; do sleep 0.1; done
   say "fill:    $(taskset -c 1 "$LOAD" put "$DATA/v1_$N.bin" "$http" "$dns" bench.test. --conns 64 --pid "$pid")"
