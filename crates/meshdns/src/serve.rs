@@ -38,6 +38,9 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
         config.put_burst = settings
             .pkarr_put_burst
             .unwrap_or(defaults::PKARR_PUT_BURST);
+        config.commit_window = settings
+            .pkarr_commit_window
+            .unwrap_or(defaults::PKARR_COMMIT_WINDOW);
         let store = PkarrStore::open(config)
             .with_context(|| format!("cannot open the pkarr store in {}", data_dir.display()))?;
         if settings.http.is_none() {

@@ -107,12 +107,22 @@ impl Zone {
     /// Looks `name` up. `name` is lower-cased wire format at or below the origin.
     pub fn lookup(&self, name: &[u8]) -> Lookup<'_> {
         debug_assert!(is_wire_subdomain(name, self.origin.wire()));
+        self.lookup_with(name, |n| self.node(n))
+    }
+
+    /// [`Zone::lookup`], with `node` finding the node at a name (the zone's own, or merged with
+    /// what a key published there).
+    pub(super) fn lookup_with<'a, 'q>(
+        &'a self,
+        name: &'q [u8],
+        node: impl Fn(&'q [u8]) -> Option<Node<'a>>,
+    ) -> Lookup<'a> {
         if self.has_cuts
             && let Some(found) = self.find_cut(name)
         {
             return found;
         }
-        if let Some(node) = self.node(name) {
+        if let Some(node) = node(name) {
             return if node.is_empty() {
                 Lookup::EmptyNonTerminal
             } else {
@@ -120,7 +130,7 @@ impl Zone {
             };
         }
         if self.has_wildcards
-            && let Some(node) = self.find_wildcard(name)
+            && let Some(node) = self.find_wildcard_from(name, |n| node(n).is_some())
         {
             return Lookup::Wildcard(node);
         }
@@ -146,13 +156,9 @@ impl Zone {
         None
     }
 
-    /// The wildcard node at `*.<closest encloser>` (RFC 4592 §3.3.1), if any.
-    pub(super) fn find_wildcard(&self, name: &[u8]) -> Option<Node<'_>> {
-        self.find_wildcard_from(name, |n| self.node(n).is_some())
-    }
-
-    /// [`Zone::find_wildcard`], with `exists` telling which names exist (the closest encloser
-    /// may be a name only published data gives).
+    /// The wildcard node at `*.<closest encloser>` (RFC 4592 §3.3.1), if any, with `exists`
+    /// telling which names exist (the closest encloser may be a name only published data
+    /// gives).
     pub(super) fn find_wildcard_from<'q>(
         &self,
         name: &'q [u8],

@@ -348,25 +348,6 @@ impl<'n> ZoneView<'n> {
         if self.published(name).is_none() {
             return self.zone.lookup(name);
         }
-        if self.zone.has_cuts
-            && let Some(found) = self.zone.find_cut(name)
-        {
-            return found;
-        }
-        if let Some(node) = self.node(name) {
-            return if node.is_empty() {
-                Lookup::EmptyNonTerminal
-            } else {
-                Lookup::Found(node)
-            };
-        }
-        if self.zone.has_wildcards
-            && let Some(node) = self
-                .zone
-                .find_wildcard_from(name, |n| self.node(n).is_some())
-        {
-            return Lookup::Wildcard(node);
-        }
-        Lookup::NxDomain
+        self.zone.lookup_with(name, |n| self.node(n))
     }
 }

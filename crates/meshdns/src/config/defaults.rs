@@ -34,6 +34,8 @@ pub const PKARR_PUT_LIMIT: u32 = 0;
 /// pkarr publishes one client address may make at once when a limit is set: a thousand iroh
 /// endpoints behind one NAT starting together each publish once.
 pub const PKARR_PUT_BURST: u32 = 1000;
+/// The pkarr store commits what is queued at once.
+pub const PKARR_COMMIT_WINDOW: Duration = Duration::ZERO;
 /// Log filter.
 pub const LOG_LEVEL: &str = "info";
 /// Log format.

@@ -125,6 +125,11 @@ pub struct ServeConfig {
     #[arg(long, value_name = "N", value_parser = values::at_least_one_u32, help_heading = "pkarr relay")]
     #[serde(default, deserialize_with = "de::at_least_one_u32")]
     pub pkarr_put_burst: Option<u32>,
+    /// How long the pkarr store gathers publishes before one commit (fsync): less CPU and disk
+    /// per publish under load, for up to that much more publish latency [default: 0s].
+    #[arg(long, value_name = "DURATION", value_parser = values::duration, help_heading = "pkarr relay")]
+    #[serde(default, deserialize_with = "de::duration")]
+    pub pkarr_commit_window: Option<Duration>,
     /// A reverse proxy (address or prefix) whose Forwarded / X-Forwarded-For headers name the
     /// client, for the pkarr rate limit and logs (repeatable); ignored from other peers
     /// [default: none].
@@ -198,6 +203,7 @@ impl ServeConfig {
                 pkarr_max_age,
                 pkarr_put_limit,
                 pkarr_put_burst,
+                pkarr_commit_window,
                 trusted_proxies,
                 udp_sockets,
                 workers,

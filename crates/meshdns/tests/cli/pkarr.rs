@@ -182,13 +182,7 @@ fn publishes_over_the_configured_rate_get_429() {
     ]);
     let secret = SecretKey::generate();
     let path = format!("/pkarr/{}", secret.public().to_z32());
-    let packet = |port: u16| {
-        EndpointInfo::new(secret.public())
-            .with_ip_addrs(vec![SocketAddr::from(([192, 0, 2, 1], port))])
-            .to_pkarr_signed_packet(&secret, 30)
-            .unwrap()
-            .to_relay_payload()
-    };
+    let packet = |port: u16| signed(&secret, port);
     assert_eq!(http(m.http.unwrap(), "PUT", &path, None, &packet(1)).0, 204);
     let (status, _, text) = http(m.http.unwrap(), "PUT", &path, None, &packet(2));
     assert_eq!(status, 429, "{}", String::from_utf8_lossy(&text));
@@ -259,15 +253,19 @@ async fn a_records_file_takes_precedence_over_a_pkarr_publish_for_the_same_name(
     );
 }
 
+/// A relay payload signed by `secret` now, holding the address 192.0.2.1:`port`.
+fn signed(secret: &SecretKey, port: u16) -> Vec<u8> {
+    EndpointInfo::new(secret.public())
+        .with_ip_addrs(vec![SocketAddr::from(([192, 0, 2, 1], port))])
+        .to_pkarr_signed_packet(secret, 30)
+        .unwrap()
+        .to_relay_payload()
+}
+
 /// A signed relay payload for a fresh key, and the key's z32.
 fn fresh_publish(port: u16) -> (String, Vec<u8>) {
     let secret = SecretKey::generate();
-    let payload = EndpointInfo::new(secret.public())
-        .with_ip_addrs(vec![SocketAddr::from(([192, 0, 2, 1], port))])
-        .to_pkarr_signed_packet(&secret, 30)
-        .unwrap()
-        .to_relay_payload();
-    (secret.public().to_z32(), payload)
+    (secret.public().to_z32(), signed(&secret, port))
 }
 
 #[test]
@@ -343,13 +341,7 @@ fn conditional_publishes_and_caching_headers() {
     let addr = m.http.unwrap();
     let secret = SecretKey::generate();
     let path = format!("/pkarr/{}", secret.public().to_z32());
-    let packet = |port: u16| {
-        EndpointInfo::new(secret.public())
-            .with_ip_addrs(vec![SocketAddr::from(([192, 0, 2, 1], port))])
-            .to_pkarr_signed_packet(&secret, 30)
-            .unwrap()
-            .to_relay_payload()
-    };
+    let packet = |port: u16| signed(&secret, port);
     let stamp = |p: &[u8]| u64::from_be_bytes(p[64..72].try_into().unwrap());
     let first = packet(1);
     assert_eq!(http(addr, "PUT", &path, None, &first).0, 204);
@@ -452,4 +444,107 @@ fn acknowledged_publishes_survive_kill_9() {
     }
     let (_, metrics) = m.get("/metrics");
     assert!(metrics.contains("meshdns_pkarr_packets 200"), "{metrics}");
+}
+
+/// `signed`, re-signed as if published `age` ago.
+fn signed_ago(secret: &SecretKey, port: u16, age: std::time::Duration) -> Vec<u8> {
+    let now = signed(secret, port);
+    let message = &now[72..];
+    let stamp = u64::from_be_bytes(now[64..72].try_into().unwrap()) - age.as_micros() as u64;
+    let mut signable = format!("3:seqi{stamp}e1:v{}:", message.len()).into_bytes();
+    signable.extend_from_slice(message);
+    let mut out = secret.sign(&signable).to_bytes().to_vec();
+    out.extend_from_slice(&stamp.to_be_bytes());
+    out.extend_from_slice(message);
+    out
+}
+
+/// A publish, a re-publish and an expiry each change the answers of their own key and leave
+/// every other key's answer byte for byte as it was.
+#[test]
+fn publishes_and_expiry_change_only_their_own_key() {
+    let data = tempfile::tempdir().unwrap();
+    let m = Meshdns::serve(&[
+        "--pkarr",
+        ORIGIN,
+        "--data-dir",
+        data.path().to_str().unwrap(),
+        "--http",
+        "127.0.0.1:0",
+        "--pkarr-max-age",
+        "60s",
+    ]);
+    let addr = m.http.unwrap();
+    let keys: Vec<SecretKey> = (0..3).map(|_| SecretKey::generate()).collect();
+    let put = |k: &SecretKey, payload: &[u8]| {
+        http(
+            addr,
+            "PUT",
+            &format!("/pkarr/{}", k.public().to_z32()),
+            None,
+            payload,
+        )
+        .0
+    };
+    let answer = |k: &SecretKey| {
+        // The status and the answer records (the query ID and timings vary).
+        let out = dig(
+            m.dns,
+            &[
+                &format!("_iroh.{}.{ORIGIN}", k.public().to_z32()),
+                "TXT",
+                "+noall",
+                "+answer",
+                "+comments",
+            ],
+        );
+        let status = out
+            .split("status: ")
+            .nth(1)
+            .and_then(|s| s.split(',').next())
+            .unwrap_or("no reply")
+            .to_string();
+        let records = out
+            .lines()
+            .filter(|l| !l.starts_with(';') && !l.trim().is_empty());
+        std::iter::once(status)
+            .chain(records.map(str::to_string))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    // Key 0 publishes 58 s in the past: it expires within seconds of a 60 s maximum age.
+    assert_eq!(
+        put(
+            &keys[0],
+            &signed_ago(&keys[0], 1, std::time::Duration::from_secs(58))
+        ),
+        204
+    );
+    assert_eq!(put(&keys[1], &signed(&keys[1], 1)), 204);
+    let before: Vec<String> = keys.iter().map(answer).collect();
+    assert!(before[0].contains("192.0.2.1:1") && before[1].contains("192.0.2.1:1"));
+    assert!(before[2].contains("NXDOMAIN"), "{}", before[2]);
+
+    // Key 2 publishes, key 1 re-publishes: key 0's answer is unchanged.
+    assert_eq!(put(&keys[2], &signed(&keys[2], 2)), 204);
+    assert_eq!(put(&keys[1], &signed(&keys[1], 3)), 204);
+    assert_eq!(answer(&keys[0]), before[0]);
+    assert!(answer(&keys[1]).contains("192.0.2.1:3"));
+    assert!(answer(&keys[2]).contains("192.0.2.1:2"));
+    let after_publishes: Vec<String> = keys.iter().map(answer).collect();
+
+    // Key 0 expires (the store checks every second); keys 1 and 2 answer as before.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !answer(&keys[0]).contains("NXDOMAIN") {
+        assert!(std::time::Instant::now() < deadline, "key 0 never expired");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(answer(&keys[1]), after_publishes[1]);
+    assert_eq!(answer(&keys[2]), after_publishes[2]);
+    let (_, metrics) = m.get("/metrics");
+    assert!(
+        metrics.contains("meshdns_pkarr_expired_total 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("meshdns_pkarr_packets 2"), "{metrics}");
 }
