@@ -16,7 +16,8 @@
 #   4. queries: dnsperf at a fixed 20,000 q/s on published names (pkarr) for 10 s; server CPU
 #              µs per query. Server `meshdns-zonefile` serves the same names and records from a
 #              zone file instead (steps 2 and 4 only): the baseline for pkarr names' CPU per query.
-# REUSE=1 keeps a data directory filled by an earlier run and skips step 1.
+# REUSE=1 keeps a data directory filled by an earlier run and skips step 1. EXTRA adds flags
+# to `meshdns serve` (say EXTRA="--pkarr-commit-window 2ms").
 # Results: $OUT/pkarr_scale_N.txt (default OUT=/tmp/meshdns-bench-out).
 #
 # Needs: a release build (cargo build --release --bin meshdns --example pkarr_load -p
@@ -43,7 +44,8 @@ say() { echo "$*" | tee -a "$RESULT"; }
 # Pre-signed packets: N endpoints (version 1), and the stream's re-publishes (version 2).
 [ -s "$DATA/v1_$N.bin" ] || "$LOAD" sign "$N" 1 "$DATA/v1_$N.bin"
 # Signed now, so they are newer than anything stored (a relay refuses older packets with 409).
-"$LOAD" sign "$STREAM" 2 "$DATA/v2_$STREAM.bin"
+# The version (the addr port) differs from every earlier run's, so an answer tells it apart.
+"$LOAD" sign "$STREAM" $(( $(date +%s) % 60000 + 2 )) "$DATA/v2_$STREAM.bin"
 # Queries on published names: 90% the TXT of a stored endpoint, 10% unknown keys (NXDOMAIN).
 python3 - "$DATA/v1_$N.bin" "$DATA/queries_$N.txt" <<'EOF'
 import random, struct, sys
@@ -78,8 +80,9 @@ start() { # start NAME DIR -> PID
   case $1 in
     meshdns-zonefile) taskset -c 0 "$MESHDNS" serve --zone-file "bench.test.=$DATA/zone_$N.zone" \
                --listen 127.0.0.1:5307 --udp-sockets 1 --workers 1 --log-level warn > "$2.log" 2>&1 & ;;
+    # shellcheck disable=SC2086
     meshdns) taskset -c 0 "$MESHDNS" serve --pkarr bench.test. --http 127.0.0.1:5381 --data-dir "$2" \
-               --listen 127.0.0.1:5306 --udp-sockets 1 --workers 1 --log-level warn > "$2.log" 2>&1 & ;;
+               --listen 127.0.0.1:5306 --udp-sockets 1 --workers 1 --log-level warn ${EXTRA:-} > "$2.log" 2>&1 & ;;
     iroh) sed -e "s#@RUN@#$2#g" "$HERE/conf/iroh-dns-server.toml" > "$2.toml"
           TOKIO_WORKER_THREADS=1 RUST_LOG=warn taskset -c 0 "$IROH" -c "$2.toml" > "$2.log" 2>&1 & ;;
   esac

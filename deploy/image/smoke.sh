@@ -42,7 +42,8 @@ echo "image built FROM scratch with: $(cd "$root" && find . -name '*.so*' | sort
 
 port=$((20000 + RANDOM % 20000))
 if version=$($podman run --rm --network host localhost/meshdns-smoke --version 2>"$work/run.err"); then
-  run() { $podman run --rm --read-only --network host localhost/meshdns-smoke "$@"; }
+  # `run` is only called in subshells ($(…) and &): exec makes $! the server itself.
+  run() { exec $podman run --rm --read-only --network host localhost/meshdns-smoke "$@"; }
   how="podman run"
 else
   echo "podman run cannot start containers here: $(tail -1 "$work/run.err")"
@@ -50,7 +51,7 @@ else
   # A private mount namespace with the image's root remounted read-only, as the manifests'
   # readOnlyRootFilesystem makes it.
   run() {
-    unshare -m sh -c 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" &&
+    exec unshare -m sh -c 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" &&
       exec chroot --userspec 65532:65532 "$0" /usr/local/bin/meshdns "$@"' "$mnt" "$@"
   }
   version=$(run --version)
