@@ -14,14 +14,21 @@ use crate::*;
 const ORIGIN: &str = "dns.example.org";
 
 fn serve(data_dir: &std::path::Path) -> Meshdns {
-    Meshdns::serve(&[
+    serve_with(data_dir, &[])
+}
+
+/// A relay for ORIGIN keeping its packets in `data_dir`, with `extra` flags.
+fn serve_with(data_dir: &std::path::Path, extra: &[&str]) -> Meshdns {
+    let mut args = vec![
         "--pkarr",
         ORIGIN,
         "--data-dir",
         data_dir.to_str().unwrap(),
         "--http",
         "127.0.0.1:0",
-    ])
+    ];
+    args.extend_from_slice(extra);
+    Meshdns::serve(&args)
 }
 
 #[tokio::test]
@@ -168,18 +175,10 @@ async fn iroh_publishes_and_resolves_through_meshdns() {
 #[test]
 fn publishes_over_the_configured_rate_get_429() {
     let data = tempfile::tempdir().unwrap();
-    let m = Meshdns::serve(&[
-        "--pkarr",
-        ORIGIN,
-        "--data-dir",
-        data.path().to_str().unwrap(),
-        "--http",
-        "127.0.0.1:0",
-        "--pkarr-put-limit",
-        "1",
-        "--pkarr-put-burst",
-        "1",
-    ]);
+    let m = serve_with(
+        data.path(),
+        &["--pkarr-put-limit", "1", "--pkarr-put-burst", "1"],
+    );
     let secret = SecretKey::generate();
     let path = format!("/pkarr/{}", secret.public().to_z32());
     let packet = |port: u16| signed(&secret, port);
@@ -206,16 +205,7 @@ async fn a_records_file_takes_precedence_over_a_pkarr_publish_for_the_same_name(
             id.to_z32()
         ),
     );
-    let m = Meshdns::serve(&[
-        "--records",
-        &file,
-        "--pkarr",
-        ORIGIN,
-        "--data-dir",
-        data.path().to_str().unwrap(),
-        "--http",
-        "127.0.0.1:0",
-    ]);
+    let m = serve_with(data.path(), &["--records", &file]);
     let payload = EndpointInfo::new(id)
         .with_ip_addrs(vec!["192.0.2.1:2".parse().unwrap()])
         .to_pkarr_signed_packet(&secret, 30)
@@ -272,21 +262,9 @@ fn fresh_publish(port: u16) -> (String, Vec<u8>) {
 fn the_rate_limit_keys_on_the_address_a_trusted_proxy_names() {
     let data = tempfile::tempdir().unwrap();
     let limited = |extra: &[&str]| {
-        let dir = data.path().join(extra.len().to_string());
-        let mut args = vec![
-            "--pkarr",
-            ORIGIN,
-            "--data-dir",
-            dir.to_str().unwrap(),
-            "--http",
-            "127.0.0.1:0",
-            "--pkarr-put-limit",
-            "1",
-            "--pkarr-put-burst",
-            "1",
-        ];
+        let mut args = vec!["--pkarr-put-limit", "1", "--pkarr-put-burst", "1"];
         args.extend_from_slice(extra);
-        Meshdns::serve(&args.iter().map(|s| &**s).collect::<Vec<_>>())
+        serve_with(&data.path().join(extra.len().to_string()), &args)
     };
     let put_from = |m: &Meshdns, client: &str| {
         let (key, payload) = fresh_publish(1);
@@ -464,16 +442,7 @@ fn signed_ago(secret: &SecretKey, port: u16, age: std::time::Duration) -> Vec<u8
 #[test]
 fn publishes_and_expiry_change_only_their_own_key() {
     let data = tempfile::tempdir().unwrap();
-    let m = Meshdns::serve(&[
-        "--pkarr",
-        ORIGIN,
-        "--data-dir",
-        data.path().to_str().unwrap(),
-        "--http",
-        "127.0.0.1:0",
-        "--pkarr-max-age",
-        "60s",
-    ]);
+    let m = serve_with(data.path(), &["--pkarr-max-age", "60s"]);
     let addr = m.http.unwrap();
     let keys: Vec<SecretKey> = (0..3).map(|_| SecretKey::generate()).collect();
     let put = |k: &SecretKey, payload: &[u8]| {
