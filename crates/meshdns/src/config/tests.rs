@@ -195,6 +195,27 @@ fn every_toggle_overrides_the_file_in_both_directions() {
 }
 
 #[test]
+fn the_relay_settings_read_from_flags_and_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "c.yaml",
+        "serve: {trustedProxies: [10.0.0.0/8, '2001:db8::/32'], pkarrPutBurst: 50, pkarrCommitWindow: 2ms}\n",
+    );
+    let s = serve(&["serve", "-c", &cfg]);
+    let shown: Vec<String> = s.trusted_proxies.iter().map(|c| c.to_string()).collect();
+    assert_eq!(shown, ["10.0.0.0/8", "2001:db8::/32"]);
+    assert_eq!(s.pkarr_put_burst, Some(50));
+    assert_eq!(
+        s.pkarr_commit_window,
+        Some(std::time::Duration::from_millis(2))
+    );
+    let s = serve(&["serve", "-c", &cfg, "--trusted-proxy", "192.0.2.7"]);
+    let shown: Vec<String> = s.trusted_proxies.iter().map(|c| c.to_string()).collect();
+    assert_eq!(shown, ["192.0.2.7/32"], "flags replace the file's list");
+}
+
+#[test]
 fn lists_given_as_flags_replace_the_files() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write(
@@ -217,6 +238,9 @@ fn bad_values_are_refused_before_anything_starts() {
         &["serve", "--default-ttl", "forever"],
         &["serve", "--workers", "0"],
         &["serve", "--doh=maybe"],
+        &["serve", "--trusted-proxy", "10.0.0.0/33"],
+        &["serve", "--pkarr-put-burst", "0"],
+        &["serve", "--pkarr-commit-window", "soon"],
         &["controller", "iroh"],
         &["render", "iroh", "-f", "x.yaml"],
     ] {
@@ -252,6 +276,11 @@ fn bad_values_in_the_file_are_refused_naming_key_and_file() {
         ("serve:\n  logFormat: xml\n", "unknown variant `xml`"),
         ("serve:\n  zones: ['bad..name']\n", "bad..name"),
         ("serve:\n  ednsPayload: 100\n", "512 to 65535"),
+        (
+            "serve:\n  trustedProxies: [10.0.0.0/8, nope]\n",
+            "\"nope\" is not an address or prefix",
+        ),
+        ("serve:\n  pkarrPutBurst: 0\n", "at least 1"),
         ("serv:\n  listen: []\n", "unknown field `serv`"),
     ] {
         let cfg = write(dir.path(), "c.yaml", text);
