@@ -56,16 +56,9 @@ impl Catalog {
             .map(|s| (&*s.zone, s.overlay.as_deref()))
     }
 
-    /// The keys published under the zone `origin`, if any.
-    pub fn overlay(&self, origin: &Name) -> Option<&Arc<Overlay>> {
-        self.zones.get(origin)?.overlay.as_ref()
-    }
-
     /// The zone whose origin is the longest suffix of `qname` (lower-cased wire format).
     pub fn find_zone(&self, qname: &[u8]) -> Option<&Zone> {
-        label_offsets(qname)
-            .find_map(|o| self.zones.get(&qname[o..]))
-            .map(|s| &*s.zone)
+        self.find(qname).map(|(zone, _)| zone)
     }
 
     /// The zone with exactly this origin.

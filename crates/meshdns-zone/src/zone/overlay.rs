@@ -260,6 +260,18 @@ impl OverlayReader<'_> {
 
 const Z32: &[u8; 32] = b"ybndrfg8ejkmcpqxot1uwisza345h769";
 
+/// Each byte's z-base-32 value, 0xFF for bytes outside the alphabet: a label is decoded on
+/// every query under a pkarr origin.
+const Z32_VALUE: [u8; 256] = {
+    let mut t = [0xFF; 256];
+    let mut i = 0;
+    while i < 32 {
+        t[Z32[i] as usize] = i as u8;
+        i += 1;
+    }
+    t
+};
+
 /// The z-base-32 spelling of a key (52 characters), as pkarr names keys.
 pub fn label_of_key(key: &Key) -> [u8; 52] {
     let mut out = [0u8; 52];
@@ -286,7 +298,10 @@ pub fn key_of_label(label: &[u8]) -> Option<Key> {
     let mut out = [0u8; 32];
     let (mut acc, mut bits, mut at) = (0u32, 0u32, 0usize);
     for &c in label {
-        let v = Z32.iter().position(|&a| a == c)? as u32;
+        let v = match Z32_VALUE[usize::from(c)] {
+            0xFF => return None,
+            v => u32::from(v),
+        };
         acc = acc << 5 | v;
         bits += 5;
         if bits >= 8 {
@@ -333,21 +348,35 @@ impl<'n> ZoneView<'n> {
 
     /// The node at exactly `name`, the zone's and the published data merged.
     pub fn node(&self, name: &'n [u8]) -> Option<Node<'n>> {
+        let extra = self.published(name).and_then(|(prefix, p)| p.node(prefix));
+        self.merged(name, extra)
+    }
+
+    /// The zone's node at `name`, with `extra` (published data there) beside it.
+    fn merged(&self, name: &'n [u8], extra: Option<&'n [u8]>) -> Option<Node<'n>> {
         let base = self.zone.node(name);
-        let Some(extra) = self.published(name).and_then(|(prefix, p)| p.node(prefix)) else {
-            return base;
-        };
+        let Some(extra) = extra else { return base };
         Some(match base {
             Some(b) => b.with_extra(extra),
             None => Node::published(name, extra),
         })
     }
 
-    /// Looks `name` up (lower-cased wire format at or below the origin).
+    /// Looks `name` up (lower-cased wire format at or below the origin). The key is found once:
+    /// every name the lookup tries (the name, then its ancestors for a wildcard's closest
+    /// encloser) is the name or a suffix of it, under the same key or above it.
     pub fn lookup(&self, name: &'n [u8]) -> Lookup<'n> {
-        if self.published(name).is_none() {
+        let Some((prefix, published)) = self.published(name) else {
             return self.zone.lookup(name);
-        }
-        self.zone.lookup_with(name, |n| self.node(n))
+        };
+        // `<key>.<origin>`: names at least this long are under the key.
+        let key_name_len = name.len() - prefix.len();
+        self.zone.lookup_with(name, |n| {
+            let extra = n
+                .len()
+                .checked_sub(key_name_len)
+                .and_then(|at| published.node(&n[..at]));
+            self.merged(n, extra)
+        })
     }
 }
