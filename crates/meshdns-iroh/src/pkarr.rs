@@ -85,7 +85,11 @@ impl SignedPacket {
             payload: payload.to_vec(),
         };
         // Refuse now what could never be served.
-        signed.records(&Name::root())?;
+        signed.visit(|_, rtype, _, rdata| {
+            RData::from_wire(rtype, rdata)
+                .map(drop)
+                .ok_or(PacketError::Dns("record data does not parse"))
+        })?;
         Ok(signed)
     }
 
@@ -165,6 +169,16 @@ impl SignedPacket {
         compile(timestamp_us, |f| {
             visit_message(&payload[PAYLOAD_HEADER..], z32, f)
         })
+    }
+
+    /// The smallest TTL of the served records (`None` without any).
+    pub fn min_ttl(&self) -> Option<u32> {
+        let mut min: Option<u32> = None;
+        let _ = self.visit(|_, _, ttl, _| {
+            min = Some(min.map_or(ttl, |m| m.min(ttl)));
+            Ok(())
+        });
+        min
     }
 
     /// The records compiled for serving beside a zone (see [`meshdns_zone::Overlay`]), stamped

@@ -22,7 +22,7 @@ pub mod zonefile;
 
 pub use content::{FileKind, ParseSettings, Parsed, Problem, ZoneContent};
 pub use feed::BytesFeed;
-pub use pkarr::{PkarrConfig, PkarrStore, PutError};
+pub use pkarr::{PkarrConfig, PkarrStore, PutError, StoredPacket};
 pub use read::{read_manifests, read_source};
 pub use records::parse;
 pub use snapshot::{CompiledSource, Loaded, SourceInput, assemble, compile, load, load_parsed};

@@ -170,17 +170,47 @@ impl PkarrCounters {
 
 type Reply = tokio::sync::oneshot::Sender<Result<(), PutError>>;
 
+/// A verified publish on its way to the writer.
+struct Put {
+    key: Key,
+    payload: Vec<u8>,
+    timestamp_us: u64,
+    published: Published,
+    if_match: Option<u64>,
+    reply: Reply,
+}
+
 enum Job {
-    Put {
-        key: Key,
-        payload: Vec<u8>,
-        timestamp_us: u64,
-        published: Published,
-        if_match: Option<u64>,
-        reply: Reply,
-    },
+    Put(Put),
     /// Expire now (tests), answering with how many went.
     Expire(std::sync::mpsc::Sender<usize>),
+}
+
+/// Stores `payload` as `key`'s packet at `timestamp_us` in both tables, replacing the row of
+/// the packet stored at `old` (if any).
+fn write_row(
+    packets: &mut redb::Table<'_, &'static [u8; 32], &'static [u8]>,
+    by_time: &mut redb::Table<'_, (u64, &'static [u8; 32]), ()>,
+    key: &Key,
+    payload: &[u8],
+    timestamp_us: u64,
+    old: Option<u64>,
+) -> Result<(), redb::StorageError> {
+    packets.insert(key, payload)?;
+    if let Some(old) = old {
+        by_time.remove((old, key))?;
+    }
+    by_time.insert((timestamp_us, key), ())?;
+    Ok(())
+}
+
+/// A stored packet, as `GET /pkarr/<key>` serves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPacket {
+    /// The relay payload, exactly as published.
+    pub payload: Vec<u8>,
+    /// The smallest TTL of its records (`None` without records).
+    pub min_ttl: Option<u32>,
 }
 
 /// The relay's packets.
@@ -313,14 +343,14 @@ impl PkarrStore {
             return Err(PutError::Stale);
         }
         let (reply, done) = tokio::sync::oneshot::channel();
-        let job = Job::Put {
+        let job = Job::Put(Put {
             key: *id.as_bytes(),
             published: packet.published(),
             timestamp_us: packet.timestamp_us,
             payload: packet.payload().to_vec(),
             if_match,
             reply,
-        };
+        });
         let jobs = self.jobs.as_ref().ok_or(PutError::Busy)?;
         match jobs.try_send(job) {
             Ok(()) => {}
@@ -360,15 +390,21 @@ impl PkarrStore {
         }
     }
 
-    /// The stored relay payload of a key, if any.
-    pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>, PutError> {
+    /// The stored packet of a key, if any.
+    pub fn get(&self, key: &str) -> Result<Option<StoredPacket>, PutError> {
         let id = parse_endpoint_id(key).map_err(|e| PutError::Key(e.to_string()))?;
         let read = || -> Result<Option<Vec<u8>>, redb::Error> {
             let txn = self.db.begin_read()?;
             let table = txn.open_table(PACKETS)?;
             Ok(table.get(id.as_bytes())?.map(|v| v.value().to_vec()))
         };
-        read().map_err(|e| PutError::Io(e.to_string()))
+        let payload = read().map_err(|e| PutError::Io(e.to_string()))?;
+        Ok(payload.map(|payload| {
+            let min_ttl = SignedPacket::from_stored(&id, &payload)
+                .ok()
+                .and_then(|p| p.min_ttl());
+            StoredPacket { payload, min_ttl }
+        }))
     }
 
     /// Drops the packets older than the configured age now (the writer also does so every
@@ -450,7 +486,7 @@ impl Writer {
             let mut puts = Vec::with_capacity(batch.len());
             for job in batch {
                 match job {
-                    Job::Put { .. } => puts.push(job),
+                    Job::Put(put) => puts.push(put),
                     Job::Expire(tx) => {
                         expire_now = true;
                         waiting.push(tx);
@@ -468,7 +504,7 @@ impl Writer {
     }
 
     /// Decides and commits one batch; returns how many packets expired.
-    fn commit(&self, puts: Vec<Job>, expire: bool) -> usize {
+    fn commit(&self, puts: Vec<Put>, expire: bool) -> usize {
         if puts.is_empty() && !expire {
             return 0;
         }
@@ -482,18 +518,15 @@ impl Writer {
                 let mut by_time = txn.open_table(BY_TIME)?;
                 // Timestamps decided in this batch (a key may publish twice in one).
                 let mut staged: HashMap<Key, u64> = HashMap::new();
-                for job in puts {
-                    let Job::Put {
-                        key,
-                        payload,
-                        timestamp_us,
-                        published,
-                        if_match,
-                        reply,
-                    } = job
-                    else {
-                        continue;
-                    };
+                for Put {
+                    key,
+                    payload,
+                    timestamp_us,
+                    published,
+                    if_match,
+                    reply,
+                } in puts
+                {
                     let stored = staged
                         .get(&key)
                         .copied()
@@ -502,11 +535,14 @@ impl Writer {
                         (Some(m), s) if s != Some(m) => Err(PutError::Changed { stored: s }),
                         (_, Some(s)) if s >= timestamp_us => Err(PutError::Stale),
                         _ => {
-                            packets.insert(&key, payload.as_slice())?;
-                            if let Some(old) = stored {
-                                by_time.remove((old, &key))?;
-                            }
-                            by_time.insert((timestamp_us, &key), ())?;
+                            write_row(
+                                &mut packets,
+                                &mut by_time,
+                                &key,
+                                &payload,
+                                timestamp_us,
+                                stored,
+                            )?;
                             staged.insert(key, timestamp_us);
                             Ok(())
                         }
@@ -658,14 +694,19 @@ fn migrate(db: &Database, dir: &Path) -> std::io::Result<()> {
                     .get(&key)
                     .map_err(io)?
                     .map(|v| v.value()[64..72].try_into().map(u64::from_be_bytes));
-                if let Some(Ok(old)) = stored {
-                    if old >= p.timestamp_us {
-                        continue;
-                    }
-                    by_time.remove((old, &key)).map_err(io)?;
+                let old = stored.and_then(Result::ok);
+                if old.is_some_and(|old| old >= p.timestamp_us) {
+                    continue;
                 }
-                packets.insert(&key, p.payload()).map_err(io)?;
-                by_time.insert((p.timestamp_us, &key), ()).map_err(io)?;
+                write_row(
+                    &mut packets,
+                    &mut by_time,
+                    &key,
+                    p.payload(),
+                    p.timestamp_us,
+                    old,
+                )
+                .map_err(io)?;
                 moved += 1;
             }
         }
@@ -740,7 +781,8 @@ mod tests {
             Err(PutError::Stale),
             "an older packet changes nothing"
         );
-        assert_eq!(store.get(&key).unwrap().as_deref(), Some(second.as_slice()));
+        let stored = store.get(&key).unwrap().unwrap();
+        assert_eq!((stored.payload, stored.min_ttl), (second.clone(), Some(30)));
         assert!(matches!(
             store.put(None, "nope", &second, None).await,
             Err(PutError::Key(_))
@@ -759,7 +801,7 @@ mod tests {
         let reopened =
             PkarrStore::open(config(Some(dir.path().into()), Duration::from_secs(3600))).unwrap();
         assert_eq!(
-            reopened.get(&key).unwrap().as_deref(),
+            reopened.get(&key).unwrap().map(|p| p.payload).as_deref(),
             Some(second.as_slice())
         );
         assert_eq!(served(&reopened, &secret), Some(stamp));

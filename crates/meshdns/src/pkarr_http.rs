@@ -6,8 +6,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
-use meshdns_iroh::parse_endpoint_id;
-use meshdns_iroh::pkarr::SignedPacket;
 use meshdns_server::relay::{PkarrRelay, Refusal, Stored};
 use meshdns_sources::{PkarrStore, PutError};
 
@@ -45,21 +43,13 @@ impl PkarrRelay for PkarrHttp {
     }
 
     fn get(&self, key: &str) -> Result<Option<Stored>, Refusal> {
-        let payload = self
+        let stored = self
             .store
             .get(key)
             .map_err(|e| (status(&e), e.to_string()))?;
-        Ok(payload.map(|payload| {
-            let mut min_ttl = None;
-            if let Ok(id) = parse_endpoint_id(key)
-                && let Ok(packet) = SignedPacket::from_stored(&id, &payload)
-            {
-                let _ = packet.visit(|_, _, ttl, _| {
-                    min_ttl = Some(min_ttl.map_or(ttl, |m: u32| m.min(ttl)));
-                    Ok(())
-                });
-            }
-            Stored { payload, min_ttl }
+        Ok(stored.map(|p| Stored {
+            payload: p.payload,
+            min_ttl: p.min_ttl,
         }))
     }
 }
