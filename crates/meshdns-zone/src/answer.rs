@@ -142,13 +142,13 @@ pub fn answer(
     if query.qclass != CLASS_IN && query.qclass != CLASS_ANY {
         return reply(w, flags, rcode::REFUSED, false);
     }
-    let Some((zone, overlay)) = catalog.find(qname_lower) else {
+    let Some(found) = catalog.find(qname_lower) else {
         return reply(w, flags, rcode::REFUSED, false);
     };
     // Published keys are read under one guard for the whole answer (CNAME hops and additional
     // addresses included): each key is seen at one version.
-    let reader = overlay.map(|o| o.reader());
-    let zone = ZoneView::new(zone, reader.as_ref());
+    let reader = found.overlay.map(|o| o.reader());
+    let zone = ZoneView::new(found.zone, reader.as_ref()).with_serial(found.serial);
 
     let resolved = resolve(&mut w, zone, qname_lower, query.qtype);
     if resolved.authoritative {
@@ -267,12 +267,12 @@ fn resolve<'n>(
                 .find(|s| s.rtype != RType::SOA && s.rtype != RType::NS)
                 .or(node.rrsets().next());
             return match pick {
-                Some(set) => answered(w, owner, set),
+                Some(set) => answered(w, zone, node, owner, set),
                 None => nodata(w, zone),
             };
         }
         return match node.get(qtype) {
-            Some(set) => answered(w, owner, set),
+            Some(set) => answered(w, zone, node, owner, set),
             None => nodata(w, zone),
         };
     }
@@ -280,8 +280,18 @@ fn resolve<'n>(
     Resolved::done(rcode::NOERROR, true)
 }
 
-fn answered<'n>(w: &mut Writer<'_, 'n>, owner: Owner<'n>, set: RRset<'n>) -> Resolved<'n> {
+fn answered<'n>(
+    w: &mut Writer<'_, 'n>,
+    zone: ZoneView<'n>,
+    node: Node<'n>,
+    owner: Owner<'n>,
+    set: RRset<'n>,
+) -> Resolved<'n> {
     put_set(w, Section::Answer, owner, set);
+    if set.rtype == RType::SOA && node.name() == zone.zone().origin().wire() {
+        // The apex SOA (one record) carries the serial the catalog serves.
+        w.set_last_serial(zone.serial());
+    }
     let additional = matches!(set.rtype, RType::NS | RType::MX | RType::SRV).then_some(set);
     Resolved {
         rcode: rcode::NOERROR,
@@ -301,8 +311,8 @@ fn put_set<'n>(w: &mut Writer<'_, 'n>, section: Section, owner: Owner<'n>, set: 
     }
 }
 
-fn put_soa<'n>(w: &mut Writer<'_, 'n>, zone: ZoneView<'n>) {
-    let zone = zone.zone();
+fn put_soa<'n>(w: &mut Writer<'_, 'n>, view: ZoneView<'n>) {
+    let zone = view.zone();
     let set = zone.soa_rrset();
     if let Some(rdata) = set.first() {
         w.put_record(
@@ -312,6 +322,7 @@ fn put_soa<'n>(w: &mut Writer<'_, 'n>, zone: ZoneView<'n>) {
             zone.negative_ttl(),
             rdata,
         );
+        w.set_last_serial(view.serial());
     }
 }
 

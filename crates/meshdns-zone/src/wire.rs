@@ -390,6 +390,13 @@ impl<'b, 'n> Writer<'b, 'n> {
         self.counts[section as usize] = self.counts[section as usize].saturating_add(1);
     }
 
+    /// Sets the serial of the SOA record just written (its RDATA ends with serial, refresh,
+    /// retry, expire and minimum: 20 bytes).
+    pub fn set_last_serial(&mut self, serial: u32) {
+        let at = self.buf.len() - 20;
+        self.buf[at..at + 4].copy_from_slice(&serial.to_be_bytes());
+    }
+
     /// Appends the OPT pseudo-record (RFC 6891 §6.1.2) in the additional section.
     pub fn put_opt(&mut self, payload: u16, extended_rcode: u8, dnssec_ok: bool) {
         self.buf.push(0);

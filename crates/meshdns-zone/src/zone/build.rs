@@ -131,11 +131,15 @@ pub(super) struct ZoneBuilder {
     pub(super) rdata_arena: Vec<u8>,
     pub(super) entries: Vec<Entry>,
     pub(super) soa: Option<(SoaTemplate, SourceId)>,
+    /// Whether the SOA serial was given by a source (`None`: decided by whether an SOA record
+    /// was given).
+    pub(super) serial_given: Option<bool>,
 }
 
 impl ZoneBuilder {
     pub(super) fn new(origin: &Name) -> ZoneBuilder {
         let mut b = ZoneBuilder {
+            serial_given: None,
             origin: origin.clone(),
             hasher: DefaultHashBuilder::default(),
             index: HashTable::new(),
@@ -280,6 +284,9 @@ impl CatalogBuilder {
                 winner: *winner,
             }),
             _ => {
+                if template.serial.is_some() {
+                    zone.serial_given = Some(true);
+                }
                 zone.soa = Some((template, source));
                 Ok(())
             }
@@ -384,6 +391,9 @@ impl CatalogBuilder {
         let origin = zone.origin.clone();
         self.declare(&origin);
         let target = self.zones.get_mut(&origin).expect("declared above");
+        if zone.given_soa {
+            target.serial_given.get_or_insert(zone.given_serial);
+        }
         for id in 0..zone.nodes.len() as u32 {
             let node = zone.node_at(id);
             let apex = node.name == origin.wire();

@@ -17,6 +17,30 @@ pub struct Catalog {
 pub(super) struct Served {
     zone: Arc<Zone>,
     overlay: Option<Arc<Overlay>>,
+    /// The SOA serial served: the zone's own until [`Catalog::set_serial`] decides another, so
+    /// a serial can change without rebuilding (or copying) the zone.
+    serial: u32,
+}
+
+/// What the catalog serves for one zone.
+#[derive(Debug, Clone, Copy)]
+pub struct Found<'c> {
+    /// The zone's own data.
+    pub zone: &'c Zone,
+    /// The keys published under it, if it is a pkarr origin.
+    pub overlay: Option<&'c Overlay>,
+    /// The SOA serial served.
+    pub serial: u32,
+}
+
+impl Served {
+    fn found(&self) -> Found<'_> {
+        Found {
+            zone: &self.zone,
+            overlay: self.overlay.as_deref(),
+            serial: self.serial,
+        }
+    }
 }
 
 impl Catalog {
@@ -32,6 +56,7 @@ impl Catalog {
                 .into_iter()
                 .map(|zone| {
                     let served = Served {
+                        serial: zone.soa().serial,
                         zone,
                         overlay: None,
                     };
@@ -49,16 +74,34 @@ impl Catalog {
         }
     }
 
-    /// The zone for `qname` (as [`Catalog::find_zone`]) and the keys published under it.
-    pub fn find(&self, qname: &[u8]) -> Option<(&Zone, Option<&Overlay>)> {
+    /// Serves `serial` as the SOA serial of zone `origin` (if it is in the catalog).
+    pub fn set_serial(&mut self, origin: &Name, serial: u32) {
+        if let Some(served) = self.zones.get_mut(origin) {
+            served.serial = serial;
+        }
+    }
+
+    /// The zone for `qname` (as [`Catalog::find_zone`]), the keys published under it, and its
+    /// serial.
+    pub fn find(&self, qname: &[u8]) -> Option<Found<'_>> {
         label_offsets(qname)
             .find_map(|o| self.zones.get(&qname[o..]))
-            .map(|s| (&*s.zone, s.overlay.as_deref()))
+            .map(Served::found)
+    }
+
+    /// What is served for exactly `origin`.
+    pub fn get(&self, origin: &Name) -> Option<Found<'_>> {
+        self.zones.get(origin).map(Served::found)
     }
 
     /// The zone whose origin is the longest suffix of `qname` (lower-cased wire format).
     pub fn find_zone(&self, qname: &[u8]) -> Option<&Zone> {
-        self.find(qname).map(|(zone, _)| zone)
+        self.find(qname).map(|f| f.zone)
+    }
+
+    /// The overlay attached under `origin`, shared.
+    pub fn overlay(&self, origin: &Name) -> Option<&Arc<Overlay>> {
+        self.zones.get(origin).and_then(|s| s.overlay.as_ref())
     }
 
     /// The zone with exactly this origin.
@@ -71,6 +114,11 @@ impl Catalog {
         let mut all: Vec<&Zone> = self.zones.values().map(|s| &*s.zone).collect();
         all.sort_by(|a, b| canonical_cmp(&a.origin, &b.origin));
         all
+    }
+
+    /// Every origin with the serial it serves.
+    pub fn serials(&self) -> impl Iterator<Item = (&Name, u32)> + '_ {
+        self.zones.iter().map(|(o, s)| (o, s.serial))
     }
 
     /// Total number of records across zones (published keys' records not included).

@@ -33,6 +33,7 @@ pub struct Zone {
     pub(super) has_wildcards: bool,
     pub(super) record_count: usize,
     pub(super) given_soa: bool,
+    pub(super) given_serial: bool,
     pub(super) given_ns: bool,
 }
 
@@ -66,6 +67,48 @@ impl Zone {
     /// TTL of the SOA in negative answers: min(SOA TTL, SOA minimum) (RFC 2308 §3).
     pub fn negative_ttl(&self) -> u32 {
         self.soa_ttl.min(self.soa.minimum)
+    }
+
+    /// The SOA serial a source gave (a zone file's SOA record, or a `soa.serial`), if one did:
+    /// it is served as given. Otherwise the zone's serial is the catalog's to decide.
+    pub fn given_serial(&self) -> Option<u32> {
+        self.given_serial.then_some(self.soa.serial)
+    }
+
+    /// Every node with data (empty non-terminals left out), the apex first, then in the order
+    /// the zone was built.
+    pub fn nodes(&self) -> impl Iterator<Item = Node<'_>> + '_ {
+        let apex = self.apex();
+        std::iter::once(apex).chain(
+            (0..self.nodes.len() as u32)
+                .map(|id| self.node_at(id))
+                .filter(move |n| !n.is_empty() && n.name != apex.name),
+        )
+    }
+
+    /// Feeds the zone's content to `hasher`, the SOA serial left out: two builds of the same
+    /// records in the same order hash the same, whatever serial each was given.
+    pub fn hash_content(&self, hasher: &mut impl std::hash::Hasher) {
+        let apex = self.apex();
+        let serial_at = apex.get(RType::SOA).and_then(|set| {
+            let rd = set.first()?;
+            let end = rd.as_ptr() as usize + rd.len() - self.data.as_ptr() as usize;
+            end.checked_sub(20)
+        });
+        hasher.write(self.origin.wire());
+        hasher.write(&self.names);
+        for m in &self.nodes {
+            hasher.write(&[m.name_len]);
+            hasher.write(&m.name_at.to_le_bytes());
+            hasher.write(&m.data_len.to_le_bytes());
+        }
+        match serial_at {
+            Some(at) => {
+                hasher.write(&self.data[..at]);
+                hasher.write(&self.data[at + 4..]);
+            }
+            None => hasher.write(&self.data),
+        }
     }
 
     /// Number of records served, SOA and NS included.

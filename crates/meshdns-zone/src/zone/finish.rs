@@ -49,6 +49,7 @@ pub(super) fn finish_zone(
         has_wildcards,
         record_count: layout.record_count,
         given_soa: apex.given_soa,
+        given_serial: apex.given_serial,
         given_ns: apex.given_ns,
     }
 }
@@ -57,6 +58,7 @@ pub(super) fn finish_zone(
 struct Apex {
     id: u32,
     given_soa: bool,
+    given_serial: bool,
     given_ns: bool,
 }
 
@@ -94,6 +96,7 @@ fn ensure_apex(z: &mut ZoneBuilder, entries: &mut Vec<Entry>, defaults: BuildDef
     Apex {
         id,
         given_soa: given_soa_record || z.soa.is_some(),
+        given_serial: z.serial_given.unwrap_or(given_soa_record),
         given_ns,
     }
 }

@@ -30,7 +30,7 @@ mod view;
 mod tests;
 
 pub use build::{BuildDefaults, CatalogBuilder, Refused, Rejection, SoaTemplate, SourceId};
-pub use catalog::Catalog;
+pub use catalog::{Catalog, Found};
 pub use compact::{Zone, canonical_cmp};
 pub use overlay::{Key, Overlay, OverlayReader, Published, ZoneView, key_of_label, label_of_key};
 pub use view::{Lookup, Node, RRset};

@@ -26,7 +26,7 @@ use crate::name::label_offsets;
 use crate::rdata::RType;
 
 use super::compact::Zone;
-use super::view::{Lookup, Node};
+use super::view::{Lookup, Node, RRset};
 
 /// The key of a published zone: an ed25519 public key.
 pub type Key = [u8; 32];
@@ -34,7 +34,8 @@ pub type Key = [u8; 32];
 /// One key's published records, compiled.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Published {
-    blob: Box<[u8]>,
+    /// Shared: a transfer keeps the version it sends while newer publishes replace it.
+    blob: std::sync::Arc<[u8]>,
 }
 
 impl std::fmt::Debug for Published {
@@ -124,9 +125,7 @@ impl Published {
         for prefix in ents {
             put(prefix, &[]);
         }
-        Published {
-            blob: blob.into_boxed_slice(),
-        }
+        Published { blob: blob.into() }
     }
 
     /// The stamp given at build (the packet's timestamp).
@@ -142,6 +141,14 @@ impl Published {
     /// Bytes held.
     pub fn data_bytes(&self) -> usize {
         self.blob.len()
+    }
+
+    /// Each name with records: its prefix (the labels above the key label, wire format without
+    /// the root) and its RRsets.
+    pub fn rrsets(&self) -> impl Iterator<Item = (&[u8], impl Iterator<Item = RRset<'_>>)> {
+        self.nodes()
+            .filter(|(_, data)| !data.is_empty())
+            .map(|(prefix, data)| (prefix, Node::published(prefix, data).rrsets()))
     }
 
     /// Each node: its prefix and RRset data.
@@ -322,12 +329,29 @@ pub fn key_of_label(label: &[u8]) -> Option<Key> {
 pub struct ZoneView<'n> {
     zone: &'n Zone,
     overlay: Option<&'n OverlayReader<'n>>,
+    serial: u32,
 }
 
 impl<'n> ZoneView<'n> {
     /// A view of `zone` and, when given, the keys published under it.
     pub fn new(zone: &'n Zone, overlay: Option<&'n OverlayReader<'n>>) -> ZoneView<'n> {
-        ZoneView { zone, overlay }
+        let serial = zone.soa().serial;
+        ZoneView {
+            zone,
+            overlay,
+            serial,
+        }
+    }
+
+    /// This view serving `serial` as its SOA serial (the catalog's, see
+    /// [`super::Catalog::set_serial`]).
+    pub fn with_serial(self, serial: u32) -> ZoneView<'n> {
+        ZoneView { serial, ..self }
+    }
+
+    /// The SOA serial served.
+    pub fn serial(&self) -> u32 {
+        self.serial
     }
 
     /// The zone's own data.

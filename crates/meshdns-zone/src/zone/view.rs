@@ -26,7 +26,7 @@ impl<'z> RRset<'z> {
     }
 
     /// Each record's RDATA in uncompressed wire form.
-    pub fn rdatas(&self) -> impl Iterator<Item = &'z [u8]> + 'z {
+    pub fn rdatas(&self) -> impl Iterator<Item = &'z [u8]> + use<'z> {
         let mut rest = self.records;
         std::iter::from_fn(move || {
             let len = usize::from(u16::from_be_bytes([*rest.first()?, *rest.get(1)?]));
@@ -88,7 +88,7 @@ impl<'z> Node<'z> {
     }
 
     /// All RRsets: the zone's own, ordered by type code, then the published types it lacks.
-    pub fn rrsets(&self) -> impl Iterator<Item = RRset<'z>> + 'z {
+    pub fn rrsets(&self) -> impl Iterator<Item = RRset<'z>> + use<'z> {
         let own = sets(self.data);
         let hidden = self.extra.is_empty() || own.clone().any(|s| s.rtype == RType::CNAME);
         let extra = sets(if hidden { &[] } else { self.extra });

@@ -1,0 +1,350 @@
+//! The primary's state: every zone's current version and serial, its journal, and what
+//! secondaries are told.
+//!
+//! The loader thread (the one writer of snapshots) calls [`Primary::update`] with each new
+//! catalog before serving it, and [`Primary::stamp_published`] with the keys published since
+//! the last stamp; both decide serials (see [`crate::serial`]) and record differences. Transfers
+//! read [`Primary::version`] and [`Primary::ixfr`] from any thread.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use meshdns_zone::{Catalog, Key, Name, Published, Zone, key_of_label};
+use tracing::{info, warn};
+
+use crate::content::{PublishedSet, Rr, Version, diff, published_records, zone_records};
+use crate::journal::{Delta, Journal};
+use crate::serial::{SerialBook, digest, next_serial, serial_gt};
+
+/// What an IXFR request gets.
+#[derive(Debug)]
+pub enum Ixfr {
+    /// The client has the current serial (or a newer one): the current SOA only.
+    UpToDate(Version),
+    /// One condensed difference from the client's serial to the current version.
+    Delta(Version, Delta),
+    /// The journal does not reach back to the client's serial: the whole zone.
+    Full(Version),
+}
+
+#[derive(Debug)]
+struct ZoneState {
+    version: Version,
+    digest: [u8; 32],
+    journal: Journal,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    zones: HashMap<Name, ZoneState>,
+    book: SerialBook,
+    /// The keys published as of the last stamp (shared by every pkarr origin).
+    published: Arc<PublishedSet>,
+}
+
+/// Serials, versions and journals of every zone served.
+#[derive(Debug)]
+pub struct Primary {
+    inner: Mutex<Inner>,
+    journal_records: usize,
+    serials: tokio::sync::watch::Sender<Arc<BTreeMap<Name, u32>>>,
+}
+
+impl Primary {
+    /// Keeps serials in `data_dir` (when given) and at most `journal_records` records of
+    /// differences per zone.
+    pub fn new(data_dir: Option<&Path>, journal_records: usize) -> Primary {
+        Primary {
+            inner: Mutex::new(Inner {
+                book: SerialBook::open(data_dir),
+                ..Inner::default()
+            }),
+            journal_records,
+            serials: tokio::sync::watch::Sender::new(Arc::default()),
+        }
+    }
+
+    /// Every zone's current serial, updated after each change (for NOTIFY).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Arc<BTreeMap<Name, u32>>> {
+        self.serials.subscribe()
+    }
+
+    /// Decides the serial of every zone of a new snapshot, before it is served: a zone whose
+    /// content is unchanged keeps its serial; a changed one gets the serial its source gave, or
+    /// the next one (RFC 1982), and the difference goes in its journal. Returns the zones whose
+    /// serial changed.
+    pub fn update(&self, catalog: &mut Catalog, now: u32) -> Vec<(Name, u32)> {
+        let mut inner = self.inner.lock().expect("primary state");
+        let inner = &mut *inner;
+        let mut changed = Vec::new();
+        let origins: Vec<Name> = catalog.zones().iter().map(|z| z.origin().clone()).collect();
+        for origin in &origins {
+            let zone = catalog.zone(origin).expect("listed above").clone();
+            let pkarr = catalog.overlay(origin).is_some();
+            let published = pkarr.then(|| inner.published.clone());
+            let state = inner.zones.get_mut(origin);
+            if let Some(s) = &state
+                && Arc::ptr_eq(&s.version.zone, &zone)
+            {
+                catalog.set_serial(origin, s.version.serial);
+                continue;
+            }
+            let d = digest(&zone);
+            let serial = match state {
+                Some(s) if s.digest == d => {
+                    s.version.zone = zone;
+                    s.version.published = published;
+                    s.version.serial
+                }
+                Some(s) => {
+                    let serial = match zone.given_serial() {
+                        Some(given) => given,
+                        None => next_serial(s.version.serial, now),
+                    };
+                    let new = Version {
+                        serial,
+                        zone,
+                        published,
+                    };
+                    if serial_gt(serial, s.version.serial) {
+                        let delta = version_delta(&s.version, &new);
+                        s.journal.push(delta);
+                        changed.push((origin.clone(), serial));
+                    } else {
+                        warn!(zone = %origin, serial, "zone changed but its given serial did not grow; secondaries will not see the change");
+                        s.journal.clear();
+                    }
+                    s.version = new;
+                    s.digest = d;
+                    inner.book.set(&origin.to_string(), serial, &d);
+                    serial
+                }
+                None => {
+                    let kept = inner.book.get(&origin.to_string());
+                    let serial = match (zone.given_serial(), kept) {
+                        (Some(given), _) => given,
+                        // Unchanged since the last run: the same serial. (A pkarr origin's keys
+                        // may have changed while stopped: it always moves on.)
+                        (None, Some(k)) if k.digest == crate::serial::hex(&d) && !pkarr => {
+                            k.serial
+                        }
+                        (None, Some(k)) => next_serial(k.serial, now),
+                        (None, None) => now,
+                    };
+                    inner.zones.insert(
+                        origin.clone(),
+                        ZoneState {
+                            version: Version {
+                                serial,
+                                zone,
+                                published,
+                            },
+                            digest: d,
+                            journal: Journal::new(self.journal_records),
+                        },
+                    );
+                    inner.book.set(&origin.to_string(), serial, &d);
+                    changed.push((origin.clone(), serial));
+                    serial
+                }
+            };
+            catalog.set_serial(origin, serial);
+        }
+        let live: HashSet<&Name> = origins.iter().collect();
+        inner.zones.retain(|o, _| live.contains(o));
+        if !changed.is_empty() {
+            inner.book.save();
+        }
+        self.share(inner);
+        changed
+    }
+
+    /// Applies the keys published (or removed) since the last stamp to every pkarr origin of
+    /// `catalog`: each gets the next serial and a journal entry; `catalog`'s serials are set.
+    pub fn stamp_published(
+        &self,
+        catalog: &mut Catalog,
+        changes: Vec<(Key, Option<Published>)>,
+        now: u32,
+    ) -> Vec<(Name, u32)> {
+        if changes.is_empty() {
+            return Vec::new();
+        }
+        let mut inner = self.inner.lock().expect("primary state");
+        let inner = &mut *inner;
+        let old = inner.published.clone();
+        let set = Arc::make_mut(&mut inner.published);
+        for (key, p) in &changes {
+            match p {
+                Some(p) => set.insert(*key, p.clone()),
+                None => set.remove(key),
+            };
+        }
+        let new_set = inner.published.clone();
+        let mut changed = Vec::new();
+        for (origin, state) in inner.zones.iter_mut() {
+            if catalog.overlay(origin).is_none() {
+                continue;
+            }
+            let zone = &state.version.zone;
+            let o = origin.wire();
+            let before = changes
+                .iter()
+                .filter_map(|(k, _)| old.get(k).map(|p| (k, p)))
+                .flat_map(|(k, p)| published_records(zone, o, k, p));
+            let after = changes
+                .iter()
+                .filter_map(|(k, p)| p.as_ref().map(|p| (k, p)))
+                .flat_map(|(k, p)| published_records(zone, o, k, p));
+            let (removed, added) = diff(before, after);
+            let serial = next_serial(state.version.serial, now);
+            let delta = Delta {
+                from: state.version.serial,
+                to: serial,
+                removed: removed.iter().map(Rr::to_owned).collect(),
+                added: added.iter().map(Rr::to_owned).collect(),
+            };
+            state.journal.push(delta);
+            state.version.serial = serial;
+            state.version.published = Some(new_set.clone());
+            catalog.set_serial(origin, serial);
+            inner.book.set(&origin.to_string(), serial, &state.digest);
+            changed.push((origin.clone(), serial));
+        }
+        if !changed.is_empty() {
+            inner.book.save();
+        }
+        self.share(inner);
+        changed
+    }
+
+    /// Loads the keys published before start-up as the first stamped set (no journal entry).
+    pub fn load_published(&self, set: PublishedSet) {
+        let mut inner = self.inner.lock().expect("primary state");
+        info!(keys = set.len(), "pkarr keys ready for transfers");
+        inner.published = Arc::new(set);
+        let new = inner.published.clone();
+        for state in inner.zones.values_mut() {
+            if state.version.published.is_some() {
+                state.version.published = Some(new.clone());
+            }
+        }
+    }
+
+    /// The current version of zone `origin`.
+    pub fn version(&self, origin: &Name) -> Option<Version> {
+        let inner = self.inner.lock().expect("primary state");
+        inner.zones.get(origin).map(|s| s.version.clone())
+    }
+
+    /// What an IXFR from `serial` gets.
+    pub fn ixfr(&self, origin: &Name, serial: u32) -> Option<Ixfr> {
+        let inner = self.inner.lock().expect("primary state");
+        let state = inner.zones.get(origin)?;
+        let current = state.version.clone();
+        if !serial_gt(current.serial, serial) {
+            return Some(Ixfr::UpToDate(current));
+        }
+        Some(match state.journal.condensed(serial) {
+            Some(delta) => Ixfr::Delta(current, delta),
+            None => Ixfr::Full(current),
+        })
+    }
+
+    /// Per zone: serial, differences kept and records in them (for metrics).
+    pub fn journal_sizes(&self) -> Vec<(Name, u32, usize, usize)> {
+        let inner = self.inner.lock().expect("primary state");
+        let mut out: Vec<_> = inner
+            .zones
+            .iter()
+            .map(|(o, s)| {
+                (
+                    o.clone(),
+                    s.version.serial,
+                    s.journal.len(),
+                    s.journal.records(),
+                )
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    fn share(&self, inner: &Inner) {
+        let serials: BTreeMap<Name, u32> = inner
+            .zones
+            .iter()
+            .map(|(o, s)| (o.clone(), s.version.serial))
+            .collect();
+        self.serials.send_if_modified(|current| {
+            if **current == serials {
+                false
+            } else {
+                *current = Arc::new(serials);
+                true
+            }
+        });
+    }
+}
+
+/// The difference between two versions of a zone: the zone's own records, and, for a pkarr
+/// origin, the published records whose hiding changed (those at names the zone has in either
+/// version).
+fn version_delta(old: &Version, new: &Version) -> Delta {
+    let origin = new.zone.origin().wire();
+    let keys = |zone: &Zone| -> Vec<Key> {
+        zone.nodes()
+            .filter_map(|n| key_under(n.name(), origin))
+            .collect()
+    };
+    let touched: Vec<Key> = match &new.published {
+        Some(_) => {
+            let mut k = keys(&old.zone);
+            k.extend(keys(&new.zone));
+            k.sort_unstable();
+            k.dedup();
+            k
+        }
+        None => Vec::new(),
+    };
+    let (removed, added) = diff(
+        with_published(old, &touched, origin),
+        with_published(new, &touched, origin),
+    );
+    Delta {
+        from: old.serial,
+        to: new.serial,
+        removed: removed.iter().map(Rr::to_owned).collect(),
+        added: added.iter().map(Rr::to_owned).collect(),
+    }
+}
+
+/// The zone's records and those the `touched` keys published.
+fn with_published<'v>(v: &'v Version, touched: &[Key], origin: &'v [u8]) -> Vec<Rr<'v>> {
+    let mut rrs: Vec<Rr<'v>> = zone_records(&v.zone).collect();
+    if let Some(set) = &v.published {
+        for k in touched {
+            if let Some((k, p)) = set.get_key_value(k) {
+                rrs.extend(published_records(&v.zone, origin, k, p));
+            }
+        }
+    }
+    rrs
+}
+
+/// The key whose label is the one left of `origin` in `name`, if it is a key.
+fn key_under(name: &[u8], origin: &[u8]) -> Option<Key> {
+    let rel = name.len().checked_sub(origin.len())?;
+    if rel == 0 || &name[rel..] != origin {
+        return None;
+    }
+    let mut at = 0;
+    let mut last = None;
+    while at < rel {
+        last = Some(at);
+        at += 1 + usize::from(name[at]);
+    }
+    let at = last?;
+    key_of_label(&name[at + 1..rel])
+}

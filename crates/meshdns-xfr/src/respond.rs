@@ -1,0 +1,293 @@
+//! Answering AXFR (RFC 5936) and IXFR (RFC 1995) requests: access control, TSIG, and the
+//! messages of the reply.
+
+use meshdns_zone::{Name, RType};
+
+use crate::content::{Rr, Version};
+use crate::journal::Delta;
+use crate::message::{self, CLASS_IN, Message, MessageWriter};
+use crate::primary::{Ixfr, Primary};
+use crate::tsig::{self, Check, Key, Signer, Verified};
+
+/// Response codes used here.
+mod rcode {
+    pub const FORMERR: u8 = 1;
+    pub const REFUSED: u8 = 5;
+    pub const NOTAUTH: u8 = 9;
+}
+
+/// A message is closed once it passes this size (several records per message, RFC 5936 §2.2;
+/// well under the 65,535 a TCP frame allows, with room for a TSIG).
+const MESSAGE_TARGET: usize = 16 * 1024;
+
+/// Who may transfer.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    /// Every TSIG key known (requests signed with another get BADKEY).
+    pub keys: Vec<Key>,
+    /// Keys whose signed requests are allowed from any address.
+    pub allowed_keys: Vec<Name>,
+}
+
+/// The kind of transfer a reply was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A whole zone for an AXFR.
+    Axfr,
+    /// Differences for an IXFR.
+    Ixfr,
+    /// The whole zone for an IXFR the journal could not serve.
+    IxfrFull,
+    /// The current SOA only (IXFR from the current serial, or over UDP).
+    UpToDate,
+}
+
+/// How a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Sent.
+    Sent(Kind),
+    /// Refused by the access rules.
+    Refused,
+    /// Not a zone served here.
+    NotAuth,
+    /// A TSIG error (BADKEY, BADSIG, BADTIME, BADTRUNC).
+    Tsig(u16),
+    /// Unreadable.
+    FormErr,
+}
+
+/// The messages of a reply, in order, and how it ended.
+#[derive(Debug)]
+pub struct Reply {
+    /// Messages to send.
+    pub messages: Vec<Vec<u8>>,
+    /// What happened.
+    pub outcome: Outcome,
+    /// The zone asked for.
+    pub zone: Option<Name>,
+    /// Records sent.
+    pub records: usize,
+}
+
+/// Answers `request` if it is an AXFR or IXFR (otherwise `None`: an ordinary query).
+/// `address_allowed` says whether the client's address is in the transfer ACL; `udp` limits
+/// the reply to one message (IXFR only; AXFR over UDP is refused by the caller's answer path).
+pub fn respond(
+    primary: &Primary,
+    policy: &Policy,
+    request: &[u8],
+    address_allowed: bool,
+    udp: bool,
+    now: u64,
+) -> Option<Reply> {
+    let msg = message::parse(request).ok()?;
+    if msg.is_response() || msg.opcode() != message::OPCODE_QUERY {
+        return None;
+    }
+    let qtype = RType(msg.qtype);
+    if qtype != RType::AXFR && qtype != RType::IXFR {
+        return None;
+    }
+    let reply = |messages, outcome| {
+        Some(Reply {
+            messages,
+            outcome,
+            zone: None,
+            records: 0,
+        })
+    };
+    let verified = match tsig::check(&msg, &policy.keys, now) {
+        Check::Unsigned => None,
+        Check::Signed(v) => Some(v),
+        Check::Malformed => {
+            return reply(vec![error(&msg, rcode::FORMERR, None, now)], Outcome::FormErr);
+        }
+        Check::Failed { error: e, signer, tsig } => {
+            let mut m = header_only(&msg, rcode::NOTAUTH);
+            match signer {
+                Some(v) => {
+                    let mut s = Signer::reply(&v, now);
+                    s.sign(&mut m, e, &now.to_be_bytes()[2..]);
+                }
+                None => tsig::append_unsigned(&mut m, &tsig, now, e),
+            }
+            return reply(vec![m], Outcome::Tsig(e));
+        }
+    };
+    let key_allowed = verified
+        .as_ref()
+        .is_some_and(|v| policy.allowed_keys.contains(&v.key.name));
+    if !(address_allowed || key_allowed) {
+        return reply(
+            vec![error(&msg, rcode::REFUSED, verified.as_ref(), now)],
+            Outcome::Refused,
+        );
+    }
+    let origin = Name::from_wire(&msg.qname_lower)?;
+    let Some(version) = primary.version(&origin) else {
+        return reply(
+            vec![error(&msg, rcode::NOTAUTH, verified.as_ref(), now)],
+            Outcome::NotAuth,
+        );
+    };
+    let plan = if qtype == RType::AXFR {
+        if udp {
+            return reply(
+                vec![error(&msg, rcode::REFUSED, verified.as_ref(), now)],
+                Outcome::Refused,
+            );
+        }
+        Ixfr::Full(version)
+    } else {
+        let client = msg
+            .authority
+            .iter()
+            .find(|r| r.rtype == RType::SOA.0)
+            .and_then(|r| msg.soa_serial(r));
+        let Some(client) = client else {
+            return reply(
+                vec![error(&msg, rcode::FORMERR, verified.as_ref(), now)],
+                Outcome::FormErr,
+            );
+        };
+        match primary.ixfr(&origin, client)? {
+            Ixfr::UpToDate(v) => Ixfr::UpToDate(v),
+            // RFC 1995 §2: over UDP, a reply that would not fit is the current SOA alone, and
+            // the client comes back over TCP.
+            other if udp => Ixfr::UpToDate(match other {
+                Ixfr::Delta(v, _) | Ixfr::Full(v) | Ixfr::UpToDate(v) => v,
+            }),
+            other => other,
+        }
+    };
+    let mut out = Out::new(&msg, verified.as_ref(), now);
+    let kind = match &plan {
+        Ixfr::UpToDate(v) => {
+            out.soa(v, v.serial);
+            Kind::UpToDate
+        }
+        Ixfr::Delta(v, delta) => {
+            write_delta(&mut out, v, delta);
+            Kind::Ixfr
+        }
+        Ixfr::Full(v) => {
+            out.soa(v, v.serial);
+            for rr in v.records() {
+                out.record(&rr);
+            }
+            out.soa(v, v.serial);
+            if qtype == RType::AXFR {
+                Kind::Axfr
+            } else {
+                Kind::IxfrFull
+            }
+        }
+    };
+    let records = out.records;
+    Some(Reply {
+        messages: out.finish(),
+        outcome: Outcome::Sent(kind),
+        zone: Some(origin),
+        records,
+    })
+}
+
+/// current SOA, old SOA, removed, current SOA, added, current SOA (RFC 1995 §4).
+fn write_delta(out: &mut Out<'_>, v: &Version, delta: &Delta) {
+    out.soa(v, v.serial);
+    out.soa(v, delta.from);
+    for rr in &delta.removed {
+        out.record(rr);
+    }
+    out.soa(v, delta.to);
+    for rr in &delta.added {
+        out.record(rr);
+    }
+    out.soa(v, v.serial);
+}
+
+/// The reply's messages as they fill.
+struct Out<'m> {
+    request: &'m Message<'m>,
+    current: Option<MessageWriter>,
+    done: Vec<Vec<u8>>,
+    signer: Option<Signer>,
+    records: usize,
+}
+
+impl<'m> Out<'m> {
+    fn new(request: &'m Message<'m>, verified: Option<&Verified>, now: u64) -> Out<'m> {
+        Out {
+            request,
+            current: None,
+            done: Vec::new(),
+            signer: verified.map(|v| Signer::reply(v, now)),
+            records: 0,
+        }
+    }
+
+    fn writer(&mut self) -> &mut MessageWriter {
+        if self.current.as_ref().is_some_and(|w| w.len() > MESSAGE_TARGET) {
+            self.close();
+        }
+        let first = self.done.is_empty();
+        let r = self.request;
+        self.current.get_or_insert_with(|| {
+            let q = first.then_some((&r.qname[..], r.qtype, r.qclass));
+            MessageWriter::new(r.id, reply_flags(r, 0), q)
+        })
+    }
+
+    fn close(&mut self) {
+        if let Some(w) = self.current.take() {
+            let mut m = w.finish();
+            if let Some(s) = &mut self.signer {
+                s.sign(&mut m, 0, &[]);
+            }
+            self.done.push(m);
+        }
+    }
+
+    fn soa(&mut self, v: &Version, serial: u32) {
+        let mut rd = v.soa_rdata();
+        crate::content::set_serial(&mut rd, serial);
+        let ttl = v.soa_ttl();
+        let origin = v.zone.origin().wire().to_vec();
+        self.writer()
+            .put_record(0, &origin, RType::SOA, CLASS_IN, ttl, &rd);
+        self.records += 1;
+    }
+
+    fn record(&mut self, rr: &Rr<'_>) {
+        self.writer()
+            .put_record(0, &rr.owner, rr.rtype, CLASS_IN, rr.ttl, &rr.rdata);
+        self.records += 1;
+    }
+
+    fn finish(mut self) -> Vec<Vec<u8>> {
+        self.close();
+        self.done
+    }
+}
+
+fn reply_flags(request: &Message<'_>, rcode: u8) -> u16 {
+    0x8000 | 0x0400 | (request.flags & 0x7900) | u16::from(rcode)
+}
+
+fn header_only(request: &Message<'_>, rcode: u8) -> Vec<u8> {
+    MessageWriter::new(
+        request.id,
+        reply_flags(request, rcode) & !0x0400,
+        Some((&request.qname[..], request.qtype, request.qclass)),
+    )
+    .finish()
+}
+
+fn error(request: &Message<'_>, rcode: u8, verified: Option<&Verified>, now: u64) -> Vec<u8> {
+    let mut m = header_only(request, rcode);
+    if let Some(v) = verified {
+        Signer::reply(v, now).sign(&mut m, 0, &[]);
+    }
+    m
+}
