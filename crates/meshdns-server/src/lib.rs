@@ -16,6 +16,7 @@ pub mod http;
 pub mod metrics;
 pub mod relay;
 mod udp;
+pub mod xfr;
 
 use std::io;
 use std::net::SocketAddr;
@@ -52,6 +53,8 @@ pub struct ServerConfig {
     pub tcp_max_connections: usize,
     /// Answer settings (EDNS payload size).
     pub answer: AnswerConfig,
+    /// Zone transfers out (AXFR/IXFR answered instead of REFUSED).
+    pub transfers: Option<Arc<xfr::Transfers>>,
 }
 
 impl Default for ServerConfig {
@@ -63,6 +66,7 @@ impl Default for ServerConfig {
             tcp_idle_timeout: Duration::from_secs(10),
             tcp_max_connections: 1024,
             answer: AnswerConfig::default(),
+            transfers: None,
         }
     }
 }
@@ -172,6 +176,14 @@ impl Server {
     }
 }
 
+/// Whether `answer()` saw an AXFR or IXFR (which it refuses; a transfer reply replaces it).
+fn is_transfer(outcome: &meshdns_zone::Outcome) -> bool {
+    matches!(
+        outcome.qtype,
+        Some(meshdns_zone::RType::AXFR | meshdns_zone::RType::IXFR)
+    )
+}
+
 /// Binds the UDP sockets and the TCP listener of one address on one port. With port 0 the
 /// first UDP socket picks the port; if TCP cannot have the same one, try another.
 fn bind_pair(
@@ -267,6 +279,7 @@ async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>, tasks: TaskTracke
 /// query is already buffered, so pipelined queries share a write.
 async fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
     let _ = SockRef::from(&stream).set_tcp_nodelay(true);
+    let peer = stream.peer_addr()?;
     let (r, w) = stream.into_split();
     let mut reader = BufReader::new(r);
     let mut writer = BufWriter::new(w);
@@ -300,6 +313,22 @@ async fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> 
         shared
             .metrics
             .record(Proto::Tcp, &outcome, started.elapsed());
+        if is_transfer(&outcome)
+            && let Some(t) = &shared.config.transfers
+        {
+            // A transfer reply may be the whole zone: built off the async workers.
+            let (t, request) = (t.clone(), msg.clone());
+            let reply =
+                tokio::task::spawn_blocking(move || t.respond(&request, peer.ip(), false)).await;
+            if let Ok(Some(reply)) = reply {
+                for m in &reply.messages {
+                    writer.write_all(&(m.len() as u16).to_be_bytes()).await?;
+                    writer.write_all(m).await?;
+                }
+                writer.flush().await?;
+                continue;
+            }
+        }
         if outcome.reply {
             writer.write_all(&(out.len() as u16).to_be_bytes()).await?;
             writer.write_all(&out).await?;

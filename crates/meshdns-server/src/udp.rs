@@ -41,6 +41,7 @@ fn handle(
     shared: &Shared,
     catalog: &meshdns_zone::Catalog,
     packet: &[u8],
+    peer: impl FnOnce() -> Option<std::net::IpAddr>,
     out: &mut Vec<u8>,
 ) -> bool {
     let started = Instant::now();
@@ -48,6 +49,16 @@ fn handle(
     shared
         .metrics
         .record(Proto::Udp, &outcome, started.elapsed());
+    if outcome.qtype == Some(meshdns_zone::RType::IXFR)
+        && let Some(t) = &shared.config.transfers
+        && let Some(ip) = peer()
+        && let Some(reply) = t.respond(packet, ip, true)
+        && let Some(first) = reply.messages.into_iter().next()
+    {
+        // IXFR over UDP (RFC 1995 §2): the current SOA, or the whole reply if it is one message.
+        *out = first;
+        return true;
+    }
     outcome.reply
 }
 
@@ -79,7 +90,7 @@ mod simple {
                 continue;
             }
             let catalog = shared.catalog.load();
-            if handle(&shared, &catalog, &buf[..len], &mut out) {
+            if handle(&shared, &catalog, &buf[..len], || Some(peer.ip()), &mut out) {
                 let _ = sock.send_to(&out, peer);
             }
         }
@@ -147,6 +158,26 @@ mod batched {
     }
 
     /// The source port of a received datagram (0 for an unknown family).
+    fn source_ip(addr: &libc::sockaddr_storage) -> Option<std::net::IpAddr> {
+        match i32::from(addr.ss_family) {
+            libc::AF_INET => {
+                // SAFETY: as in `source_port`.
+                let sin = unsafe {
+                    &*(addr as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>()
+                };
+                Some(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)).into())
+            }
+            libc::AF_INET6 => {
+                // SAFETY: as in `source_port`.
+                let sin6 = unsafe {
+                    &*(addr as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
+                };
+                Some(std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr).into())
+            }
+            _ => None,
+        }
+    }
+
     fn source_port(addr: &libc::sockaddr_storage) -> u16 {
         match i32::from(addr.ss_family) {
             libc::AF_INET => {
@@ -204,7 +235,14 @@ mod batched {
                     shared.metrics.dropped(Proto::Udp);
                     continue;
                 }
-                if !handle(&shared, &catalog, &b.data[i][..len], &mut b.replies[i]) {
+                let addr = &b.addrs[i];
+                if !handle(
+                    &shared,
+                    &catalog,
+                    &b.data[i][..len],
+                    || source_ip(addr),
+                    &mut b.replies[i],
+                ) {
                     continue;
                 }
                 b.reply_iov[replies] = libc::iovec {

@@ -213,10 +213,38 @@ pub struct StoredPacket {
     pub min_ttl: Option<u32>,
 }
 
+/// The keys changed since they were last taken (only while tracked).
+#[derive(Default)]
+struct ChangeLog {
+    pending: Mutex<Option<HashMap<Key, Option<Published>>>>,
+    on_change: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
+}
+
+impl ChangeLog {
+    fn record(&self, key: Key, published: Option<&Published>) {
+        if let Some(m) = self.pending.lock().expect("change log").as_mut() {
+            m.insert(key, published.cloned());
+        }
+    }
+
+    fn signal(&self) {
+        let any = self
+            .pending
+            .lock()
+            .expect("change log")
+            .as_ref()
+            .is_some_and(|m| !m.is_empty());
+        if any && let Some(f) = self.on_change.lock().expect("change log").as_ref() {
+            f();
+        }
+    }
+}
+
 /// The relay's packets.
 pub struct PkarrStore {
     config: PkarrConfig,
     overlay: Arc<Overlay>,
+    changes: Arc<ChangeLog>,
     db: Arc<Database>,
     jobs: Option<SyncSender<Job>>,
     writer: Option<JoinHandle<()>>,
@@ -276,9 +304,11 @@ impl PkarrStore {
         let db = Arc::new(db);
         let counters = Arc::new(PkarrCounters::default());
         let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
+        let changes = Arc::new(ChangeLog::default());
         let writer = Writer {
             db: db.clone(),
             overlay: overlay.clone(),
+            changes: changes.clone(),
             counters: counters.clone(),
             max_age: config.max_age,
             window: config.commit_window,
@@ -289,6 +319,7 @@ impl PkarrStore {
         Ok(PkarrStore {
             config,
             overlay,
+            changes,
             db,
             jobs: Some(tx),
             writer: Some(thread),
@@ -300,6 +331,23 @@ impl PkarrStore {
     /// What the store serves, for the catalog to attach under each origin.
     pub fn overlay(&self) -> &Arc<Overlay> {
         &self.overlay
+    }
+
+    /// Starts keeping the keys changed (published or expired) for [`PkarrStore::take_changes`],
+    /// calling `on_change` after each commit that changed any: serials and zone transfers
+    /// follow publishes. Changes made after this call are kept.
+    pub fn track_changes(&self, on_change: impl Fn() + Send + Sync + 'static) {
+        *self.changes.pending.lock().expect("change log") = Some(HashMap::new());
+        *self.changes.on_change.lock().expect("change log") = Some(Box::new(on_change));
+    }
+
+    /// The keys changed since the last call (the newest records of each, `None` once expired),
+    /// if changes are tracked.
+    pub fn take_changes(&self) -> Vec<(Key, Option<Published>)> {
+        match self.changes.pending.lock().expect("change log").as_mut() {
+            Some(m) => m.drain().collect(),
+            None => Vec::new(),
+        }
     }
 
     /// The origins published records are served under.
@@ -444,6 +492,7 @@ impl Drop for PkarrStore {
 struct Writer {
     db: Arc<Database>,
     overlay: Arc<Overlay>,
+    changes: Arc<ChangeLog>,
     counters: Arc<PkarrCounters>,
     max_age: Duration,
     window: Duration,
@@ -581,13 +630,16 @@ impl Writer {
                 let mut replies = Vec::with_capacity(decided.len());
                 for d in decided {
                     if d.result.is_ok() {
+                        self.changes.record(d.key, Some(&d.published));
                         self.overlay.insert(d.key, d.published);
                     }
                     replies.push((d.reply, d.result));
                 }
                 for (_, key) in &expired {
+                    self.changes.record(*key, None);
                     self.overlay.remove(key);
                 }
+                self.changes.signal();
                 if !expired.is_empty() {
                     self.counters
                         .expired

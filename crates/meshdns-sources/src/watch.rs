@@ -26,6 +26,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
+use meshdns_xfr::Primary;
 use meshdns_zone::{BuildDefaults, Catalog, Name};
 use notify::Watcher as _;
 use tracing::{debug, error, info, warn};
@@ -240,6 +241,8 @@ pub struct FileSources {
     serial: u32,
     published: Arc<ArcSwap<Catalog>>,
     status: Arc<SourceStatus>,
+    /// Decides the serials served and keeps what zone transfers send.
+    primary: Option<Arc<Primary>>,
 }
 
 impl FileSources {
@@ -268,9 +271,17 @@ impl FileSources {
             serial: 0,
             published,
             status,
+            primary: None,
         };
         this.share_status();
         this
+    }
+
+    /// Decides zone serials with `primary` (content-based, kept across restarts) and keeps
+    /// what zone transfers send there.
+    pub fn with_primary(mut self, primary: Arc<Primary>) -> FileSources {
+        self.primary = Some(primary);
+        self
     }
 
     /// Serves the records of a pkarr relay's store too, after every file's (files win a
@@ -340,6 +351,7 @@ impl FileSources {
         if changed || first {
             self.publish();
         }
+        self.stamp_published();
         self.update_readiness();
         self.share_status();
         changed || first
@@ -589,6 +601,29 @@ impl FileSources {
         true
     }
 
+    /// Gives pkarr origins a new serial for the keys published (or expired) since the last
+    /// stamp: one serial, one journal entry and one NOTIFY for many publishes.
+    fn stamp_published(&mut self) {
+        let Some(primary) = &self.primary else { return };
+        let Some(store) = self.sources.iter().find_map(|s| match &s.input {
+            Input::Pkarr { store } => Some(store.clone()),
+            _ => None,
+        }) else {
+            return;
+        };
+        let changes = store.take_changes();
+        if changes.is_empty() {
+            return;
+        }
+        let keys = changes.len();
+        let mut catalog = Catalog::clone(&self.published.load());
+        let stamped = primary.stamp_published(&mut catalog, changes, unix_now() as u32);
+        self.published.store(Arc::new(catalog));
+        for (zone, serial) in stamped {
+            debug!(%zone, serial, keys, "published keys stamped");
+        }
+    }
+
     /// Copies the sources' counters to the status the HTTP endpoint reads.
     fn share_status(&self) {
         self.status.lock().sources = self
@@ -620,7 +655,12 @@ impl FileSources {
                 compiled: s.last_good.as_ref().unwrap_or(&empty),
             })
             .collect();
-        let (catalog, refused) = assemble(&inputs, &self.config.zones, defaults);
+        let (mut catalog, refused) = assemble(&inputs, &self.config.zones, defaults);
+        if let Some(primary) = &self.primary {
+            for (zone, serial) in primary.update(&mut catalog, unix_now() as u32) {
+                info!(%zone, serial, "zone serial");
+            }
+        }
         let records = catalog.record_count();
         let zones = catalog.zones().len();
         let live = Arc::new(catalog);
@@ -656,7 +696,6 @@ impl FileSources {
         info!(
             zones,
             records,
-            serial = self.serial,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "snapshot published"
         );

@@ -48,19 +48,23 @@ struct Inner {
 pub struct Primary {
     inner: Mutex<Inner>,
     journal_records: usize,
+    /// Whether transfers are served: without them, serials are decided but no differences or
+    /// published keys are kept.
+    transfers: bool,
     serials: tokio::sync::watch::Sender<Arc<BTreeMap<Name, u32>>>,
 }
 
 impl Primary {
-    /// Keeps serials in `data_dir` (when given) and at most `journal_records` records of
-    /// differences per zone.
-    pub fn new(data_dir: Option<&Path>, journal_records: usize) -> Primary {
+    /// Keeps serials in `data_dir` (when given) and, when `transfers` are served, at most
+    /// `journal_records` records of differences per zone.
+    pub fn new(data_dir: Option<&Path>, journal_records: usize, transfers: bool) -> Primary {
         Primary {
             inner: Mutex::new(Inner {
                 book: SerialBook::open(data_dir),
                 ..Inner::default()
             }),
             journal_records,
+            transfers,
             serials: tokio::sync::watch::Sender::new(Arc::default()),
         }
     }
@@ -108,8 +112,9 @@ impl Primary {
                         published,
                     };
                     if serial_gt(serial, s.version.serial) {
-                        let delta = version_delta(&s.version, &new);
-                        s.journal.push(delta);
+                        if self.transfers {
+                            s.journal.push(version_delta(&s.version, &new));
+                        }
                         changed.push((origin.clone(), serial));
                     } else {
                         warn!(zone = %origin, serial, "zone changed but its given serial did not grow; secondaries will not see the change");
@@ -173,6 +178,21 @@ impl Primary {
         }
         let mut inner = self.inner.lock().expect("primary state");
         let inner = &mut *inner;
+        if !self.transfers {
+            // Serials only.
+            let mut changed = Vec::new();
+            for (origin, state) in inner.zones.iter_mut() {
+                if catalog.overlay(origin).is_some() {
+                    state.version.serial = next_serial(state.version.serial, now);
+                    catalog.set_serial(origin, state.version.serial);
+                    inner.book.set(&origin.to_string(), state.version.serial, &state.digest);
+                    changed.push((origin.clone(), state.version.serial));
+                }
+            }
+            inner.book.save();
+            self.share(inner);
+            return changed;
+        }
         let old = inner.published.clone();
         let set = Arc::make_mut(&mut inner.published);
         for (key, p) in &changes {

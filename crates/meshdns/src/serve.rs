@@ -22,10 +22,63 @@ use crate::config::{ServeConfig, defaults};
 use crate::pkarr_http::PkarrHttp;
 use crate::{controller_cmd, telemetry, wait_for_signal};
 
+fn key_names(keys: &[meshdns_xfr::Key]) -> String {
+    if keys.is_empty() {
+        return "none".into();
+    }
+    keys.iter()
+        .map(|k| k.name.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Runs `serve` until SIGTERM or SIGINT.
 pub async fn run(settings: ServeConfig) -> Result<()> {
     let catalog: SharedCatalog = Arc::new(ArcSwap::from_pointee(Catalog::empty()));
     let status = Arc::new(SourceStatus::default());
+    let transfers_on = settings.transfers();
+    let keys = match &settings.tsig_keys {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--tsig-keys: cannot read {}", path.display()))?;
+            meshdns_xfr::parse_key_file(&path.display().to_string(), &text)?
+        }
+        None => Vec::new(),
+    };
+    let key = |name: &meshdns_zone::Name, flag: &str| {
+        keys.iter().find(|k| &k.name == name).cloned().with_context(|| {
+            format!("{flag} {name}: no such key in --tsig-keys (keys: {})", key_names(&keys))
+        })
+    };
+    for name in &settings.allow_transfer_keys {
+        key(name, "--allow-transfer-key")?;
+    }
+    let notify_targets = settings
+        .notify
+        .iter()
+        .map(|n| {
+            Ok(meshdns_server::xfr::NotifyTarget {
+                address: n.address.clone(),
+                key: n.key.as_ref().map(|k| key(k, "--notify")).transpose()?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // Serials are kept in the data directory when there is one to keep: pkarr or transfers.
+    let serial_dir = settings
+        .data_dir
+        .clone()
+        .or_else(|| (transfers_on || !settings.pkarr.is_empty()).then(defaults::data_dir));
+    if let Some(dir) = &serial_dir {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
+    }
+    let primary = Arc::new(meshdns_xfr::Primary::new(
+        serial_dir.as_deref(),
+        settings
+            .ixfr_journal_records
+            .unwrap_or(defaults::IXFR_JOURNAL_RECORDS),
+        transfers_on,
+    ));
     let pkarr = if settings.pkarr.is_empty() {
         None
     } else {
@@ -60,7 +113,8 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
         },
         catalog.clone(),
         status.clone(),
-    );
+    )
+    .with_primary(primary.clone());
     let feed = settings
         .kubernetes()
         .map(|_| meshdns_sources::manifests::ManifestFeed::new("kubernetes"));
@@ -106,6 +160,17 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
     }
 
     let metrics = Arc::new(DnsMetrics::default());
+    let transfers = transfers_on.then(|| {
+        Arc::new(meshdns_server::xfr::Transfers {
+            primary: primary.clone(),
+            policy: meshdns_xfr::Policy {
+                keys: keys.clone(),
+                allowed_keys: settings.allow_transfer_keys.clone(),
+            },
+            allow: settings.allow_transfer.clone(),
+            metrics: Default::default(),
+        })
+    });
     let answer = AnswerConfig {
         edns_payload: settings.edns_payload.unwrap_or(defaults::EDNS_PAYLOAD),
     };
@@ -119,6 +184,7 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
             .tcp_max_connections
             .unwrap_or(defaults::TCP_MAX_CONNECTIONS),
         answer,
+        transfers: transfers.clone(),
         ..ServerConfig::default()
     };
     let server = if !settings.listen.is_empty() {
@@ -140,6 +206,25 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
     let watcher = spawn_watcher(sources).context("cannot start the file watcher")?;
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
+    if let Some(store) = &pkarr {
+        // Publishes give the pkarr origins new serials (and journal entries), stamped by the
+        // watcher: a burst of publishes is one serial.
+        let poker = watcher.poker();
+        store.track_changes(move || poker.poke());
+        if transfers_on {
+            primary.load_published(store.overlay().entries().into_iter().collect());
+        }
+    }
+    if let Some(t) = &transfers {
+        for target in notify_targets {
+            info!(target = %target.address, "sending NOTIFY on every serial change");
+            tasks.spawn(meshdns_server::xfr::notify_loop(
+                t.clone(),
+                target,
+                shutdown.clone(),
+            ));
+        }
+    }
     if !configmaps.is_empty() {
         let client = controller_cmd::client(settings.kubeconfig.as_deref())
             .await
@@ -192,14 +277,21 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
         Some(addr) => {
             let state = HttpState {
                 metrics: {
-                    let (metrics, catalog, status, pkarr) = (
+                    let (metrics, catalog, status, pkarr, transfers) = (
                         metrics.clone(),
                         catalog.clone(),
                         status.clone(),
                         pkarr.clone(),
+                        transfers.clone(),
                     );
                     Arc::new(move || {
-                        telemetry::render(&metrics, &catalog.load(), &status, pkarr.as_deref())
+                        telemetry::render(
+                            &metrics,
+                            &catalog.load(),
+                            &status,
+                            pkarr.as_deref(),
+                            transfers.as_deref(),
+                        )
                     })
                 },
                 readiness: {

@@ -15,9 +15,31 @@ pub fn render(
     catalog: &Catalog,
     status: &SourceStatus,
     pkarr: Option<&PkarrStore>,
+    transfers: Option<&meshdns_server::xfr::Transfers>,
 ) -> String {
     let mut out = String::with_capacity(8192);
     dns.render(&mut out);
+    header(
+        &mut out,
+        "meshdns_zone_serial",
+        "SOA serial served per zone.",
+        "gauge",
+    );
+    let mut serials: Vec<(String, u32)> = catalog
+        .serials()
+        .map(|(o, s)| (o.to_string(), s))
+        .collect();
+    serials.sort();
+    for (zone, serial) in serials {
+        let _ = writeln!(
+            out,
+            "meshdns_zone_serial{{zone=\"{}\"}} {serial}",
+            label_value(&zone)
+        );
+    }
+    if let Some(t) = transfers {
+        t.render(&mut out);
+    }
     header(
         &mut out,
         "meshdns_zone_records",

@@ -233,6 +233,15 @@ impl Overlay {
         self.map.pin().get(key).map(Published::stamp)
     }
 
+    /// Every key with its records (shared, not copied).
+    pub fn entries(&self) -> Vec<(Key, Published)> {
+        self.map
+            .pin()
+            .iter()
+            .map(|(k, p)| (*k, p.clone()))
+            .collect()
+    }
+
     /// Number of keys.
     pub fn len(&self) -> usize {
         self.map.len()

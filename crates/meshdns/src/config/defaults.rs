@@ -23,6 +23,8 @@ pub const TCP_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const TCP_MAX_CONNECTIONS: usize = 1024;
 /// Files are checked this often without a change notification.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// Records of differences kept per zone for IXFR.
+pub const IXFR_JOURNAL_RECORDS: usize = 100_000;
 /// A burst of change notifications ends after this much quiet.
 pub const DEBOUNCE: Duration = Duration::from_millis(20);
 /// DNS over HTTPS on the HTTP listener.

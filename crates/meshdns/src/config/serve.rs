@@ -137,6 +137,31 @@ pub struct ServeConfig {
     #[serde(default, deserialize_with = "de::list")]
     pub trusted_proxies: Vec<meshdns_server::relay::Cidr>,
 
+    /// An address or prefix allowed to transfer zones (AXFR/IXFR) without a key (repeatable)
+    /// [default: none].
+    #[arg(long = "allow-transfer", value_name = "PREFIX", value_parser = values::cidr, help_heading = "Zone transfers")]
+    #[serde(default, deserialize_with = "de::list")]
+    pub allow_transfer: Vec<meshdns_server::relay::Cidr>,
+    /// A TSIG key (from --tsig-keys) whose signed transfer requests are allowed from any
+    /// address (repeatable) [default: none].
+    #[arg(long = "allow-transfer-key", value_name = "NAME", value_parser = values::name, help_heading = "Zone transfers")]
+    #[serde(default, deserialize_with = "de::list")]
+    pub allow_transfer_keys: Vec<Name>,
+    /// A secondary to send NOTIFY to when any zone's serial changes, HOST:PORT, optionally
+    /// @KEYNAME to sign it (repeatable) [default: none].
+    #[arg(long = "notify", value_name = "HOST:PORT[@KEY]", value_parser = values::notify_target, help_heading = "Zone transfers")]
+    #[serde(default, deserialize_with = "de::list")]
+    pub notify: Vec<values::NotifySpec>,
+    /// TSIG keys, in BIND's `key "name" { algorithm hmac-sha256; secret "…"; };` format (a
+    /// mounted Secret in Kubernetes) [default: none].
+    #[arg(long = "tsig-keys", value_name = "FILE", help_heading = "Zone transfers")]
+    pub tsig_keys: Option<PathBuf>,
+    /// Records of differences kept per zone for IXFR; a secondary further behind gets the whole
+    /// zone [default: 100000].
+    #[arg(long, value_name = "N", value_parser = values::at_least_one, help_heading = "Zone transfers")]
+    #[serde(default, deserialize_with = "de::at_least_one")]
+    pub ixfr_journal_records: Option<usize>,
+
     /// UDP sockets per listen address, sharing the port (SO_REUSEPORT) [default: one per core].
     #[arg(long, value_name = "N", value_parser = values::at_least_one, help_heading = "Tuning")]
     #[serde(default, deserialize_with = "de::at_least_one")]
@@ -205,6 +230,11 @@ impl ServeConfig {
                 pkarr_put_burst,
                 pkarr_commit_window,
                 trusted_proxies,
+                allow_transfer,
+                allow_transfer_keys,
+                notify,
+                tsig_keys,
+                ixfr_journal_records,
                 udp_sockets,
                 workers,
                 edns_payload,
@@ -222,6 +252,7 @@ impl ServeConfig {
         let paths = self.records.iter_mut().chain(&mut self.manifests);
         let paths = paths.chain(self.zone_files.iter_mut().map(|z| &mut z.path));
         let paths = paths.chain(&mut self.data_dir).chain(&mut self.kubeconfig);
+        let paths = paths.chain(&mut self.tsig_keys);
         for path in paths {
             rebase(path, base);
         }
@@ -256,6 +287,13 @@ impl ServeConfig {
     /// Zones served even when nothing gives them records: `--zone`s and pkarr origins.
     pub fn declared_zones(&self) -> Vec<Name> {
         self.zones.iter().chain(&self.pkarr).cloned().collect()
+    }
+
+    /// Whether zone transfers are served (some client is allowed, or a secondary notified).
+    pub fn transfers(&self) -> bool {
+        !self.allow_transfer.is_empty()
+            || !self.allow_transfer_keys.is_empty()
+            || !self.notify.is_empty()
     }
 
     /// TTL of records that give none.

@@ -243,6 +243,42 @@ impl FromText for meshdns_server::relay::Cidr {
     }
 }
 
+/// A secondary to notify: `HOST:PORT`, optionally `@KEYNAME` to sign the NOTIFY.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotifySpec {
+    /// `HOST:PORT` (`[v6]:PORT` for an IPv6 address).
+    pub address: String,
+    /// The TSIG key to sign with.
+    pub key: Option<Name>,
+}
+
+/// Parses `HOST:PORT[@KEY]`.
+pub fn notify_target(text: &str) -> Result<NotifySpec, String> {
+    let text = text.trim();
+    let (address, key) = match text.rsplit_once('@') {
+        Some((a, k)) => (a, Some(name(k)?)),
+        None => (text, None),
+    };
+    let port_ok = address
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
+    if !port_ok {
+        return Err(format!(
+            "{text:?}: expected HOST:PORT (192.0.2.1:53, [2001:db8::1]:53, ns2.example.net:53), optionally @KEYNAME"
+        ));
+    }
+    Ok(NotifySpec {
+        address: address.to_string(),
+        key,
+    })
+}
+
+impl FromText for NotifySpec {
+    fn from_text(text: &str) -> Result<Self, String> {
+        notify_target(text)
+    }
+}
+
 /// An address or prefix (`10.0.0.0/8`, `2001:db8::/32`, `192.0.2.7`).
 pub fn cidr(text: &str) -> Result<meshdns_server::relay::Cidr, String> {
     text.trim().parse()
