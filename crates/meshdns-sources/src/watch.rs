@@ -885,15 +885,17 @@ pub fn spawn_watcher(mut sources: FileSources) -> std::io::Result<WatchHandle> {
             lower_own_priority();
             let poll = sources.config.poll_interval;
             let debounce = sources.config.debounce;
-            loop {
+            'watch: loop {
                 match rx.recv_timeout(poll) {
-                    Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                    Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => break,
                     Ok(Msg::Changed) => {
                         let burst_end = Instant::now() + debounce * 10;
                         loop {
                             match rx.recv_timeout(debounce) {
                                 Ok(Msg::Changed) if Instant::now() < burst_end => continue,
-                                Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                                Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => {
+                                    break 'watch;
+                                }
                                 _ => break,
                             }
                         }
@@ -907,6 +909,9 @@ pub fn spawn_watcher(mut sources: FileSources) -> std::io::Result<WatchHandle> {
                     }
                 }
             }
+            // Publishes acknowledged since the last stamp get their serial (and journal entry)
+            // now, so the next start finds the serial book in step with the store.
+            sources.stamp_published();
         })?;
     Ok(WatchHandle {
         tx,

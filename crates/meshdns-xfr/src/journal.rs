@@ -25,6 +25,67 @@ impl Delta {
     }
 }
 
+impl Delta {
+    /// Appends the binary form kept on disk: `from to removed added` (u32 each), then each
+    /// record as `owner_len u8 | owner | type u16 | ttl u32 | rdata_len u16 | rdata`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        for n in [
+            self.from,
+            self.to,
+            self.removed.len() as u32,
+            self.added.len() as u32,
+        ] {
+            out.extend_from_slice(&n.to_be_bytes());
+        }
+        for rr in self.removed.iter().chain(&self.added) {
+            out.push(rr.owner.len() as u8);
+            out.extend_from_slice(&rr.owner);
+            out.extend_from_slice(&rr.rtype.0.to_be_bytes());
+            out.extend_from_slice(&rr.ttl.to_be_bytes());
+            out.extend_from_slice(&(rr.rdata.len() as u16).to_be_bytes());
+            out.extend_from_slice(&rr.rdata);
+        }
+    }
+
+    /// Reads one difference from the front of `bytes`, returning it and the rest; `None` for a
+    /// truncated or damaged one (a journal cut short by a crash ends there).
+    pub fn decode(bytes: &[u8]) -> Option<(Delta, &[u8])> {
+        let mut rest = bytes;
+        let mut take = |n: usize| -> Option<&[u8]> {
+            let (head, tail) = rest.split_at_checked(n)?;
+            rest = tail;
+            Some(head)
+        };
+        let mut word = || -> Option<u32> { Some(u32::from_be_bytes(take(4)?.try_into().ok()?)) };
+        let (from, to, removed, added) = (word()?, word()?, word()?, word()?);
+        let mut rrs = Vec::with_capacity((removed as usize + added as usize).min(1 << 20));
+        for _ in 0..u64::from(removed) + u64::from(added) {
+            let owner_len = usize::from(take(1)?[0]);
+            let owner = take(owner_len)?.to_vec();
+            let f = take(8)?;
+            let rtype = meshdns_zone::RType(u16::from_be_bytes([f[0], f[1]]));
+            let ttl = u32::from_be_bytes([f[2], f[3], f[4], f[5]]);
+            let rdata = take(usize::from(u16::from_be_bytes([f[6], f[7]])))?.to_vec();
+            rrs.push(Rr {
+                owner: owner.into(),
+                rtype,
+                rdata: rdata.into(),
+                ttl,
+            });
+        }
+        let added = rrs.split_off(removed as usize);
+        Some((
+            Delta {
+                from,
+                to,
+                removed: rrs,
+                added,
+            },
+            rest,
+        ))
+    }
+}
+
 /// Differences, oldest first, holding at most `max_records` records in all.
 #[derive(Debug, Clone)]
 pub struct Journal {
@@ -58,6 +119,16 @@ impl Journal {
             };
             self.records -= old.records();
         }
+    }
+
+    /// The newest serial a difference leads to.
+    pub fn last_serial(&self) -> Option<u32> {
+        self.deltas.back().map(|d| d.to)
+    }
+
+    /// Every difference, oldest first.
+    pub fn deltas(&self) -> impl Iterator<Item = &Delta> {
+        self.deltas.iter()
     }
 
     /// Forgets everything (the content changed in a way no difference describes).
@@ -170,6 +241,18 @@ mod tests {
         j.push(delta(4, 5, vec![a(3, 60)], vec![a(3, 30)]));
         let c = j.condensed(4).unwrap();
         assert_eq!((c.removed, c.added), (vec![a(3, 60)], vec![a(3, 30)]));
+    }
+
+    #[test]
+    fn encodes_and_decodes() {
+        let d = delta(1, 2, vec![a(1, 60)], vec![a(2, 30), a(3, 30)]);
+        let mut bytes = Vec::new();
+        d.encode(&mut bytes);
+        d.encode(&mut bytes);
+        let (back, rest) = Delta::decode(&bytes).unwrap();
+        assert_eq!(back, d);
+        assert_eq!(Delta::decode(rest).unwrap().0, d);
+        assert!(Delta::decode(&bytes[..bytes.len() / 2 - 1]).is_none());
     }
 
     #[test]

@@ -15,7 +15,7 @@ use tracing::{info, warn};
 
 use crate::content::{PublishedSet, Rr, Version, diff, published_records, zone_records};
 use crate::journal::{Delta, Journal};
-use crate::serial::{SerialBook, digest, next_serial, serial_gt};
+use crate::serial::{SerialBook, content_id, digest, next_serial, published_hash, serial_gt};
 
 /// What an IXFR request gets.
 #[derive(Debug)]
@@ -33,6 +33,8 @@ struct ZoneState {
     version: Version,
     digest: [u8; 32],
     journal: Journal,
+    /// Records in the journal's file (it is rewritten once it holds twice the journal's).
+    file_records: usize,
 }
 
 #[derive(Debug, Default)]
@@ -41,6 +43,16 @@ struct Inner {
     book: SerialBook,
     /// The keys published as of the last stamp (shared by every pkarr origin).
     published: Arc<PublishedSet>,
+    /// The sum of [`published_hash`] over `published`.
+    published_sum: u64,
+    /// Where journals are kept (`<data-dir>/journal`).
+    journal_dir: Option<std::path::PathBuf>,
+}
+
+impl Inner {
+    fn content_id(&self, digest: &[u8; 32], pkarr: bool) -> String {
+        content_id(digest, pkarr.then_some(self.published_sum))
+    }
 }
 
 /// Serials, versions and journals of every zone served.
@@ -61,6 +73,9 @@ impl Primary {
         Primary {
             inner: Mutex::new(Inner {
                 book: SerialBook::open(data_dir),
+                journal_dir: data_dir
+                    .filter(|_| transfers)
+                    .map(|d| d.join("journal")),
                 ..Inner::default()
             }),
             journal_records,
@@ -113,43 +128,52 @@ impl Primary {
                     };
                     if serial_gt(serial, s.version.serial) {
                         if self.transfers {
-                            s.journal.push(version_delta(&s.version, &new));
+                            let delta = version_delta(&s.version, &new);
+                            files::push(inner.journal_dir.as_deref(), origin, s, delta);
                         }
                         changed.push((origin.clone(), serial));
                     } else {
                         warn!(zone = %origin, serial, "zone changed but its given serial did not grow; secondaries will not see the change");
                         s.journal.clear();
+                        files::rewrite(inner.journal_dir.as_deref(), origin, s);
                     }
                     s.version = new;
                     s.digest = d;
-                    inner.book.set(&origin.to_string(), serial, &d);
+                    let id = content_id(&d, pkarr.then_some(inner.published_sum));
+                    inner.book.set(&origin.to_string(), serial, id);
                     serial
                 }
                 None => {
-                    let kept = inner.book.get(&origin.to_string());
-                    let serial = match (zone.given_serial(), kept) {
-                        (Some(given), _) => given,
-                        // Unchanged since the last run: the same serial. (A pkarr origin's keys
-                        // may have changed while stopped: it always moves on.)
-                        (None, Some(k)) if k.digest == crate::serial::hex(&d) && !pkarr => {
-                            k.serial
-                        }
-                        (None, Some(k)) => next_serial(k.serial, now),
-                        (None, None) => now,
+                    let id = inner.content_id(&d, pkarr);
+                    // A pkarr origin's keys are known only when transfers keep them.
+                    let comparable = !pkarr || self.transfers;
+                    let kept = inner.book.get(&origin.to_string()).cloned();
+                    let unchanged = kept
+                        .as_ref()
+                        .filter(|k| comparable && k.digest == id)
+                        .map(|k| k.serial);
+                    let serial = match (zone.given_serial(), unchanged, &kept) {
+                        (Some(given), _, _) => given,
+                        // Unchanged since the last run: the same serial, and its journal.
+                        (None, Some(serial), _) => serial,
+                        (None, None, Some(k)) => next_serial(k.serial, now),
+                        (None, None, None) => now,
                     };
-                    inner.zones.insert(
-                        origin.clone(),
-                        ZoneState {
-                            version: Version {
-                                serial,
-                                zone,
-                                published,
-                            },
-                            digest: d,
-                            journal: Journal::new(self.journal_records),
+                    let mut state = ZoneState {
+                        version: Version {
+                            serial,
+                            zone,
+                            published,
                         },
-                    );
-                    inner.book.set(&origin.to_string(), serial, &d);
+                        digest: d,
+                        journal: Journal::new(self.journal_records),
+                        file_records: 0,
+                    };
+                    if self.transfers {
+                        files::load(inner.journal_dir.as_deref(), origin, &mut state);
+                    }
+                    inner.zones.insert(origin.clone(), state);
+                    inner.book.set(&origin.to_string(), serial, id);
                     changed.push((origin.clone(), serial));
                     serial
                 }
@@ -185,7 +209,8 @@ impl Primary {
                 if catalog.overlay(origin).is_some() {
                     state.version.serial = next_serial(state.version.serial, now);
                     catalog.set_serial(origin, state.version.serial);
-                    inner.book.set(&origin.to_string(), state.version.serial, &state.digest);
+                    let id = content_id(&state.digest, None);
+                    inner.book.set(&origin.to_string(), state.version.serial, id);
                     changed.push((origin.clone(), state.version.serial));
                 }
             }
@@ -195,12 +220,20 @@ impl Primary {
         }
         let old = inner.published.clone();
         let set = Arc::make_mut(&mut inner.published);
+        let mut sum = inner.published_sum;
         for (key, p) in &changes {
-            match p {
-                Some(p) => set.insert(*key, p.clone()),
+            let before = match p {
+                Some(p) => {
+                    sum = sum.wrapping_add(published_hash(key, p.stamp()));
+                    set.insert(*key, p.clone())
+                }
                 None => set.remove(key),
             };
+            if let Some(b) = before {
+                sum = sum.wrapping_sub(published_hash(key, b.stamp()));
+            }
         }
+        inner.published_sum = sum;
         let new_set = inner.published.clone();
         let mut changed = Vec::new();
         for (origin, state) in inner.zones.iter_mut() {
@@ -225,11 +258,12 @@ impl Primary {
                 removed: removed.iter().map(Rr::to_owned).collect(),
                 added: added.iter().map(Rr::to_owned).collect(),
             };
-            state.journal.push(delta);
+            files::push(inner.journal_dir.as_deref(), origin, state, delta);
             state.version.serial = serial;
             state.version.published = Some(new_set.clone());
             catalog.set_serial(origin, serial);
-            inner.book.set(&origin.to_string(), serial, &state.digest);
+            let id = content_id(&state.digest, Some(sum));
+            inner.book.set(&origin.to_string(), serial, id);
             changed.push((origin.clone(), serial));
         }
         if !changed.is_empty() {
@@ -240,9 +274,17 @@ impl Primary {
     }
 
     /// Loads the keys published before start-up as the first stamped set (no journal entry).
+    /// Call before the first [`Primary::update`], so a restart with the same keys keeps the
+    /// pkarr origins' serials and journals.
     pub fn load_published(&self, set: PublishedSet) {
+        if !self.transfers {
+            return;
+        }
         let mut inner = self.inner.lock().expect("primary state");
         info!(keys = set.len(), "pkarr keys ready for transfers");
+        inner.published_sum = set
+            .iter()
+            .fold(0u64, |s, (k, p)| s.wrapping_add(published_hash(k, p.stamp())));
         inner.published = Arc::new(set);
         let new = inner.published.clone();
         for state in inner.zones.values_mut() {
@@ -367,4 +409,95 @@ fn key_under(name: &[u8], origin: &[u8]) -> Option<Key> {
     }
     let at = last?;
     key_of_label(&name[at + 1..rel])
+}
+
+/// The journals' files: `<data-dir>/journal/<origin>ixfr` (the origin with its final dot), the
+/// differences appended as they are made, rewritten when trimming has left most of a file
+/// stale. Written without fsync: a journal cut short by a crash no longer leads to the serial
+/// the book names, and is dropped at the next start (secondaries then get the whole zone once).
+mod files {
+    use std::io::Write as _;
+    use std::path::{Path, PathBuf};
+
+    use meshdns_zone::Name;
+    use tracing::warn;
+
+    use super::ZoneState;
+    use crate::journal::Delta;
+
+    fn path(dir: &Path, origin: &Name) -> PathBuf {
+        let name = origin.to_string();
+        let name = if name == "." { "root.".to_string() } else { name };
+        dir.join(format!("{}ixfr", name.replace('/', "_")))
+    }
+
+    /// Adds `delta` to the zone's journal and its file.
+    pub(super) fn push(dir: Option<&Path>, origin: &Name, state: &mut ZoneState, delta: Delta) {
+        let mut bytes = Vec::new();
+        delta.encode(&mut bytes);
+        let records = delta.removed.len() + delta.added.len();
+        let follows = state.journal.last_serial().is_none_or(|s| s == delta.from);
+        state.journal.push(delta);
+        let Some(dir) = dir else { return };
+        if !follows || state.file_records > 2 * state.journal.records().max(1024) {
+            rewrite(Some(dir), origin, state);
+            return;
+        }
+        let p = path(dir, origin);
+        let result = std::fs::create_dir_all(dir).and_then(|()| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&p)?
+                .write_all(&bytes)
+        });
+        match result {
+            Ok(()) => state.file_records += records,
+            Err(e) => warn!(file = %p.display(), error = %e, "cannot write the IXFR journal"),
+        }
+    }
+
+    /// Writes the zone's whole journal afresh (or removes the file when it is empty).
+    pub(super) fn rewrite(dir: Option<&Path>, origin: &Name, state: &mut ZoneState) {
+        let Some(dir) = dir else { return };
+        let p = path(dir, origin);
+        state.file_records = 0;
+        if state.journal.is_empty() {
+            let _ = std::fs::remove_file(&p);
+            return;
+        }
+        let mut bytes = Vec::new();
+        for d in state.journal.deltas() {
+            d.encode(&mut bytes);
+        }
+        let tmp = p.with_extension("ixfr.tmp");
+        let result = std::fs::create_dir_all(dir)
+            .and_then(|()| std::fs::write(&tmp, &bytes))
+            .and_then(|()| std::fs::rename(&tmp, &p));
+        match result {
+            Ok(()) => state.file_records = state.journal.records(),
+            Err(e) => warn!(file = %p.display(), error = %e, "cannot write the IXFR journal"),
+        }
+    }
+
+    /// Reads the zone's journal back, if it leads to the serial the zone starts with.
+    pub(super) fn load(dir: Option<&Path>, origin: &Name, state: &mut ZoneState) {
+        let Some(dir) = dir else { return };
+        let p = path(dir, origin);
+        let Ok(bytes) = std::fs::read(&p) else { return };
+        let mut rest = &bytes[..];
+        let mut records = 0;
+        while let Some((delta, tail)) = Delta::decode(rest) {
+            records += delta.removed.len() + delta.added.len();
+            state.journal.push(delta);
+            rest = tail;
+        }
+        if state.journal.last_serial() == Some(state.version.serial) {
+            state.file_records = records;
+            tracing::info!(zone = %origin, differences = state.journal.len(), "IXFR journal kept from the last run");
+        } else {
+            state.journal.clear();
+            let _ = std::fs::remove_file(&p);
+        }
+    }
 }

@@ -100,15 +100,10 @@ impl SerialBook {
         self.zones.get(origin)
     }
 
-    /// Records what `origin` serves now.
-    pub fn set(&mut self, origin: &str, serial: u32, digest: &[u8; 32]) {
-        self.zones.insert(
-            origin.to_string(),
-            Entry {
-                serial,
-                digest: hex(digest),
-            },
-        );
+    /// Records what `origin` serves now (`digest` as [`content_id`] spells it).
+    pub fn set(&mut self, origin: &str, serial: u32, digest: String) {
+        self.zones
+            .insert(origin.to_string(), Entry { serial, digest });
     }
 
     /// Writes the book (atomically: a new file renamed over the old). Errors are logged: the
@@ -127,6 +122,27 @@ impl SerialBook {
             warn!(file = %path.display(), error = %e, "cannot save the serial book");
         }
     }
+}
+
+/// How the book names a version's content: the zone's digest, and for a pkarr origin the sum
+/// of what its keys published (see [`published_hash`]).
+pub fn content_id(zone: &[u8; 32], published: Option<u64>) -> String {
+    match published {
+        Some(sum) => format!("{}:{sum:016x}", hex(zone)),
+        None => hex(zone),
+    }
+}
+
+/// One key's publish, hashed for an order-independent sum over keys (a wrapping sum of these
+/// changes by one term when one key publishes).
+pub fn published_hash(key: &[u8; 32], stamp: u64) -> u64 {
+    let mut h = stamp ^ 0x9E37_79B9_7F4A_7C15;
+    for chunk in key.chunks_exact(8) {
+        h ^= u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        h = h.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+        h ^= h >> 33;
+    }
+    h
 }
 
 /// Lower-case hex.
@@ -157,7 +173,7 @@ mod tests {
     fn the_book_survives_a_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let mut book = SerialBook::open(Some(dir.path()));
-        book.set("example.org.", 42, &[7; 32]);
+        book.set("example.org.", 42, content_id(&[7; 32], None));
         book.save();
         let again = SerialBook::open(Some(dir.path()));
         assert_eq!(again.get("example.org.").unwrap().serial, 42);

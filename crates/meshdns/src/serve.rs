@@ -10,7 +10,7 @@ use meshdns_server::http::{DohState, HttpState, router, serve_http};
 use meshdns_server::relay::PkarrRelay;
 use meshdns_server::{DnsMetrics, Server, ServerConfig, SharedCatalog};
 use meshdns_sources::{
-    BytesFeed, FileKind, FileSources, PkarrConfig, PkarrStore, SourceConfig, SourceStatus,
+    BytesFeed, FileKind, FileSources, PkarrConfig, PkarrStore, Poker, SourceConfig, SourceStatus,
     spawn_watcher,
 };
 use meshdns_zone::{AnswerConfig, Catalog};
@@ -150,8 +150,21 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
     for (_, feed) in &configmaps {
         sources = sources.with_bytes(feed.clone(), FileKind::Auto);
     }
+    // Publishes give the pkarr origins new serials (and journal entries), stamped by the
+    // watcher: a burst of publishes is one serial. The keys stored are known before the first
+    // snapshot, so a restart with the same keys keeps the serial.
+    let mut pkarr_poker = None;
     if let Some(store) = &pkarr {
+        let poker = Arc::new(std::sync::OnceLock::<Poker>::new());
+        let p = poker.clone();
+        store.track_changes(move || {
+            if let Some(p) = p.get() {
+                p.poke();
+            }
+        });
+        primary.load_published(store.overlay().entries().into_iter().collect());
         sources = sources.with_pkarr(store.clone());
+        pkarr_poker = Some(poker);
     }
     // The first snapshot is in place before the first socket is bound.
     sources.refresh();
@@ -206,14 +219,8 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
     let watcher = spawn_watcher(sources).context("cannot start the file watcher")?;
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
-    if let Some(store) = &pkarr {
-        // Publishes give the pkarr origins new serials (and journal entries), stamped by the
-        // watcher: a burst of publishes is one serial.
-        let poker = watcher.poker();
-        store.track_changes(move || poker.poke());
-        if transfers_on {
-            primary.load_published(store.overlay().entries().into_iter().collect());
-        }
+    if let Some(poker) = &pkarr_poker {
+        let _ = poker.set(watcher.poker());
     }
     if let Some(t) = &transfers {
         for target in notify_targets {
