@@ -99,17 +99,37 @@ impl Transfers {
         let m = &self.metrics;
         out.push_str("# HELP meshdns_xfr_out_total Zone transfers sent, by kind.\n# TYPE meshdns_xfr_out_total counter\n");
         for (i, (_, name)) in KINDS.iter().enumerate() {
-            let _ = writeln!(out, "meshdns_xfr_out_total{{kind=\"{name}\"}} {}", m.sent[i].load(Relaxed));
+            let _ = writeln!(
+                out,
+                "meshdns_xfr_out_total{{kind=\"{name}\"}} {}",
+                m.sent[i].load(Relaxed)
+            );
         }
         out.push_str("# HELP meshdns_xfr_out_records_total Records sent in zone transfers.\n# TYPE meshdns_xfr_out_records_total counter\n");
-        let _ = writeln!(out, "meshdns_xfr_out_records_total {}", m.records.load(Relaxed));
+        let _ = writeln!(
+            out,
+            "meshdns_xfr_out_records_total {}",
+            m.records.load(Relaxed)
+        );
         out.push_str("# HELP meshdns_xfr_refused_total Transfer requests not served, by reason.\n# TYPE meshdns_xfr_refused_total counter\n");
         for (i, name) in REFUSALS.iter().enumerate() {
-            let _ = writeln!(out, "meshdns_xfr_refused_total{{reason=\"{name}\"}} {}", m.refused[i].load(Relaxed));
+            let _ = writeln!(
+                out,
+                "meshdns_xfr_refused_total{{reason=\"{name}\"}} {}",
+                m.refused[i].load(Relaxed)
+            );
         }
         out.push_str("# HELP meshdns_notify_total NOTIFY messages to secondaries, by result.\n# TYPE meshdns_notify_total counter\n");
-        for (name, v) in [("sent", &m.notify_sent), ("acknowledged", &m.notify_acked), ("failed", &m.notify_failed)] {
-            let _ = writeln!(out, "meshdns_notify_total{{result=\"{name}\"}} {}", v.load(Relaxed));
+        for (name, v) in [
+            ("sent", &m.notify_sent),
+            ("acknowledged", &m.notify_acked),
+            ("failed", &m.notify_failed),
+        ] {
+            let _ = writeln!(
+                out,
+                "meshdns_notify_total{{result=\"{name}\"}} {}",
+                v.load(Relaxed)
+            );
         }
         let sizes = self.primary.journal_sizes();
         out.push_str("# HELP meshdns_journal_records Records held in the IXFR journal per zone.\n# TYPE meshdns_journal_records gauge\n");
@@ -118,7 +138,10 @@ impl Transfers {
         }
         out.push_str("# HELP meshdns_journal_differences Differences (serial steps) held in the IXFR journal per zone.\n# TYPE meshdns_journal_differences gauge\n");
         for (zone, _, deltas, _) in &sizes {
-            let _ = writeln!(out, "meshdns_journal_differences{{zone=\"{zone}\"}} {deltas}");
+            let _ = writeln!(
+                out,
+                "meshdns_journal_differences{{zone=\"{zone}\"}} {deltas}"
+            );
         }
     }
 }
@@ -238,10 +261,7 @@ async fn send_one(
     zone: &Name,
     id: u16,
 ) -> Result<(), String> {
-    let version = transfers
-        .primary
-        .version(zone)
-        .ok_or("the zone is gone")?;
+    let version = transfers.primary.version(zone).ok_or("the zone is gone")?;
     let addr: SocketAddr = tokio::net::lookup_host(&target.address)
         .await
         .map_err(|e| format!("cannot resolve: {e}"))?

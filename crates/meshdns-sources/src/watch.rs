@@ -619,6 +619,7 @@ impl FileSources {
         let mut catalog = Catalog::clone(&self.published.load());
         let stamped = primary.stamp_published(&mut catalog, changes, unix_now() as u32);
         self.published.store(Arc::new(catalog));
+        primary.announce();
         for (zone, serial) in stamped {
             debug!(%zone, serial, keys, "published keys stamped");
         }
@@ -665,6 +666,9 @@ impl FileSources {
         let zones = catalog.zones().len();
         let live = Arc::new(catalog);
         let old = self.published.swap(live.clone());
+        if let Some(primary) = &self.primary {
+            primary.announce();
+        }
         // Feeds whose new objects this snapshot serves learn so now, that it is live.
         for s in &mut self.sources {
             if let Input::Feed { feed, pending, .. } = &mut s.input

@@ -291,7 +291,9 @@ impl MessageWriter {
     fn remember(&mut self, start: usize, name: &[u8], offsets: &[usize]) {
         for &o in offsets {
             if start + o < 0x3FFF {
-                self.table.entry(lower(&name[o..])).or_insert((start + o) as u16);
+                self.table
+                    .entry(lower(&name[o..]))
+                    .or_insert((start + o) as u16);
             }
         }
     }
@@ -356,7 +358,14 @@ mod tests {
     #[test]
     fn writes_compressed_and_reads_back() {
         let mut w = MessageWriter::new(7, 0x8400, Some((b"\x07Example\x00", 252, 1)));
-        w.put_record(0, b"\x03www\x07example\x00", RType::A, 1, 60, &[192, 0, 2, 1]);
+        w.put_record(
+            0,
+            b"\x03www\x07example\x00",
+            RType::A,
+            1,
+            60,
+            &[192, 0, 2, 1],
+        );
         w.put_record(
             0,
             b"\x07example\x00",

@@ -7,7 +7,14 @@ use crate::tsig::{Key, Signer};
 
 /// A NOTIFY for `origin` at `serial` (the SOA in the answer section as a hint, §3.7), signed
 /// with `key` when given.
-pub fn request(id: u16, origin: &Name, soa_rdata: &[u8], soa_ttl: u32, key: Option<&Key>, now: u64) -> Vec<u8> {
+pub fn request(
+    id: u16,
+    origin: &Name,
+    soa_rdata: &[u8],
+    soa_ttl: u32,
+    key: Option<&Key>,
+    now: u64,
+) -> Vec<u8> {
     let flags = u16::from(OPCODE_NOTIFY) << 11 | 0x0400;
     let mut w = MessageWriter::new(id, flags, Some((origin.wire(), RType::SOA.0, CLASS_IN)));
     w.put_record(0, origin.wire(), RType::SOA, CLASS_IN, soa_ttl, soa_rdata);

@@ -73,9 +73,7 @@ impl Primary {
         Primary {
             inner: Mutex::new(Inner {
                 book: SerialBook::open(data_dir),
-                journal_dir: data_dir
-                    .filter(|_| transfers)
-                    .map(|d| d.join("journal")),
+                journal_dir: data_dir.filter(|_| transfers).map(|d| d.join("journal")),
                 ..Inner::default()
             }),
             journal_records,
@@ -84,7 +82,7 @@ impl Primary {
         }
     }
 
-    /// Every zone's current serial, updated after each change (for NOTIFY).
+    /// Every zone's current serial, updated by [`Primary::announce`] (for NOTIFY).
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Arc<BTreeMap<Name, u32>>> {
         self.serials.subscribe()
     }
@@ -185,7 +183,6 @@ impl Primary {
         if !changed.is_empty() {
             inner.book.save();
         }
-        self.share(inner);
         changed
     }
 
@@ -210,12 +207,13 @@ impl Primary {
                     state.version.serial = next_serial(state.version.serial, now);
                     catalog.set_serial(origin, state.version.serial);
                     let id = content_id(&state.digest, None);
-                    inner.book.set(&origin.to_string(), state.version.serial, id);
+                    inner
+                        .book
+                        .set(&origin.to_string(), state.version.serial, id);
                     changed.push((origin.clone(), state.version.serial));
                 }
             }
             inner.book.save();
-            self.share(inner);
             return changed;
         }
         let old = inner.published.clone();
@@ -269,7 +267,6 @@ impl Primary {
         if !changed.is_empty() {
             inner.book.save();
         }
-        self.share(inner);
         changed
     }
 
@@ -282,9 +279,9 @@ impl Primary {
         }
         let mut inner = self.inner.lock().expect("primary state");
         info!(keys = set.len(), "pkarr keys ready for transfers");
-        inner.published_sum = set
-            .iter()
-            .fold(0u64, |s, (k, p)| s.wrapping_add(published_hash(k, p.stamp())));
+        inner.published_sum = set.iter().fold(0u64, |s, (k, p)| {
+            s.wrapping_add(published_hash(k, p.stamp()))
+        });
         inner.published = Arc::new(set);
         let new = inner.published.clone();
         for state in inner.zones.values_mut() {
@@ -331,6 +328,14 @@ impl Primary {
             .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
+    }
+
+    /// Tells the NOTIFY senders the serials decided since the last call. Call once the catalog
+    /// serving them is live: a secondary notified earlier could ask for the SOA, see the old
+    /// serial, and wait for its refresh timer.
+    pub fn announce(&self) {
+        let inner = self.inner.lock().expect("primary state");
+        self.share(&inner);
     }
 
     fn share(&self, inner: &Inner) {
@@ -427,7 +432,11 @@ mod files {
 
     fn path(dir: &Path, origin: &Name) -> PathBuf {
         let name = origin.to_string();
-        let name = if name == "." { "root.".to_string() } else { name };
+        let name = if name == "." {
+            "root.".to_string()
+        } else {
+            name
+        };
         dir.join(format!("{}ixfr", name.replace('/', "_")))
     }
 

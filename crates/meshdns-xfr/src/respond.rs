@@ -101,9 +101,16 @@ pub fn respond(
         Check::Unsigned => None,
         Check::Signed(v) => Some(v),
         Check::Malformed => {
-            return reply(vec![error(&msg, rcode::FORMERR, None, now)], Outcome::FormErr);
+            return reply(
+                vec![error(&msg, rcode::FORMERR, None, now)],
+                Outcome::FormErr,
+            );
         }
-        Check::Failed { error: e, signer, tsig } => {
+        Check::Failed {
+            error: e,
+            signer,
+            tsig,
+        } => {
             let mut m = header_only(&msg, rcode::NOTAUTH);
             match signer {
                 Some(v) => {
@@ -228,7 +235,11 @@ impl<'m> Out<'m> {
     }
 
     fn writer(&mut self) -> &mut MessageWriter {
-        if self.current.as_ref().is_some_and(|w| w.len() > MESSAGE_TARGET) {
+        if self
+            .current
+            .as_ref()
+            .is_some_and(|w| w.len() > MESSAGE_TARGET)
+        {
             self.close();
         }
         let first = self.done.is_empty();

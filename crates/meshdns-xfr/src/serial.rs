@@ -179,6 +179,10 @@ mod tests {
         assert_eq!(again.get("example.org.").unwrap().serial, 42);
         assert_eq!(again.get("example.org.").unwrap().digest, hex(&[7; 32]));
         std::fs::write(dir.path().join("serials.json"), b"{not json").unwrap();
-        assert!(SerialBook::open(Some(dir.path())).get("example.org.").is_none());
+        assert!(
+            SerialBook::open(Some(dir.path()))
+                .get("example.org.")
+                .is_none()
+        );
     }
 }

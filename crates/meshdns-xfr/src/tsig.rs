@@ -41,13 +41,15 @@ pub enum Algorithm {
 impl Algorithm {
     /// By name, as key files and the wire spell it.
     pub fn from_name(name: &str) -> Option<Algorithm> {
-        Some(match name.trim_end_matches('.').to_ascii_lowercase().as_str() {
-            "hmac-sha1" => Algorithm::HmacSha1,
-            "hmac-sha256" => Algorithm::HmacSha256,
-            "hmac-sha384" => Algorithm::HmacSha384,
-            "hmac-sha512" => Algorithm::HmacSha512,
-            _ => return None,
-        })
+        Some(
+            match name.trim_end_matches('.').to_ascii_lowercase().as_str() {
+                "hmac-sha1" => Algorithm::HmacSha1,
+                "hmac-sha256" => Algorithm::HmacSha256,
+                "hmac-sha384" => Algorithm::HmacSha384,
+                "hmac-sha512" => Algorithm::HmacSha512,
+                _ => return None,
+            },
+        )
     }
 
     /// The name without the final dot.
@@ -292,7 +294,9 @@ impl Tsig {
             let mac = rd.get(at + 10..at + 10 + mac_len)?.to_vec();
             let t = rd.get(at + 10 + mac_len..at + 16 + mac_len)?;
             let other_len = usize::from(u16::from_be_bytes([t[4], t[5]]));
-            let other = rd.get(at + 16 + mac_len..at + 16 + mac_len + other_len)?.to_vec();
+            let other = rd
+                .get(at + 16 + mac_len..at + 16 + mac_len + other_len)?
+                .to_vec();
             Some(Tsig {
                 key_name: r.owner.clone(),
                 algorithm: algorithm.iter().map(u8::to_ascii_lowercase).collect(),
@@ -466,7 +470,13 @@ impl Signer {
         }
         data.extend_from_slice(msg);
         if self.first {
-            data.extend_from_slice(&variables(&self.key, self.now, self.key.fudge, error, other));
+            data.extend_from_slice(&variables(
+                &self.key,
+                self.now,
+                self.key.fudge,
+                error,
+                other,
+            ));
         } else {
             data.extend_from_slice(&self.now.to_be_bytes()[2..]);
             data.extend_from_slice(&self.key.fudge.to_be_bytes());
@@ -542,8 +552,11 @@ mod tests {
         assert_eq!(keys[0].name.to_string(), "xfr-key.");
         assert_eq!(keys[0].algorithm, Algorithm::HmacSha256);
         assert_eq!(keys[1].algorithm, Algorithm::HmacSha512);
-        let e = parse_key_file("keys.conf", "key a { algorithm hmac-md5; secret \"AA==\"; };")
-            .unwrap_err();
+        let e = parse_key_file(
+            "keys.conf",
+            "key a { algorithm hmac-md5; secret \"AA==\"; };",
+        )
+        .unwrap_err();
         assert_eq!(e.line, 1);
         assert!(e.to_string().contains("hmac-md5 not supported"), "{e}");
         let e = parse_key_file("k", "options { };").unwrap_err();
@@ -571,8 +584,8 @@ mod tests {
         };
         // A reply signed with the request's MAC verifies as hickory/dig would check it: here,
         // by recomputing with the same construction.
-        let mut reply = MessageWriter::new(0x4242, 0x8400, Some((b"\x07example\x00", 252, 1)))
-            .finish();
+        let mut reply =
+            MessageWriter::new(0x4242, 0x8400, Some((b"\x07example\x00", 252, 1))).finish();
         Signer::reply(&v, now).sign(&mut reply, 0, &[]);
         assert!(parse(&reply).unwrap().tsig().is_some());
 
@@ -591,6 +604,9 @@ mod tests {
         };
         assert_eq!(error, error::BADTIME);
         assert!(signer.is_some(), "BADTIME replies are signed");
-        assert!(matches!(check(&parse(&reply[..]).unwrap(), &[], now), Check::Failed { .. }));
+        assert!(matches!(
+            check(&parse(&reply[..]).unwrap(), &[], now),
+            Check::Failed { .. }
+        ));
     }
 }

@@ -19,6 +19,6 @@ pub use name::{Name, NameError};
 pub use rdata::{RData, RDataError, RType, Soa};
 pub use records::{Record, RecordRef, Records};
 pub use zone::{
-    BuildDefaults, Catalog, CatalogBuilder, Found, Key, Lookup, Node, Overlay, OverlayReader, Published,
-    RRset, Rejection, SoaTemplate, SourceId, Zone, ZoneView, key_of_label, label_of_key,
+    BuildDefaults, Catalog, CatalogBuilder, Found, Key, Lookup, Node, Overlay, OverlayReader,
+    Published, RRset, Rejection, SoaTemplate, SourceId, Zone, ZoneView, key_of_label, label_of_key,
 };

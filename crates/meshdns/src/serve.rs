@@ -46,9 +46,15 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
         None => Vec::new(),
     };
     let key = |name: &meshdns_zone::Name, flag: &str| {
-        keys.iter().find(|k| &k.name == name).cloned().with_context(|| {
-            format!("{flag} {name}: no such key in --tsig-keys (keys: {})", key_names(&keys))
-        })
+        keys.iter()
+            .find(|k| &k.name == name)
+            .cloned()
+            .with_context(|| {
+                format!(
+                    "{flag} {name}: no such key in --tsig-keys (keys: {})",
+                    key_names(&keys)
+                )
+            })
     };
     for name in &settings.allow_transfer_keys {
         key(name, "--allow-transfer-key")?;

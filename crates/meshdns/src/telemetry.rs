@@ -25,10 +25,8 @@ pub fn render(
         "SOA serial served per zone.",
         "gauge",
     );
-    let mut serials: Vec<(String, u32)> = catalog
-        .serials()
-        .map(|(o, s)| (o.to_string(), s))
-        .collect();
+    let mut serials: Vec<(String, u32)> =
+        catalog.serials().map(|(o, s)| (o.to_string(), s)).collect();
     serials.sort();
     for (zone, serial) in serials {
         let _ = writeln!(

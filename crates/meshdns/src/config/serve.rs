@@ -154,7 +154,11 @@ pub struct ServeConfig {
     pub notify: Vec<values::NotifySpec>,
     /// TSIG keys, in BIND's `key "name" { algorithm hmac-sha256; secret "…"; };` format (a
     /// mounted Secret in Kubernetes) [default: none].
-    #[arg(long = "tsig-keys", value_name = "FILE", help_heading = "Zone transfers")]
+    #[arg(
+        long = "tsig-keys",
+        value_name = "FILE",
+        help_heading = "Zone transfers"
+    )]
     pub tsig_keys: Option<PathBuf>,
     /// Records of differences kept per zone for IXFR; a secondary further behind gets the whole
     /// zone [default: 100000].

@@ -21,5 +21,7 @@ mod pkarr;
 mod process;
 mod render;
 mod render_mesh;
+mod secondaries;
+mod xfr;
 
 pub use process::*;
