@@ -55,6 +55,23 @@ pub struct ServerConfig {
     pub answer: AnswerConfig,
     /// Zone transfers out (AXFR/IXFR answered instead of REFUSED).
     pub transfers: Option<Arc<xfr::Transfers>>,
+    /// Who answers NOTIFY (the secondary zones); without one NOTIFY gets NOTIMP.
+    pub notify: Option<NotifyHandler>,
+}
+
+/// Answers a NOTIFY request from a peer (`None`: not one it answers).
+#[derive(Clone)]
+pub struct NotifyHandler(pub Arc<dyn Fn(&[u8], std::net::IpAddr) -> Option<Vec<u8>> + Send + Sync>);
+
+impl std::fmt::Debug for NotifyHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NotifyHandler")
+    }
+}
+
+/// Whether `packet` is a request with opcode NOTIFY (RFC 1996).
+pub(crate) fn is_notify(packet: &[u8]) -> bool {
+    packet.len() > 3 && packet[2] & 0x80 == 0 && (packet[2] >> 3) & 0xF == 4
 }
 
 impl Default for ServerConfig {
@@ -67,6 +84,7 @@ impl Default for ServerConfig {
             tcp_max_connections: 1024,
             answer: AnswerConfig::default(),
             transfers: None,
+            notify: None,
         }
     }
 }
@@ -313,6 +331,18 @@ async fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> 
         shared
             .metrics
             .record(Proto::Tcp, &outcome, started.elapsed());
+        if outcome.rcode == meshdns_zone::rcode::NOTIMP
+            && is_notify(&msg)
+            && let Some(handler) = &shared.config.notify
+            && let Some(reply) = (handler.0)(&msg, peer.ip())
+        {
+            writer
+                .write_all(&(reply.len() as u16).to_be_bytes())
+                .await?;
+            writer.write_all(&reply).await?;
+            writer.flush().await?;
+            continue;
+        }
         if is_transfer(&outcome)
             && let Some(t) = &shared.config.transfers
         {

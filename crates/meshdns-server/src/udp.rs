@@ -49,6 +49,18 @@ fn handle(
     shared
         .metrics
         .record(Proto::Udp, &outcome, started.elapsed());
+    if outcome.rcode == meshdns_zone::rcode::NOTIMP
+        && crate::is_notify(packet)
+        && let Some(handler) = &shared.config.notify
+    {
+        return match peer().and_then(|ip| (handler.0)(packet, ip)) {
+            Some(reply) => {
+                *out = reply;
+                true
+            }
+            None => outcome.reply,
+        };
+    }
     if outcome.qtype == Some(meshdns_zone::RType::IXFR)
         && let Some(t) = &shared.config.transfers
         && let Some(ip) = peer()

@@ -14,6 +14,7 @@ pub mod native;
 pub mod pkarr;
 pub mod read;
 pub mod records;
+pub mod secondary;
 pub mod snapshot;
 pub mod status;
 pub mod tailscale;

@@ -37,6 +37,7 @@ use crate::manifests::{self, ManifestFeed, Served, Verdicts};
 use crate::pkarr::PkarrStore;
 use crate::read::{manifest_files, read_source};
 use crate::records::parse;
+use crate::secondary::SecondaryFeed;
 use crate::snapshot::{CompiledSource, Loaded, SourceInput, assemble, load_parsed};
 use crate::status;
 
@@ -189,6 +190,11 @@ enum Input {
     },
     /// The pkarr store: its origins' zones (compiled once), with its overlay attached.
     Pkarr { store: Arc<PkarrStore> },
+    /// A zone transferred from a primary.
+    Secondary {
+        feed: Arc<SecondaryFeed>,
+        version: u64,
+    },
 }
 
 impl Source {
@@ -295,6 +301,21 @@ impl FileSources {
         self
     }
 
+    /// Serves a zone transferred from a primary (after the files, before the live feeds): its
+    /// records as the transfer gave them, nothing once it expired.
+    pub fn with_secondary(mut self, feed: Arc<SecondaryFeed>) -> FileSources {
+        let at = self
+            .sources
+            .iter()
+            .position(|s| !matches!(s.input, Input::File { .. } | Input::Bytes { .. }))
+            .unwrap_or(self.sources.len());
+        let label = format!("secondary {}", feed.origin());
+        let input = Input::Secondary { feed, version: 0 };
+        self.sources.insert(at, Source::new(label, input));
+        self.share_status();
+        self
+    }
+
     /// Adds a ConfigMap key read through the API, after the files (and before the live
     /// manifest feeds and pkarr): read as a file of `kind`. Not ready until its first read.
     pub fn with_bytes(mut self, feed: Arc<BytesFeed>, kind: FileKind) -> FileSources {
@@ -346,6 +367,7 @@ impl FileSources {
                 Input::Bytes { .. } => self.check_bytes(i),
                 Input::Feed { .. } => self.check_feed(i),
                 Input::Pkarr { .. } => self.check_pkarr(i),
+                Input::Secondary { .. } => self.check_secondary(i),
             };
         }
         if changed || first {
@@ -578,6 +600,53 @@ impl FileSources {
         true
     }
 
+    fn check_secondary(&mut self, i: usize) -> bool {
+        let Input::Secondary { feed, version } = &self.sources[i].input else {
+            unreachable!("check_secondary is called on secondary zones")
+        };
+        let Some((now, records)) = feed.take_if_newer(*version) else {
+            return false;
+        };
+        let origin = feed.origin().clone();
+        let defaults = self.build_defaults();
+        let source = &mut self.sources[i];
+        if let Input::Secondary { version, .. } = &mut source.input {
+            *version = now;
+        }
+        let zones = match records {
+            Some(rrs) => {
+                let mut records = meshdns_zone::Records::with_capacity(
+                    rrs.len(),
+                    rrs.iter().map(|r| r.rdata.len()).sum(),
+                );
+                for r in rrs.iter() {
+                    let _ = records.push_with(&r.owner, r.rtype, r.ttl, |buf| {
+                        buf.extend_from_slice(&r.rdata);
+                        Ok::<(), ()>(())
+                    });
+                }
+                vec![ZoneContent {
+                    origin,
+                    soa: None,
+                    records,
+                }]
+            }
+            // Not transferred yet, or expired: the zone is not served.
+            None => Vec::new(),
+        };
+        let loaded = load_parsed(
+            &source.label,
+            Parsed {
+                zones,
+                problems: Vec::new(),
+            },
+            defaults,
+        );
+        loaded.problems.iter().for_each(log_skipped);
+        succeed(source, loaded);
+        true
+    }
+
     fn check_pkarr(&mut self, i: usize) -> bool {
         if self.sources[i].last_good.is_some() {
             return false;
@@ -714,10 +783,14 @@ impl FileSources {
     }
 
     fn update_readiness(&self) {
+        let secondaries = self.sources.iter().filter_map(|s| match &s.input {
+            Input::Secondary { feed, .. } => feed.not_ready(),
+            _ => None,
+        });
         let detail: Vec<String> = self
             .sources
             .iter()
-            .filter(|s| s.last_good.is_none())
+            .filter(|s| s.last_good.is_none() && !matches!(s.input, Input::Secondary { .. }))
             .map(|s| {
                 s.counters
                     .last_error
@@ -728,8 +801,12 @@ impl FileSources {
                     })
             })
             .collect();
-        self.status.lock().not_ready =
-            (!detail.is_empty()).then(|| format!("records not loaded: {}", detail.join("; ")));
+        let mut reasons = Vec::new();
+        if !detail.is_empty() {
+            reasons.push(format!("records not loaded: {}", detail.join("; ")));
+        }
+        reasons.extend(secondaries);
+        self.status.lock().not_ready = (!reasons.is_empty()).then(|| reasons.join("; "));
     }
 
     fn watch_dirs(&self) -> Vec<PathBuf> {

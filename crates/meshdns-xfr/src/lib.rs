@@ -20,6 +20,7 @@ pub mod message;
 pub mod notify;
 pub mod primary;
 pub mod respond;
+pub mod secondary;
 pub mod serial;
 pub mod tsig;
 

@@ -488,6 +488,83 @@ impl Signer {
     }
 }
 
+/// Checks the TSIG of each message of a reply to a request signed with `key` (RFC 8945 §5.3.1):
+/// the first must be signed; up to 99 unsigned ones may follow a signed one, covered by the
+/// next signature.
+pub struct ReplyVerifier {
+    key: Key,
+    prior_mac: Vec<u8>,
+    pending: Vec<u8>,
+    unsigned: usize,
+    first: bool,
+}
+
+impl ReplyVerifier {
+    /// Verifies replies to a request whose MAC was `request_mac`.
+    pub fn new(key: &Key, request_mac: Vec<u8>) -> ReplyVerifier {
+        ReplyVerifier {
+            key: key.clone(),
+            prior_mac: request_mac,
+            pending: Vec::new(),
+            unsigned: 0,
+            first: true,
+        }
+    }
+
+    /// Checks one message.
+    pub fn check(&mut self, msg: &Message<'_>) -> Result<(), String> {
+        let (tsig, start) = match Tsig::read(msg) {
+            None if self.first => return Err("the reply is not signed".into()),
+            None => {
+                self.unsigned += 1;
+                if self.unsigned > 99 {
+                    return Err("more than 99 unsigned messages in a row".into());
+                }
+                self.pending.extend_from_slice(msg.bytes);
+                return Ok(());
+            }
+            Some(Err(())) => return Err("an unreadable TSIG".into()),
+            Some(Ok(t)) => t,
+        };
+        if tsig.error != error::NOERROR {
+            return Err(format!("TSIG error {}", tsig.error));
+        }
+        if tsig.key_name != self.key.name.wire() {
+            return Err("signed with another key".into());
+        }
+        let mut data = Vec::with_capacity(msg.bytes.len() + self.pending.len() + 128);
+        data.extend_from_slice(&(self.prior_mac.len() as u16).to_be_bytes());
+        data.extend_from_slice(&self.prior_mac);
+        data.append(&mut self.pending);
+        data.extend_from_slice(&unsigned_part(msg.bytes, start, tsig.original_id));
+        if self.first {
+            data.extend_from_slice(&variables(
+                &self.key,
+                tsig.time_signed,
+                tsig.fudge,
+                tsig.error,
+                &tsig.other,
+            ));
+        } else {
+            data.extend_from_slice(&tsig.time_signed.to_be_bytes()[2..]);
+            data.extend_from_slice(&tsig.fudge.to_be_bytes());
+        }
+        hmac::verify(&self.key.key, &data, &tsig.mac)
+            .map_err(|_| "the reply's signature does not verify (BADSIG)".to_string())?;
+        self.prior_mac = tsig.mac;
+        self.first = false;
+        self.unsigned = 0;
+        Ok(())
+    }
+}
+
+impl Signer {
+    /// The MAC of the last message signed (a request's, for verifying its reply).
+    pub fn last_mac(&self) -> Option<&[u8]> {
+        self.prior_mac.as_deref()
+    }
+}
+
 /// Appends an unsigned TSIG (empty MAC) carrying `error`: the reply to BADKEY and BADSIG.
 pub fn append_unsigned(msg: &mut Vec<u8>, tsig: &Tsig, now: u64, error: u16) {
     let mut rdata = tsig.algorithm.clone();

@@ -9,6 +9,7 @@ use meshdns_controller::configmap_source::ConfigMapKey;
 use meshdns_server::http::{DohState, HttpState, router, serve_http};
 use meshdns_server::relay::PkarrRelay;
 use meshdns_server::{DnsMetrics, Server, ServerConfig, SharedCatalog};
+use meshdns_sources::secondary::{SecondaryFeed, SecondarySpec};
 use meshdns_sources::{
     BytesFeed, FileKind, FileSources, PkarrConfig, PkarrStore, Poker, SourceConfig, SourceStatus,
     spawn_watcher,
@@ -69,11 +70,25 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    // Serials are kept in the data directory when there is one to keep: pkarr or transfers.
+    let secondaries = settings
+        .secondaries
+        .iter()
+        .map(|s| {
+            let spec = SecondarySpec {
+                origin: s.origin.clone(),
+                primary: s.primary.clone(),
+                key: s.key.as_ref().map(|k| key(k, "--secondary")).transpose()?,
+            };
+            Ok((SecondaryFeed::new(&s.origin), spec))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // Serials, journals and transferred zones are kept in the data directory when there is
+    // something to keep.
+    let keeps = transfers_on || !settings.pkarr.is_empty() || !secondaries.is_empty();
     let serial_dir = settings
         .data_dir
         .clone()
-        .or_else(|| (transfers_on || !settings.pkarr.is_empty()).then(defaults::data_dir));
+        .or_else(|| keeps.then(defaults::data_dir));
     if let Some(dir) = &serial_dir {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
@@ -156,6 +171,9 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
     for (_, feed) in &configmaps {
         sources = sources.with_bytes(feed.clone(), FileKind::Auto);
     }
+    for (feed, _) in &secondaries {
+        sources = sources.with_secondary(feed.clone());
+    }
     // Publishes give the pkarr origins new serials (and journal entries), stamped by the
     // watcher: a burst of publishes is one serial. The keys stored are known before the first
     // snapshot, so a restart with the same keys keeps the serial.
@@ -204,6 +222,13 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
             .unwrap_or(defaults::TCP_MAX_CONNECTIONS),
         answer,
         transfers: transfers.clone(),
+        notify: (!secondaries.is_empty()).then(|| {
+            let feeds: Vec<Arc<SecondaryFeed>> =
+                secondaries.iter().map(|(f, _)| f.clone()).collect();
+            meshdns_server::NotifyHandler(Arc::new(move |packet, peer| {
+                meshdns_sources::secondary::answer_notify(&feeds, packet, peer)
+            }))
+        }),
         ..ServerConfig::default()
     };
     let server = if !settings.listen.is_empty() {
@@ -227,6 +252,19 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
     let tasks = TaskTracker::new();
     if let Some(poker) = &pkarr_poker {
         let _ = poker.set(watcher.poker());
+    }
+    let secondary_feeds: Vec<Arc<SecondaryFeed>> =
+        secondaries.iter().map(|(f, _)| f.clone()).collect();
+    for (feed, spec) in secondaries {
+        let poker = watcher.poker();
+        feed.on_change(move || poker.poke());
+        info!(zone = %spec.origin, primary = %spec.primary, "secondary zone");
+        tasks.spawn(meshdns_sources::secondary::run(
+            feed,
+            spec,
+            serial_dir.clone(),
+            shutdown.clone(),
+        ));
     }
     if let Some(t) = &transfers {
         for target in notify_targets {
@@ -290,12 +328,13 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
         Some(addr) => {
             let state = HttpState {
                 metrics: {
-                    let (metrics, catalog, status, pkarr, transfers) = (
+                    let (metrics, catalog, status, pkarr, transfers, secondaries) = (
                         metrics.clone(),
                         catalog.clone(),
                         status.clone(),
                         pkarr.clone(),
                         transfers.clone(),
+                        secondary_feeds.clone(),
                     );
                     Arc::new(move || {
                         telemetry::render(
@@ -304,6 +343,7 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
                             &status,
                             pkarr.as_deref(),
                             transfers.as_deref(),
+                            &secondaries,
                         )
                     })
                 },

@@ -16,6 +16,7 @@ pub fn render(
     status: &SourceStatus,
     pkarr: Option<&PkarrStore>,
     transfers: Option<&meshdns_server::xfr::Transfers>,
+    secondaries: &[std::sync::Arc<meshdns_sources::secondary::SecondaryFeed>],
 ) -> String {
     let mut out = String::with_capacity(8192);
     dns.render(&mut out);
@@ -37,6 +38,46 @@ pub fn render(
     }
     if let Some(t) = transfers {
         t.render(&mut out);
+    }
+    if !secondaries.is_empty() {
+        header(
+            &mut out,
+            "meshdns_secondary_serial",
+            "SOA serial held per secondary zone (absent before the first transfer).",
+            "gauge",
+        );
+        for f in secondaries {
+            if let (Some(serial), _) = f.status() {
+                let z = label_value(&f.origin().to_string());
+                let _ = writeln!(out, "meshdns_secondary_serial{{zone=\"{z}\"}} {serial}");
+            }
+        }
+        header(
+            &mut out,
+            "meshdns_secondary_last_refresh_seconds",
+            "Unix time of the last successful refresh per secondary zone.",
+            "gauge",
+        );
+        for f in secondaries {
+            if let (_, Some(at)) = f.status() {
+                let z = label_value(&f.origin().to_string());
+                let _ = writeln!(
+                    out,
+                    "meshdns_secondary_last_refresh_seconds{{zone=\"{z}\"}} {at}"
+                );
+            }
+        }
+        header(
+            &mut out,
+            "meshdns_secondary_expired",
+            "1 while a secondary zone is not served (not transferred yet, or expired).",
+            "gauge",
+        );
+        for f in secondaries {
+            let z = label_value(&f.origin().to_string());
+            let v = u8::from(f.not_ready().is_some());
+            let _ = writeln!(out, "meshdns_secondary_expired{{zone=\"{z}\"}} {v}");
+        }
     }
     header(
         &mut out,

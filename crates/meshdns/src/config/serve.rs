@@ -160,6 +160,11 @@ pub struct ServeConfig {
         help_heading = "Zone transfers"
     )]
     pub tsig_keys: Option<PathBuf>,
+    /// A zone to serve as a secondary: ORIGIN=HOST:PORT of its primary, optionally @KEYNAME
+    /// to sign the transfers (repeatable) [default: none].
+    #[arg(long = "secondary", value_name = "ORIGIN=HOST:PORT[@KEY]", value_parser = values::secondary, help_heading = "Zone transfers")]
+    #[serde(default, deserialize_with = "de::list")]
+    pub secondaries: Vec<values::SecondaryArg>,
     /// Records of differences kept per zone for IXFR; a secondary further behind gets the whole
     /// zone [default: 100000].
     #[arg(long, value_name = "N", value_parser = values::at_least_one, help_heading = "Zone transfers")]
@@ -238,6 +243,7 @@ impl ServeConfig {
                 allow_transfer_keys,
                 notify,
                 tsig_keys,
+                secondaries,
                 ixfr_journal_records,
                 udp_sockets,
                 workers,

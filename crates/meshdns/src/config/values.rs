@@ -279,6 +279,38 @@ impl FromText for NotifySpec {
     }
 }
 
+/// A zone to transfer from a primary: `ORIGIN=HOST:PORT`, optionally `@KEYNAME`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecondaryArg {
+    /// The zone.
+    pub origin: Name,
+    /// The primary, `HOST:PORT`.
+    pub primary: String,
+    /// The TSIG key to sign requests with.
+    pub key: Option<Name>,
+}
+
+/// Parses `ORIGIN=HOST:PORT[@KEY]`.
+pub fn secondary(text: &str) -> Result<SecondaryArg, String> {
+    let (origin, rest) = text.trim().split_once('=').ok_or_else(|| {
+        format!(
+            "{text:?}: expected ORIGIN=HOST:PORT (example.org=192.0.2.1:53), optionally @KEYNAME"
+        )
+    })?;
+    let target = notify_target(rest).map_err(|e| format!("{text:?}: the primary: {e}"))?;
+    Ok(SecondaryArg {
+        origin: name(origin)?,
+        primary: target.address,
+        key: target.key,
+    })
+}
+
+impl FromText for SecondaryArg {
+    fn from_text(text: &str) -> Result<Self, String> {
+        secondary(text)
+    }
+}
+
 /// An address or prefix (`10.0.0.0/8`, `2001:db8::/32`, `192.0.2.7`).
 pub fn cidr(text: &str) -> Result<meshdns_server::relay::Cidr, String> {
     text.trim().parse()
