@@ -82,6 +82,23 @@ impl SecondaryFeed {
         })
     }
 
+    /// Serves the copy kept in `data_dir` by an earlier run, unless it has expired (call before
+    /// the first snapshot, so it is served from the start).
+    pub fn load_kept(&self, data_dir: Option<&Path>) {
+        let origin = &self.origin;
+        let Some((records, kept)) = data_dir.and_then(|d| load(d, origin)) else {
+            return;
+        };
+        let (_, _, expire) = timers(Some(&records));
+        if unix_now() < kept.last_refresh + expire {
+            info!(zone = %origin, serial = kept.serial, records = records.len(), "serving the kept copy of the secondary zone");
+            serve(self, &records, kept.serial, kept.last_refresh);
+        } else {
+            warn!(zone = %origin, "the kept copy of the secondary zone has expired; not serving it until the primary answers");
+            self.changed(|s| s.last_refresh = Some(kept.last_refresh));
+        }
+    }
+
     /// The zone.
     pub fn origin(&self) -> &Name {
         &self.origin
@@ -255,19 +272,14 @@ pub async fn run(
     shutdown: CancellationToken,
 ) {
     let origin = spec.origin.clone();
-    let mut held: Option<(BTreeSet<Rr<'static>>, Vec<Rr<'static>>)> = None;
-    let mut last_refresh = 0u64;
-    if let Some((records, kept)) = data_dir.as_deref().and_then(|d| load(d, &origin)) {
-        let (_, _, expire) = timers(Some(&records));
-        last_refresh = kept.last_refresh;
-        if unix_now() < kept.last_refresh + expire {
-            info!(zone = %origin, serial = kept.serial, records = records.len(), "serving the kept copy of the secondary zone");
-            serve(&feed, &records, kept.serial, kept.last_refresh);
-            held = Some((records.iter().cloned().collect(), records));
-        } else {
-            warn!(zone = %origin, "the kept copy of the secondary zone has expired; not serving it until the primary answers");
-        }
-    }
+    let (mut held, mut last_refresh) = {
+        let s = feed.state.lock().expect("feed state");
+        let held = s
+            .records
+            .as_ref()
+            .map(|r| (r.iter().cloned().collect::<BTreeSet<_>>(), r.to_vec()));
+        (held, s.last_refresh.unwrap_or(0))
+    };
     let mut failures = 0u32;
     loop {
         let kept_serial = held

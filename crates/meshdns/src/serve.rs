@@ -172,6 +172,7 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
         sources = sources.with_bytes(feed.clone(), FileKind::Auto);
     }
     for (feed, _) in &secondaries {
+        feed.load_kept(serial_dir.as_deref());
         sources = sources.with_secondary(feed.clone());
     }
     // Publishes give the pkarr origins new serials (and journal entries), stamped by the

@@ -143,3 +143,102 @@ impl Drop for Secondary {
         let _ = self.child.wait();
     }
 }
+
+/// A primary server (NSD or Knot) serving zone files, notifying `notify` on changes.
+pub struct Primary {
+    pub server: Secondary,
+    pub dir: PathBuf,
+}
+
+impl Primary {
+    /// NSD serving `zones` (name, zone file text) on `port`, allowing transfers to loopback and
+    /// notifying `notify`.
+    pub fn nsd(dir: &Path, port: u16, zones: &[(&str, &str)], notify: SocketAddr) -> Primary {
+        let d = dir.display();
+        let mut conf = format!(
+            "server:\n  ip-address: 127.0.0.1@{port}\n  username: \"\"\n  chroot: \"\"\n  zonesdir: \"{d}\"\n  database: \"\"\n  zonelistfile: \"{d}/zone.list\"\n  xfrdfile: \"{d}/xfrd.state\"\n  xfrdir: \"{d}\"\n  pidfile: \"{d}/nsd.pid\"\n  logfile: \"{d}/nsd.log\"\n  verbosity: 2\n  server-count: 1\nremote-control:\n  control-enable: no\n"
+        );
+        for (zone, text) in zones {
+            std::fs::write(dir.join(format!("{zone}.zone")), text).unwrap();
+            conf.push_str(&format!(
+                "zone:\n  name: {zone}\n  zonefile: \"{zone}.zone\"\n  provide-xfr: 127.0.0.0/8 NOKEY\n  notify: {}@{} NOKEY\n",
+                notify.ip(),
+                notify.port()
+            ));
+        }
+        std::fs::write(dir.join("nsd.conf"), conf).unwrap();
+        let child = Command::new("nsd")
+            .args(["-d", "-c"])
+            .arg(dir.join("nsd.conf"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nsd is installed (apt-get install nsd)");
+        Primary {
+            server: Secondary {
+                child,
+                addr: SocketAddr::from(([127, 0, 0, 1], port)),
+                log: dir.join("nsd.log"),
+                name: "nsd",
+            },
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// Knot serving `zones` on `port`, allowing transfers to loopback and notifying `notify`.
+    pub fn knot(dir: &Path, port: u16, zones: &[(&str, &str)], notify: SocketAddr) -> Primary {
+        let d = dir.display();
+        std::fs::create_dir_all(dir.join("db")).unwrap();
+        let mut conf = format!(
+            "server:\n  listen: 127.0.0.1@{port}\n  rundir: {d}\n  user: root\nlog:\n  - target: {d}/knot.log\n    any: info\ndatabase:\n  storage: {d}/db\nremote:\n  - id: secondary\n    address: {}@{}\nacl:\n  - id: transfer\n    address: 127.0.0.0/8\n    action: transfer\ntemplate:\n  - id: default\n    storage: {d}\n    zonefile-sync: -1\n    zonefile-load: difference\n    journal-content: changes\n    semantic-checks: off\nzone:\n",
+            notify.ip(),
+            notify.port()
+        );
+        for (zone, text) in zones {
+            std::fs::write(dir.join(format!("{zone}.zone")), text).unwrap();
+            conf.push_str(&format!(
+                "  - domain: {zone}\n    file: {zone}.zone\n    notify: secondary\n    acl: transfer\n"
+            ));
+        }
+        std::fs::write(dir.join("knot.conf"), conf).unwrap();
+        let child = Command::new("knotd")
+            .arg("-c")
+            .arg(dir.join("knot.conf"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("knotd is installed (apt-get install knot)");
+        Primary {
+            server: Secondary {
+                child,
+                addr: SocketAddr::from(([127, 0, 0, 1], port)),
+                log: dir.join("knot.log"),
+                name: "knot",
+            },
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// Rewrites a zone file and has the server load it (NSD: SIGHUP; Knot: `knotc zone-reload`).
+    pub fn change(&self, zone: &str, text: &str) {
+        std::fs::write(self.dir.join(format!("{zone}.zone")), text).unwrap();
+        if self.server.name == "nsd" {
+            // SAFETY: kill(2) with a pid we own and a valid signal number.
+            unsafe {
+                libc::kill(self.server.child.id() as i32, libc::SIGHUP);
+            }
+        } else {
+            let out = Command::new("knotc")
+                .arg("-c")
+                .arg(self.dir.join("knot.conf"))
+                .args(["zone-reload", zone])
+                .output()
+                .expect("knotc");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}

@@ -8,7 +8,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::secondaries::{Secondary, free_port};
+use crate::secondaries::{Primary, Secondary, free_port};
 use crate::*;
 
 const RECORDS: &str = "zones:
@@ -562,4 +562,263 @@ fn nsd_and_knot_follow_files_pkarr_and_manifests_by_notify_and_ixfr() {
         !metrics.contains("meshdns_notify_total{result=\"acknowledged\"} 0"),
         "{metrics}"
     );
+}
+
+fn zone_text(origin: &str, serial: u32, ip: &str) -> String {
+    format!(
+        "$ORIGIN {origin}.\n$TTL 60\n@ SOA ns hostmaster {serial} 1 1 3600 60\n@ NS ns\nns A 192.0.2.53\nwww A {ip}\n"
+    )
+}
+
+/// Waits until `dig ARGS +short` at meshdns prints `want`.
+fn wait_meshdns(m: &Meshdns, args: &[&str], want: &str) {
+    for _ in 0..500 {
+        let mut a = args.to_vec();
+        a.push("+short");
+        if dig(m.dns, &a).trim() == want {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!(
+        "meshdns never answered {args:?} with {want:?}:\n{}",
+        m.log_text()
+    );
+}
+
+#[test]
+fn meshdns_as_a_secondary_of_nsd_and_knot_notified_and_kept_across_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (nsd_port, knot_port, own_port) = (free_port(), free_port(), free_port());
+    let own = SocketAddr::from(([127, 0, 0, 1], own_port));
+    let nsd_dir = dir.path().join("nsd");
+    let knot_dir = dir.path().join("knot");
+    std::fs::create_dir(&nsd_dir).unwrap();
+    std::fs::create_dir(&knot_dir).unwrap();
+    let nsd = Primary::nsd(
+        &nsd_dir,
+        nsd_port,
+        &[("a.example", &zone_text("a.example", 1, "192.0.2.1"))],
+        own,
+    );
+    let knot = Primary::knot(
+        &knot_dir,
+        knot_port,
+        &[("b.example", &zone_text("b.example", 1, "192.0.2.2"))],
+        own,
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let data = dir.path().join("data");
+    let listen = own.to_string();
+    let a = format!("a.example=127.0.0.1:{nsd_port}");
+    let b = format!("b.example=127.0.0.1:{knot_port}");
+    let args = [
+        "--secondary",
+        &a,
+        "--secondary",
+        &b,
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--http",
+        "127.0.0.1:0",
+    ];
+    let serve = |extra: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend_from_slice(extra);
+        all.extend_from_slice(&["--listen", &listen]);
+        Meshdns::serve(&all)
+    };
+    let m = serve(&[]);
+    wait_meshdns(&m, &["www.a.example", "A"], "192.0.2.1");
+    wait_meshdns(&m, &["www.b.example", "A"], "192.0.2.2");
+    let out = dig(m.dns, &["www.a.example", "A"]);
+    assert!(
+        out.contains("flags: qr aa"),
+        "served authoritatively: {out}"
+    );
+    assert_eq!(m.get("/readyz").0, 200);
+
+    // Changes at the primaries reach meshdns by NOTIFY (the SOA refresh is 1 s here, so the
+    // logs tell which it was).
+    nsd.change("a.example", &zone_text("a.example", 2, "192.0.2.11"));
+    knot.change("b.example", &zone_text("b.example", 2, "192.0.2.22"));
+    wait_meshdns(&m, &["www.a.example", "A"], "192.0.2.11");
+    wait_meshdns(&m, &["www.b.example", "A"], "192.0.2.22");
+    let log = m.log_text();
+    assert!(
+        log.contains("NOTIFY from the primary: refreshing zone=a.example."),
+        "{log}"
+    );
+    assert!(
+        log.contains("NOTIFY from the primary: refreshing zone=b.example."),
+        "{log}"
+    );
+    assert!(
+        log.contains("secondary zone updated by IXFR zone=b.example."),
+        "Knot keeps differences: an IXFR\n{log}"
+    );
+
+    // A NOTIFY from a stranger is refused and changes nothing.
+    let q = meshdns_xfr::notify::request(77, &"a.example.".parse().unwrap(), &[0; 22], 60, None, 0);
+    let udp = std::net::UdpSocket::bind("127.0.0.2:0").unwrap();
+    udp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    udp.send_to(&q, m.dns).unwrap();
+    let mut buf = [0u8; 512];
+    let n = udp.recv(&mut buf).unwrap();
+    let reply = meshdns_xfr::message::parse(&buf[..n]).unwrap();
+    assert_eq!((reply.id, reply.rcode(), reply.opcode()), (77, 5, 4));
+    m.wait_log("NOTIFY from an address that is not the zone's primary: ignored zone=a.example. peer=127.0.0.2");
+    let metrics = m.get("/metrics").1;
+    assert!(
+        metrics.contains("meshdns_secondary_serial{zone=\"a.example.\"} 2"),
+        "{metrics}"
+    );
+    m.terminate();
+
+    // Restarted with both primaries gone: the kept copies are served at once.
+    drop(nsd);
+    drop(knot);
+    let m = serve(&[]);
+    assert_eq!(
+        dig(m.dns, &["www.a.example", "A", "+short"]).trim(),
+        "192.0.2.11"
+    );
+    assert_eq!(
+        dig(m.dns, &["www.b.example", "A", "+short"]).trim(),
+        "192.0.2.22"
+    );
+    m.wait_log("serving the kept copy of the secondary zone");
+}
+
+#[test]
+fn a_secondary_stops_answering_past_expire_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "records.yaml",
+        "zones:\n  - origin: example.org\n    soa: {refresh: 1, retry: 1, expire: 3}\n    records:\n      - {name: www, type: A, value: 192.0.2.1}\n",
+    );
+    let primary = Meshdns::serve(&["--records", &file, "--allow-transfer", "127.0.0.1"]);
+    let spec = format!("example.org={}", primary.dns);
+    let data = dir.path().join("data");
+    let m = Meshdns::serve(&[
+        "--secondary",
+        &spec,
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    wait_meshdns(&m, &["www.example.org", "A"], "192.0.2.1");
+    drop(primary);
+    m.wait_log("secondary refresh failed");
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let (status, body) = m.get("/readyz");
+        if status == 503 {
+            assert!(
+                body.contains("secondary zone example.org.: expired"),
+                "{body}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never expired:\n{}",
+            m.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = dig(m.dns, &["www.example.org", "A"]);
+    assert!(
+        out.contains("status: REFUSED"),
+        "an expired zone is not answered: {out}"
+    );
+    assert!(
+        m.get("/metrics")
+            .1
+            .contains("meshdns_secondary_expired{zone=\"example.org.\"} 1")
+    );
+}
+
+/// records file → meshdns primary → meshdns secondary, under a stream of changes: every
+/// version the secondary serves (read whole, by AXFR) is one the primary served at that serial.
+#[test]
+fn a_chain_of_meshdns_serves_only_consistent_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let version = |k: u32| {
+        format!(
+            "zones:\n  - origin: example.org\n    records:\n      - {{name: v, type: TXT, value: \"{k}\"}}\n      - {{name: w, type: TXT, value: \"{k}\"}}\n      - {{name: n{k}, type: A, value: 192.0.2.1}}\n"
+        )
+    };
+    let file = write(dir.path(), "records.yaml", &version(0));
+    let own_port = free_port();
+    let primary = Meshdns::serve(&[
+        "--records",
+        &file,
+        "--allow-transfer",
+        "127.0.0.1",
+        "--notify",
+        &format!("127.0.0.1:{own_port}"),
+    ]);
+    let spec = format!("example.org={}", primary.dns);
+    let data = dir.path().join("data");
+    let listen = format!("127.0.0.1:{own_port}");
+    let secondary = Meshdns::serve(&[
+        "--secondary",
+        &spec,
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--allow-transfer",
+        "127.0.0.1",
+        "--listen",
+        &listen,
+    ]);
+    let mut served = std::collections::HashMap::new();
+    served.insert(serial(&primary, "example.org"), 0u32);
+    let mut seen = std::collections::BTreeSet::new();
+    let check = |seen: &mut std::collections::BTreeSet<u32>,
+                 served: &std::collections::HashMap<u32, u32>| {
+        let rrs = records(&dig(secondary.dns, &["example.org", "AXFR"]));
+        if rrs.is_empty() {
+            return;
+        }
+        let s: u32 = rrs[0].split(' ').nth(6).unwrap().parse().unwrap();
+        let txt = |name: &str| {
+            rrs.iter()
+                .find(|l| l.starts_with(&format!("{name}.example.org. ")) && l.contains(" TXT "))
+                .map(|l| {
+                    l.rsplit(' ')
+                        .next()
+                        .unwrap()
+                        .trim_matches('"')
+                        .parse::<u32>()
+                        .unwrap()
+                })
+        };
+        let (v, w) = (txt("v").unwrap(), txt("w").unwrap());
+        assert_eq!(v, w, "one version, not a mix: {rrs:?}");
+        let hosts: Vec<&String> = rrs.iter().filter(|l| l.starts_with('n')).collect();
+        assert_eq!(hosts.len(), 1, "{rrs:?}");
+        assert!(hosts[0].starts_with(&format!("n{v}.")), "{rrs:?}");
+        if let Some(k) = served.get(&s) {
+            assert_eq!(*k, v, "serial {s} was version {k} at the primary: {rrs:?}");
+        }
+        seen.insert(v);
+    };
+    for k in 1..=30u32 {
+        // Replaced whole (as a ConfigMap update or an editor's save-and-rename does): the
+        // primary never reads half a version.
+        let tmp = dir.path().join("records.yaml.tmp");
+        std::fs::write(&tmp, version(k)).unwrap();
+        std::fs::rename(&tmp, &file).unwrap();
+        let before = *served.keys().max().unwrap();
+        let s = next_serial(&primary, "example.org", before);
+        served.insert(s, k);
+        check(&mut seen, &served);
+    }
+    // The secondary ends at the last version.
+    wait_meshdns(&secondary, &["v.example.org", "TXT"], "\"30\"");
+    check(&mut seen, &served);
+    assert!(seen.len() > 3, "the secondary followed along: {seen:?}");
 }
