@@ -61,7 +61,10 @@ pub struct ServerConfig {
 
 /// Answers a NOTIFY request from a peer (`None`: not one it answers).
 #[derive(Clone)]
-pub struct NotifyHandler(pub Arc<dyn Fn(&[u8], std::net::IpAddr) -> Option<Vec<u8>> + Send + Sync>);
+pub struct NotifyHandler(pub Arc<NotifyFn>);
+
+/// The function behind a [`NotifyHandler`]: (request, peer) to reply.
+pub type NotifyFn = dyn Fn(&[u8], std::net::IpAddr) -> Option<Vec<u8>> + Send + Sync;
 
 impl std::fmt::Debug for NotifyHandler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
