@@ -197,6 +197,16 @@ impl Server {
     }
 }
 
+/// `outcome` with the rcode of the reply sent instead of answer()'s.
+pub(crate) fn replied(outcome: meshdns_zone::Outcome, reply: &[u8]) -> meshdns_zone::Outcome {
+    meshdns_zone::Outcome {
+        reply: true,
+        rcode: reply.get(3).map_or(outcome.rcode, |b| u16::from(b & 0xF)),
+        truncated: false,
+        ..outcome
+    }
+}
+
 /// Whether `answer()` saw an AXFR or IXFR (which it refuses; a transfer reply replaces it).
 fn is_transfer(outcome: &meshdns_zone::Outcome) -> bool {
     matches!(
@@ -331,36 +341,37 @@ async fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> 
                 &mut out,
             )
         };
-        shared
-            .metrics
-            .record(Proto::Tcp, &outcome, started.elapsed());
+        // NOTIFY and transfers (which answer() declines) are answered here, and counted with
+        // the rcode they got.
+        let mut special: Option<Vec<Vec<u8>>> = None;
         if outcome.rcode == meshdns_zone::rcode::NOTIMP
             && is_notify(&msg)
             && let Some(handler) = &shared.config.notify
-            && let Some(reply) = (handler.0)(&msg, peer.ip())
         {
-            writer
-                .write_all(&(reply.len() as u16).to_be_bytes())
-                .await?;
-            writer.write_all(&reply).await?;
-            writer.flush().await?;
-            continue;
-        }
-        if is_transfer(&outcome)
+            special = (handler.0)(&msg, peer.ip()).map(|r| vec![r]);
+        } else if is_transfer(&outcome)
             && let Some(t) = &shared.config.transfers
         {
             // A transfer reply may be the whole zone: built off the async workers.
             let (t, request) = (t.clone(), msg.clone());
             let reply =
                 tokio::task::spawn_blocking(move || t.respond(&request, peer.ip(), false)).await;
-            if let Ok(Some(reply)) = reply {
-                for m in &reply.messages {
-                    writer.write_all(&(m.len() as u16).to_be_bytes()).await?;
-                    writer.write_all(m).await?;
-                }
-                writer.flush().await?;
-                continue;
+            special = reply.ok().flatten().map(|r| r.messages);
+        }
+        let counted = match special.as_ref().and_then(|m| m.first()) {
+            Some(first) => replied(outcome, first),
+            None => outcome,
+        };
+        shared
+            .metrics
+            .record(Proto::Tcp, &counted, started.elapsed());
+        if let Some(messages) = special {
+            for m in &messages {
+                writer.write_all(&(m.len() as u16).to_be_bytes()).await?;
+                writer.write_all(m).await?;
             }
+            writer.flush().await?;
+            continue;
         }
         if outcome.reply {
             writer.write_all(&(out.len() as u16).to_be_bytes()).await?;

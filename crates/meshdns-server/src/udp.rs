@@ -46,32 +46,36 @@ fn handle(
 ) -> bool {
     let started = Instant::now();
     let outcome = answer(catalog, packet, Transport::Udp, &shared.config.answer, out);
+    // NOTIFY and IXFR (which answer() declines) are answered here when configured.
+    let special = if outcome.rcode == meshdns_zone::rcode::NOTIMP && crate::is_notify(packet) {
+        shared
+            .config
+            .notify
+            .as_ref()
+            .and_then(|h| peer().and_then(|ip| (h.0)(packet, ip)))
+    } else if outcome.qtype == Some(meshdns_zone::RType::IXFR) {
+        // IXFR over UDP (RFC 1995 §2): the current SOA, or the whole reply if it is one message.
+        shared.config.transfers.as_ref().and_then(|t| {
+            let reply = t.respond(packet, peer()?, true)?;
+            reply.messages.into_iter().next()
+        })
+    } else {
+        None
+    };
+    let counted = match &special {
+        Some(reply) => crate::replied(outcome, reply),
+        None => outcome,
+    };
     shared
         .metrics
-        .record(Proto::Udp, &outcome, started.elapsed());
-    if outcome.rcode == meshdns_zone::rcode::NOTIMP
-        && crate::is_notify(packet)
-        && let Some(handler) = &shared.config.notify
-    {
-        return match peer().and_then(|ip| (handler.0)(packet, ip)) {
-            Some(reply) => {
-                *out = reply;
-                true
-            }
-            None => outcome.reply,
-        };
+        .record(Proto::Udp, &counted, started.elapsed());
+    match special {
+        Some(reply) => {
+            *out = reply;
+            true
+        }
+        None => outcome.reply,
     }
-    if outcome.qtype == Some(meshdns_zone::RType::IXFR)
-        && let Some(t) = &shared.config.transfers
-        && let Some(ip) = peer()
-        && let Some(reply) = t.respond(packet, ip, true)
-        && let Some(first) = reply.messages.into_iter().next()
-    {
-        // IXFR over UDP (RFC 1995 §2): the current SOA, or the whole reply if it is one message.
-        *out = first;
-        return true;
-    }
-    outcome.reply
 }
 
 fn transient(e: &io::Error) -> bool {

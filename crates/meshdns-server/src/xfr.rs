@@ -163,81 +163,93 @@ const BACKOFF: [u64; 6] = [1, 2, 4, 8, 16, 32];
 
 /// Sends NOTIFY to `target` for every zone whose serial it has not acknowledged, until
 /// `shutdown`: one outstanding serial per zone (a burst of changes is one NOTIFY for the
-/// newest), retried with backoff.
+/// newest), retried with backoff. A name that resolves to several addresses (a headless
+/// Service: every secondary pod) is notified at each.
 pub async fn notify_loop(
     transfers: Arc<Transfers>,
     target: NotifyTarget,
     shutdown: CancellationToken,
 ) {
     let mut serials = transfers.primary.subscribe();
-    let mut acked: HashMap<Name, u32> = HashMap::new();
-    // zone → (serial, attempts made, next attempt)
-    let mut pending: BTreeMap<Name, (u32, usize, Instant)> = BTreeMap::new();
-    let sock = match UdpSocket::bind(if target.address.starts_with('[') {
-        "[::]:0"
-    } else {
-        "0.0.0.0:0"
-    })
-    .await
-    {
-        Ok(s) => s,
-        Err(e) => {
-            warn!(target = %target.address, error = %e, "cannot open a socket for NOTIFY");
-            return;
-        }
-    };
+    let mut acked: HashMap<(Name, SocketAddr), u32> = HashMap::new();
+    // (zone, address) → (serial, attempts made, next attempt)
+    let mut pending: BTreeMap<(Name, SocketAddr), (u32, usize, Instant)> = BTreeMap::new();
     let mut id: u16 = rand_id();
+    let mut socks: HashMap<bool, UdpSocket> = HashMap::new();
     loop {
+        let addrs: Vec<SocketAddr> = match tokio::net::lookup_host(&target.address).await {
+            Ok(a) => a.collect(),
+            Err(e) => {
+                debug!(target = %target.address, error = %e, "cannot resolve the NOTIFY target");
+                Vec::new()
+            }
+        };
         {
             let current = serials.borrow_and_update().clone();
             for (zone, serial) in current.iter() {
-                if acked.get(zone) == Some(serial) {
-                    continue;
-                }
-                match pending.get(zone) {
-                    Some((s, _, _)) if s == serial => {}
-                    _ => {
-                        pending.insert(zone.clone(), (*serial, 0, Instant::now()));
+                for addr in &addrs {
+                    let k = (zone.clone(), *addr);
+                    if acked.get(&k) == Some(serial) {
+                        continue;
+                    }
+                    if pending.get(&k).is_none_or(|(s, _, _)| s != serial) {
+                        pending.insert(k, (*serial, 0, Instant::now()));
                     }
                 }
             }
-            pending.retain(|z, _| current.contains_key(z));
+            pending.retain(|(z, a), _| current.contains_key(z) && addrs.contains(a));
         }
         let now = Instant::now();
-        let due: Vec<(Name, u32, usize)> = pending
+        let due: Vec<((Name, SocketAddr), u32, usize)> = pending
             .iter()
             .filter(|(_, (_, _, at))| *at <= now)
-            .map(|(z, (s, n, _))| (z.clone(), *s, *n))
+            .map(|(k, (s, n, _))| (k.clone(), *s, *n))
             .collect();
-        for (zone, serial, attempts) in due {
+        for ((zone, addr), serial, attempts) in due {
             id = id.wrapping_add(1);
-            let ok = send_one(&transfers, &sock, &target, &zone, id).await;
+            let sock = match socks.entry(addr.is_ipv4()) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    let bind = if addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
+                    match UdpSocket::bind(bind).await {
+                        Ok(s) => v.insert(s),
+                        Err(e) => {
+                            warn!(error = %e, "cannot open a socket for NOTIFY");
+                            continue;
+                        }
+                    }
+                }
+            };
+            let ok = send_one(&transfers, sock, &target, addr, &zone, id).await;
             let m = &transfers.metrics;
             m.notify_sent.fetch_add(1, Relaxed);
+            let k = (zone.clone(), addr);
             match ok {
                 Ok(()) => {
                     m.notify_acked.fetch_add(1, Relaxed);
-                    debug!(target = %target.address, %zone, serial, "NOTIFY acknowledged");
-                    acked.insert(zone.clone(), serial);
-                    pending.remove(&zone);
+                    debug!(%addr, %zone, serial, "NOTIFY acknowledged");
+                    acked.insert(k.clone(), serial);
+                    pending.remove(&k);
                 }
                 Err(e) if attempts + 1 >= BACKOFF.len() => {
                     m.notify_failed.fetch_add(1, Relaxed);
-                    warn!(target = %target.address, %zone, serial, error = %e, "NOTIFY not acknowledged; giving up until the next change");
-                    acked.insert(zone.clone(), serial);
-                    pending.remove(&zone);
+                    warn!(%addr, %zone, serial, error = %e, "NOTIFY not acknowledged; giving up until the next change");
+                    acked.insert(k.clone(), serial);
+                    pending.remove(&k);
                 }
                 Err(e) => {
                     m.notify_failed.fetch_add(1, Relaxed);
-                    debug!(target = %target.address, %zone, serial, error = %e, "NOTIFY not acknowledged; will retry");
+                    debug!(%addr, %zone, serial, error = %e, "NOTIFY not acknowledged; will retry");
                     let wait = Duration::from_secs(BACKOFF[attempts]);
-                    pending.insert(zone, (serial, attempts + 1, Instant::now() + wait));
+                    pending.insert(k, (serial, attempts + 1, Instant::now() + wait));
                 }
             }
         }
         let next = pending.values().map(|(_, _, at)| *at).min();
-        let sleep = next.map_or(Duration::from_secs(3600), |at| {
+        // Addresses are looked up again at least every 30 s (secondary pods come and go).
+        let sleep = next.map_or(Duration::from_secs(30), |at| {
             at.saturating_duration_since(Instant::now())
+                .min(Duration::from_secs(30))
         });
         tokio::select! {
             () = shutdown.cancelled() => return,
@@ -258,15 +270,11 @@ async fn send_one(
     transfers: &Transfers,
     sock: &UdpSocket,
     target: &NotifyTarget,
+    addr: SocketAddr,
     zone: &Name,
     id: u16,
 ) -> Result<(), String> {
     let version = transfers.primary.version(zone).ok_or("the zone is gone")?;
-    let addr: SocketAddr = tokio::net::lookup_host(&target.address)
-        .await
-        .map_err(|e| format!("cannot resolve: {e}"))?
-        .next()
-        .ok_or("no address")?;
     let msg = meshdns_xfr::notify::request(
         id,
         zone,
