@@ -210,7 +210,11 @@ pub async fn notify_loop(
             let sock = match socks.entry(addr.is_ipv4()) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => {
-                    let bind = if addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
+                    let bind = if addr.is_ipv4() {
+                        "0.0.0.0:0"
+                    } else {
+                        "[::]:0"
+                    };
                     match UdpSocket::bind(bind).await {
                         Ok(s) => v.insert(s),
                         Err(e) => {

@@ -736,6 +736,7 @@ impl FileSources {
         let live = Arc::new(catalog);
         let old = self.published.swap(live.clone());
         if let Some(primary) = &self.primary {
+            primary.record_differences();
             primary.announce();
         }
         // Feeds whose new objects this snapshot serves learn so now, that it is live.

@@ -47,6 +47,8 @@ struct Inner {
     published_sum: u64,
     /// Where journals are kept (`<data-dir>/journal`).
     journal_dir: Option<std::path::PathBuf>,
+    /// Versions replaced by [`Primary::update`] whose differences are still to be recorded.
+    pending: Vec<(Name, Version, Version)>,
 }
 
 impl Inner {
@@ -126,8 +128,8 @@ impl Primary {
                     };
                     if serial_gt(serial, s.version.serial) {
                         if self.transfers {
-                            let delta = version_delta(&s.version, &new);
-                            files::push(inner.journal_dir.as_deref(), origin, s, delta);
+                            let old = s.version.clone();
+                            inner.pending.push((origin.clone(), old, new.clone()));
                         }
                         changed.push((origin.clone(), serial));
                     } else {
@@ -184,6 +186,27 @@ impl Primary {
             inner.book.save();
         }
         changed
+    }
+
+    /// Records the differences of the versions [`Primary::update`] replaced. Call after the
+    /// new catalog is served: a large zone's difference (a sort of both versions) then does not
+    /// delay its answers. Until it is recorded, an IXFR gets the whole zone.
+    pub fn record_differences(&self) {
+        let pending = std::mem::take(&mut self.inner.lock().expect("primary state").pending);
+        if pending.is_empty() {
+            return;
+        }
+        let deltas: Vec<(Name, Delta)> = pending
+            .iter()
+            .map(|(origin, old, new)| (origin.clone(), version_delta(old, new)))
+            .collect();
+        let mut inner = self.inner.lock().expect("primary state");
+        let inner = &mut *inner;
+        for (origin, delta) in deltas {
+            if let Some(state) = inner.zones.get_mut(&origin) {
+                files::push(inner.journal_dir.as_deref(), &origin, state, delta);
+            }
+        }
     }
 
     /// Applies the keys published (or removed) since the last stamp to every pkarr origin of
@@ -305,7 +328,13 @@ impl Primary {
         if !serial_gt(current.serial, serial) {
             return Some(Ixfr::UpToDate(current));
         }
-        Some(match state.journal.condensed(serial) {
+        // The journal must lead to the serial served (its last difference may still be being
+        // recorded).
+        let delta = state
+            .journal
+            .condensed(serial)
+            .filter(|d| d.to == current.serial);
+        Some(match delta {
             Some(delta) => Ixfr::Delta(current, delta),
             None => Ixfr::Full(current),
         })
