@@ -464,9 +464,14 @@ fn request(
     (msg, verifier)
 }
 
-/// The primary's SOA serial, over UDP.
+/// The primary's SOA serial, over UDP. Unsigned: the SOA is public, and a primary answers an
+/// ordinary query whether or not it signs them; the transfer that follows is signed.
 async fn soa_query(addr: SocketAddr, spec: &SecondarySpec) -> Result<u32, String> {
-    let (msg, mut verifier) = request(spec, RType::SOA, None);
+    let unsigned = SecondarySpec {
+        key: None,
+        ..spec.clone()
+    };
+    let (msg, mut verifier) = request(&unsigned, RType::SOA, None);
     let sock = UdpSocket::bind(if addr.is_ipv4() {
         "0.0.0.0:0"
     } else {

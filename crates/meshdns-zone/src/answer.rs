@@ -11,7 +11,10 @@
 //! - UDP answers larger than the client's limit truncated to the question with TC
 //!   (RFC 1035 §4.2.1, RFC 6891 §7);
 //! - QTYPE ANY answered with one RRset (RFC 8482 §4.1; NODATA for an empty non-terminal);
-//!   AXFR/IXFR REFUSED; classes other than IN (or ANY) REFUSED;
+//!   AXFR/IXFR REFUSED (the server answers them itself where transfers are allowed); classes
+//!   other than IN (or ANY) REFUSED;
+//! - the SOA written (negative answers, SOA queries) carries the serial the catalog serves for
+//!   the zone, which may be newer than the zone's own (a pkarr batch);
 //! - FORMERR for malformed queries, NOTIMP for opcodes other than QUERY, nothing for responses
 //!   (QR=1) or packets without a header.
 

@@ -752,21 +752,28 @@ fn a_chain_of_meshdns_serves_only_consistent_versions() {
         )
     };
     let file = write(dir.path(), "records.yaml", &version(0));
+    let keys = write(dir.path(), "tsig.conf", KEYS);
     let own_port = free_port();
+    // Transfers by key only: the secondary signs its requests, the primary signs every message
+    // of its replies (and its NOTIFY), and the secondary checks each.
     let primary = Meshdns::serve(&[
         "--records",
         &file,
-        "--allow-transfer",
-        "127.0.0.1",
+        "--tsig-keys",
+        &keys,
+        "--allow-transfer-key",
+        "xfr.",
         "--notify",
-        &format!("127.0.0.1:{own_port}"),
+        &format!("127.0.0.1:{own_port}@xfr."),
     ]);
-    let spec = format!("example.org={}", primary.dns);
+    let spec = format!("example.org={}@xfr.", primary.dns);
     let data = dir.path().join("data");
     let listen = format!("127.0.0.1:{own_port}");
     let secondary = Meshdns::serve(&[
         "--secondary",
         &spec,
+        "--tsig-keys",
+        &keys,
         "--data-dir",
         data.to_str().unwrap(),
         "--allow-transfer",
@@ -821,4 +828,9 @@ fn a_chain_of_meshdns_serves_only_consistent_versions() {
     wait_meshdns(&secondary, &["v.example.org", "TXT"], "\"30\"");
     check(&mut seen, &served);
     assert!(seen.len() > 3, "the secondary followed along: {seen:?}");
+    assert!(
+        !primary.log_text().contains("zone transfer refused"),
+        "every signed request was served:\n{}",
+        primary.log_text()
+    );
 }
