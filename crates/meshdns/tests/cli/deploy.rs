@@ -591,6 +591,11 @@ async fn every_metric_the_dashboard_and_alerts_name_is_exported() {
             &data_arg,
             "--http",
             "127.0.0.1:0",
+            // Transfers and a secondary zone (whose primary never answers), for their series.
+            "--allow-transfer",
+            "127.0.0.1",
+            "--secondary",
+            "secondary.example=127.0.0.1:9",
         ]);
         dig(m.dns, &["a.ts.net", "A"]);
         m.get("/metrics").1
