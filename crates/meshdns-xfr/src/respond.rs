@@ -89,6 +89,12 @@ pub fn respond(
     if qtype != RType::AXFR && qtype != RType::IXFR {
         return None;
     }
+    // The client's EDNS payload, echoed in the first message (RFC 5936 §2.2.5).
+    let edns = msg
+        .additional
+        .iter()
+        .find(|r| r.rtype == RType::OPT.0)
+        .map(|_| ());
     let reply = |messages, outcome| {
         Some(Reply {
             messages,
@@ -126,6 +132,12 @@ pub fn respond(
         .as_ref()
         .is_some_and(|v| policy.allowed_keys.contains(&v.key.name));
     if !(address_allowed || key_allowed) {
+        return reply(
+            vec![error(&msg, rcode::REFUSED, verified.as_ref(), now)],
+            Outcome::Refused,
+        );
+    }
+    if msg.qclass != CLASS_IN {
         return reply(
             vec![error(&msg, rcode::REFUSED, verified.as_ref(), now)],
             Outcome::Refused,
@@ -169,6 +181,7 @@ pub fn respond(
         }
     };
     let mut out = Out::new(&msg, verified.as_ref(), now);
+    out.edns = edns.is_some();
     let kind = match &plan {
         Ixfr::UpToDate(v) => {
             out.soa(v, v.serial);
@@ -221,7 +234,12 @@ struct Out<'m> {
     done: Vec<Vec<u8>>,
     signer: Option<Signer>,
     records: usize,
+    /// Whether the request had EDNS (an OPT goes in the first message).
+    edns: bool,
 }
+
+/// A message never grows past this (a TCP frame holds 65,535 bytes; room is left for a TSIG).
+const MESSAGE_MAX: usize = 65_535 - 512;
 
 impl<'m> Out<'m> {
     fn new(request: &'m Message<'m>, verified: Option<&Verified>, now: u64) -> Out<'m> {
@@ -231,14 +249,16 @@ impl<'m> Out<'m> {
             done: Vec::new(),
             signer: verified.map(|v| Signer::reply(v, now)),
             records: 0,
+            edns: false,
         }
     }
 
-    fn writer(&mut self) -> &mut MessageWriter {
+    /// The message to add a record of about `size` bytes to.
+    fn writer(&mut self, size: usize) -> &mut MessageWriter {
         if self
             .current
             .as_ref()
-            .is_some_and(|w| w.len() > MESSAGE_TARGET)
+            .is_some_and(|w| w.len() > MESSAGE_TARGET || w.len() + size > MESSAGE_MAX)
         {
             self.close();
         }
@@ -251,7 +271,11 @@ impl<'m> Out<'m> {
     }
 
     fn close(&mut self) {
-        if let Some(w) = self.current.take() {
+        if let Some(mut w) = self.current.take() {
+            if self.done.is_empty() && self.edns {
+                // OPT: owner root, class = our UDP payload size, TTL 0 (version 0, no flags).
+                w.put_record(2, b"\x00", RType::OPT, 1232, 0, &[]);
+            }
             let mut m = w.finish();
             if let Some(s) = &mut self.signer {
                 s.sign(&mut m, 0, &[]);
@@ -265,13 +289,19 @@ impl<'m> Out<'m> {
         crate::content::set_serial(&mut rd, serial);
         let ttl = v.soa_ttl();
         let origin = v.zone.origin().wire().to_vec();
-        self.writer()
-            .put_record(0, &origin, RType::SOA, CLASS_IN, ttl, &rd);
+        self.writer(origin.len() + 10 + rd.len()).put_record(
+            0,
+            &origin,
+            RType::SOA,
+            CLASS_IN,
+            ttl,
+            &rd,
+        );
         self.records += 1;
     }
 
     fn record(&mut self, rr: &Rr<'_>) {
-        self.writer()
+        self.writer(rr.owner.len() + 10 + rr.rdata.len())
             .put_record(0, &rr.owner, rr.rtype, CLASS_IN, rr.ttl, &rr.rdata);
         self.records += 1;
     }
@@ -301,4 +331,88 @@ fn error(request: &Message<'_>, rcode: u8, verified: Option<&Verified>, now: u64
         Signer::reply(v, now).sign(&mut m, 0, &[]);
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use meshdns_zone::{BuildDefaults, CatalogBuilder, RData, Record};
+
+    use super::*;
+    use crate::message::{MessageWriter, parse};
+
+    fn primary(txt_records: usize, txt_len: usize) -> Primary {
+        let origin: Name = "example.".parse().unwrap();
+        let mut b = CatalogBuilder::new(BuildDefaults {
+            default_ttl: 60,
+            serial: 1,
+        });
+        for i in 0..txt_records {
+            let text = vec![b'a' + (i % 26) as u8; txt_len];
+            let record = Record {
+                name: format!("t{i}.example.").parse().unwrap(),
+                ttl: 60,
+                data: RData::Txt(text.chunks(255).map(Box::from).collect()),
+            };
+            b.add(&origin, record, 0).unwrap();
+        }
+        let (mut catalog, _) = b.build();
+        let p = Primary::new(None, 1000, true);
+        p.update(&mut catalog, 1_800_000_000);
+        p
+    }
+
+    fn axfr(class: u16, edns: bool) -> Vec<u8> {
+        let mut w = MessageWriter::new(3, 0, Some((b"\x07example\x00", 252, class)));
+        if edns {
+            w.put_record(2, b"\x00", RType::OPT, 4096, 0, &[]);
+        }
+        w.finish()
+    }
+
+    #[test]
+    fn big_records_split_messages_below_a_tcp_frame_and_edns_is_echoed() {
+        // 40 records of 20 KB: several must not share a message.
+        let p = primary(40, 20_000);
+        let reply = respond(&p, &Policy::default(), &axfr(1, true), true, false, 0).unwrap();
+        assert_eq!(reply.outcome, Outcome::Sent(Kind::Axfr));
+        assert!(
+            reply.messages.iter().all(|m| m.len() <= 65_535),
+            "every message fits a frame"
+        );
+        let first = parse(&reply.messages[0]).unwrap();
+        assert!(
+            first.additional.iter().any(|r| r.rtype == RType::OPT.0),
+            "OPT echoed"
+        );
+        assert!(
+            reply.messages[1..]
+                .iter()
+                .all(|m| parse(m).unwrap().additional.is_empty())
+        );
+        let records: usize = reply
+            .messages
+            .iter()
+            .map(|m| parse(m).unwrap().answers.len())
+            .sum();
+        assert_eq!(records, 40 + 3, "SOA, NS, 40 TXT, SOA");
+    }
+
+    #[test]
+    fn other_classes_and_unknown_zones_are_not_transferred() {
+        let p = primary(1, 10);
+        let chaos = respond(&p, &Policy::default(), &axfr(3, false), true, false, 0).unwrap();
+        assert_eq!(chaos.outcome, Outcome::Refused);
+        let denied = respond(&p, &Policy::default(), &axfr(1, false), false, false, 0).unwrap();
+        assert_eq!(
+            (denied.outcome, parse(&denied.messages[0]).unwrap().rcode()),
+            (Outcome::Refused, 5)
+        );
+        let mut other = MessageWriter::new(3, 0, Some((b"\x05other\x00", 252, 1))).finish();
+        let r = respond(&p, &Policy::default(), &other, true, false, 0).unwrap();
+        assert_eq!(r.outcome, Outcome::NotAuth);
+        other[2] = 0x80; // a response: not ours to answer
+        assert!(respond(&p, &Policy::default(), &other, true, false, 0).is_none());
+        let udp = respond(&p, &Policy::default(), &axfr(1, false), true, true, 0).unwrap();
+        assert_eq!(udp.outcome, Outcome::Refused, "AXFR over UDP");
+    }
 }
