@@ -315,21 +315,12 @@ impl MessageWriter {
         self.buf.extend_from_slice(&ttl.to_be_bytes());
         let len_at = self.buf.len();
         self.buf.extend_from_slice(&[0, 0]);
-        let name_len = |w: &[u8]| meshdns_zone::rdata::wire_name_len(w).unwrap_or(w.len());
-        match rtype {
-            RType::NS | RType::CNAME | RType::PTR => self.put_name(rdata),
-            RType::MX if rdata.len() > 2 => {
-                self.buf.extend_from_slice(&rdata[..2]);
-                self.put_name(&rdata[2..]);
+        for (is_name, part) in meshdns_zone::wire::rdata_parts(rtype, rdata) {
+            if is_name {
+                self.put_name(part);
+            } else {
+                self.buf.extend_from_slice(part);
             }
-            RType::SOA => {
-                let m = name_len(rdata);
-                let r = m + name_len(&rdata[m..]);
-                self.put_name(&rdata[..m]);
-                self.put_name(&rdata[m..r]);
-                self.buf.extend_from_slice(&rdata[r..]);
-            }
-            _ => self.buf.extend_from_slice(rdata),
         }
         let rdlen = (self.buf.len() - len_at - 2) as u16;
         self.buf[len_at..len_at + 2].copy_from_slice(&rdlen.to_be_bytes());

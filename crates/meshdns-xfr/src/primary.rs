@@ -17,6 +17,11 @@ use crate::content::{PublishedSet, Rr, Version, diff, published_records, zone_re
 use crate::journal::{Delta, Journal};
 use crate::serial::{SerialBook, content_id, digest, next_serial, published_hash, serial_gt};
 
+/// Zones up to this many records (both versions together) get their difference recorded
+/// before the new version is served (a few milliseconds); larger ones just after, by
+/// [`Primary::record_differences`], so their answers are not held back.
+const INLINE_DIFF_RECORDS: usize = 200_000;
+
 /// What an IXFR request gets.
 #[derive(Debug)]
 pub enum Ixfr {
@@ -129,7 +134,16 @@ impl Primary {
                     if serial_gt(serial, s.version.serial) {
                         if self.transfers {
                             let old = s.version.clone();
-                            inner.pending.push((origin.clone(), old, new.clone()));
+                            if old.zone.record_count() + new.zone.record_count()
+                                <= INLINE_DIFF_RECORDS
+                            {
+                                // Small: the difference is in the journal before the new
+                                // serial is served, so an IXFR never misses it.
+                                let delta = version_delta(&old, &new);
+                                files::push(inner.journal_dir.as_deref(), origin, s, delta);
+                            } else {
+                                inner.pending.push((origin.clone(), old, new.clone()));
+                            }
                         }
                         changed.push((origin.clone(), serial));
                     } else {
@@ -188,7 +202,7 @@ impl Primary {
         changed
     }
 
-    /// Records the differences of the versions [`Primary::update`] replaced. Call after the
+    /// Records the differences of the large zones [`Primary::update`] replaced. Call after the
     /// new catalog is served: a large zone's difference (a sort of both versions) then does not
     /// delay its answers. Until it is recorded, an IXFR gets the whole zone.
     pub fn record_differences(&self) {

@@ -229,6 +229,29 @@ pub fn parse_query(p: &[u8]) -> Result<Query<'_>, Malformed> {
     })
 }
 
+/// RDATA of `rtype` as the parts a writer copies (`false`) and the names it may compress
+/// (`true`): names inside NS, CNAME, PTR, MX and SOA data (RFC 3597 §4 allows compression for
+/// exactly the RFC 1035 types; SRV targets stay uncompressed, RFC 2782). Every writer of
+/// records (answers, transfers) splits RDATA here.
+pub fn rdata_parts(rtype: RType, rdata: &[u8]) -> impl Iterator<Item = (bool, &[u8])> {
+    let name_len = |w: &[u8]| wire_name_len(w).unwrap_or(w.len());
+    let parts: [(bool, &[u8]); 3] = match rtype {
+        RType::NS | RType::CNAME | RType::PTR => [(true, rdata), (false, &[]), (false, &[])],
+        RType::MX if rdata.len() > 2 => [(false, &rdata[..2]), (true, &rdata[2..]), (false, &[])],
+        RType::SOA => {
+            let m = name_len(rdata);
+            let r = m + name_len(&rdata[m..]);
+            [
+                (true, &rdata[..m]),
+                (true, &rdata[m..r]),
+                (false, &rdata[r..]),
+            ]
+        }
+        _ => [(false, rdata), (false, &[]), (false, &[])],
+    };
+    parts.into_iter().filter(|(_, p)| !p.is_empty())
+}
+
 /// The owner name of a record being written.
 #[derive(Clone, Copy)]
 pub enum Owner<'n> {
@@ -368,21 +391,12 @@ impl<'b, 'n> Writer<'b, 'n> {
         self.buf.extend_from_slice(&ttl.to_be_bytes());
         let len_at = self.buf.len();
         self.buf.extend_from_slice(&[0, 0]);
-        let name_len = |w: &[u8]| wire_name_len(w).unwrap_or(w.len());
-        match rtype {
-            RType::NS | RType::CNAME | RType::PTR => self.put_name(rdata),
-            RType::MX if rdata.len() > 2 => {
-                self.buf.extend_from_slice(&rdata[..2]);
-                self.put_name(&rdata[2..]);
+        for (is_name, part) in rdata_parts(rtype, rdata) {
+            if is_name {
+                self.put_name(part);
+            } else {
+                self.buf.extend_from_slice(part);
             }
-            RType::SOA => {
-                let m = name_len(rdata);
-                let r = m + name_len(&rdata[m..]);
-                self.put_name(&rdata[..m]);
-                self.put_name(&rdata[m..r]);
-                self.buf.extend_from_slice(&rdata[r..]);
-            }
-            _ => self.buf.extend_from_slice(rdata),
         }
         let rdlen = (self.buf.len() - len_at - 2) as u16;
         self.buf[len_at..len_at + 2].copy_from_slice(&rdlen.to_be_bytes());

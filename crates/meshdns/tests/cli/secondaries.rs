@@ -18,6 +18,26 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// NSD's `server:` section for a server in `dir` on `port` (no privileges dropped, no chroot,
+/// every file in `dir`, reloads as soon as a transfer lands).
+fn nsd_server(dir: &Path, port: u16) -> String {
+    let d = dir.display();
+    format!(
+        "server:\n  ip-address: 127.0.0.1@{port}\n  username: \"\"\n  chroot: \"\"\n  zonesdir: \"{d}\"\n  database: \"\"\n  zonelistfile: \"{d}/zone.list\"\n  xfrdfile: \"{d}/xfrd.state\"\n  xfrdir: \"{d}\"\n  pidfile: \"{d}/nsd.pid\"\n  logfile: \"{d}/nsd.log\"\n  verbosity: 2\n  server-count: 1\n  xfrd-reload-timeout: 0\nremote-control:\n  control-enable: no\n"
+    )
+}
+
+/// Starts `program ARGS CONFIG` (a Debian package `.ci/run` installs).
+fn spawn(program: &str, args: &[&str], config: &Path) -> Child {
+    Command::new(program)
+        .args(args)
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{program} is installed (.ci/run installs nsd and knot): {e}"))
+}
+
 /// A secondary server process.
 pub struct Secondary {
     pub child: Child,
@@ -36,10 +56,7 @@ impl Secondary {
         zones: &[&str],
         source: &str,
     ) -> Secondary {
-        let d = dir.display();
-        let mut conf = format!(
-            "server:\n  ip-address: 127.0.0.1@{port}\n  username: \"\"\n  chroot: \"\"\n  zonesdir: \"{d}\"\n  database: \"\"\n  zonelistfile: \"{d}/zone.list\"\n  xfrdfile: \"{d}/xfrd.state\"\n  xfrdir: \"{d}\"\n  pidfile: \"{d}/nsd.pid\"\n  logfile: \"{d}/nsd.log\"\n  verbosity: 2\n  server-count: 1\n  xfrd-reload-timeout: 0\nremote-control:\n  control-enable: no\n"
-        );
+        let mut conf = nsd_server(dir, port);
         for zone in zones {
             conf.push_str(&format!(
                 "zone:\n  name: {zone}\n  zonefile: \"{zone}zone\"\n  allow-notify: {ip} NOKEY\n  request-xfr: {ip}@{pp} NOKEY\n  outgoing-interface: {source}\n",
@@ -48,13 +65,7 @@ impl Secondary {
             ));
         }
         std::fs::write(dir.join("nsd.conf"), conf).unwrap();
-        let child = Command::new("nsd")
-            .args(["-d", "-c"])
-            .arg(dir.join("nsd.conf"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("nsd is installed (apt-get install nsd)");
+        let child = spawn("nsd", &["-d", "-c"], &dir.join("nsd.conf"));
         Secondary {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
@@ -84,13 +95,7 @@ impl Secondary {
             ));
         }
         std::fs::write(dir.join("knot.conf"), conf).unwrap();
-        let child = Command::new("knotd")
-            .arg("-c")
-            .arg(dir.join("knot.conf"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("knotd is installed (apt-get install knot)");
+        let child = spawn("knotd", &["-c"], &dir.join("knot.conf"));
         Secondary {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
@@ -154,10 +159,7 @@ impl Primary {
     /// NSD serving `zones` (name, zone file text) on `port`, allowing transfers to loopback and
     /// notifying `notify`.
     pub fn nsd(dir: &Path, port: u16, zones: &[(&str, &str)], notify: SocketAddr) -> Primary {
-        let d = dir.display();
-        let mut conf = format!(
-            "server:\n  ip-address: 127.0.0.1@{port}\n  username: \"\"\n  chroot: \"\"\n  zonesdir: \"{d}\"\n  database: \"\"\n  zonelistfile: \"{d}/zone.list\"\n  xfrdfile: \"{d}/xfrd.state\"\n  xfrdir: \"{d}\"\n  pidfile: \"{d}/nsd.pid\"\n  logfile: \"{d}/nsd.log\"\n  verbosity: 2\n  server-count: 1\nremote-control:\n  control-enable: no\n"
-        );
+        let mut conf = nsd_server(dir, port);
         for (zone, text) in zones {
             std::fs::write(dir.join(format!("{zone}.zone")), text).unwrap();
             conf.push_str(&format!(
@@ -167,13 +169,7 @@ impl Primary {
             ));
         }
         std::fs::write(dir.join("nsd.conf"), conf).unwrap();
-        let child = Command::new("nsd")
-            .args(["-d", "-c"])
-            .arg(dir.join("nsd.conf"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("nsd is installed (apt-get install nsd)");
+        let child = spawn("nsd", &["-d", "-c"], &dir.join("nsd.conf"));
         Primary {
             server: Secondary {
                 child,
@@ -201,13 +197,7 @@ impl Primary {
             ));
         }
         std::fs::write(dir.join("knot.conf"), conf).unwrap();
-        let child = Command::new("knotd")
-            .arg("-c")
-            .arg(dir.join("knot.conf"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("knotd is installed (apt-get install knot)");
+        let child = spawn("knotd", &["-c"], &dir.join("knot.conf"));
         Primary {
             server: Secondary {
                 child,

@@ -23,6 +23,15 @@ const RECORDS: &str = "zones:
       - {name: a, type: A, value: 198.51.100.1}
 ";
 
+/// Replaces a file whole (a new file renamed over it, as a ConfigMap update or an editor's
+/// save does): the server never reads half of it.
+fn replace(path: impl AsRef<std::path::Path>, text: impl AsRef<[u8]>) -> std::io::Result<()> {
+    let path = path.as_ref();
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
 /// The answer lines dig prints (comments and blank lines dropped), fields joined by one space.
 fn records(out: &str) -> Vec<String> {
     out.lines()
@@ -122,7 +131,7 @@ fn axfr_ixfr_and_who_may_transfer() {
     );
 
     // A one-record change: a new serial, and IXFR from the old one is that change alone.
-    std::fs::write(&file, RECORDS.replace("192.0.2.1}", "192.0.2.9}")).unwrap();
+    replace(&file, RECORDS.replace("192.0.2.1}", "192.0.2.9}")).unwrap();
     let s2 = next_serial(&m, "example.org", s1);
     let out = dig(m.dns, &["example.org", &format!("IXFR={s1}")]);
     let soa = |s: u32| {
@@ -144,7 +153,7 @@ fn axfr_ixfr_and_who_may_transfer() {
     );
     // Two changes later, the condensed difference (RFC 1995 §5): the record changed twice
     // appears once on each side.
-    std::fs::write(&file, RECORDS.replace("192.0.2.1}", "192.0.2.10}")).unwrap();
+    replace(&file, RECORDS.replace("192.0.2.1}", "192.0.2.10}")).unwrap();
     let s3 = next_serial(&m, "example.org", s2);
     let out = dig(m.dns, &["example.org", &format!("IXFR={s1}")]);
     assert_eq!(
@@ -419,7 +428,7 @@ fn serials_follow_content_and_survive_restarts_with_the_journal() {
         2024010101,
         "a zone file's serial is served as given"
     );
-    std::fs::write(&file, RECORDS.replace("192.0.2.1}", "192.0.2.7}")).unwrap();
+    replace(&file, RECORDS.replace("192.0.2.1}", "192.0.2.7}")).unwrap();
     let org2 = next_serial(&m, "example.org", org);
     assert!(
         org2.wrapping_sub(org) < 1 << 31 && org2 != org,
@@ -446,7 +455,7 @@ fn serials_follow_content_and_survive_restarts_with_the_journal() {
 
     // Restarted after the file changed while stopped: a greater serial; the journal cannot
     // bridge the gap, so IXFR from before gets the whole zone.
-    std::fs::write(&file, RECORDS.replace("192.0.2.1}", "192.0.2.8}")).unwrap();
+    replace(&file, RECORDS.replace("192.0.2.1}", "192.0.2.8}")).unwrap();
     let m = Meshdns::serve(&args);
     let org3 = serial(&m, "example.org");
     assert!(org3 != org2 && org3.wrapping_sub(org2) < 1 << 31);
@@ -514,7 +523,7 @@ fn nsd_and_knot_follow_files_pkarr_and_manifests_by_notify_and_ixfr() {
     }
 
     // A records file edit.
-    std::fs::write(&file, RECORDS.replace("192.0.2.1}", "192.0.2.77}")).unwrap();
+    replace(&file, RECORDS.replace("192.0.2.1}", "192.0.2.77}")).unwrap();
     for s in [&nsd, &knot] {
         let took = s.wait_answer(&["www.example.org", "A"], "192.0.2.77", 10);
         eprintln!("{}: records file change answered after {took:?}", s.name);
@@ -528,7 +537,7 @@ fn nsd_and_knot_follow_files_pkarr_and_manifests_by_notify_and_ixfr() {
         eprintln!("{}: pkarr publish answered after {took:?}", s.name);
     }
     // A DNSRecordSet edit.
-    write(&manifests, "www.yaml", &rs("198.51.100.99"));
+    replace(manifests.join("www.yaml"), rs("198.51.100.99")).unwrap();
     for s in [&nsd, &knot] {
         let took = s.wait_answer(&["www.k8s.example", "A"], "198.51.100.99", 10);
         eprintln!("{}: DNSRecordSet change answered after {took:?}", s.name);
@@ -814,11 +823,7 @@ fn a_chain_of_meshdns_serves_only_consistent_versions() {
         seen.insert(v);
     };
     for k in 1..=30u32 {
-        // Replaced whole (as a ConfigMap update or an editor's save-and-rename does): the
-        // primary never reads half a version.
-        let tmp = dir.path().join("records.yaml.tmp");
-        std::fs::write(&tmp, version(k)).unwrap();
-        std::fs::rename(&tmp, &file).unwrap();
+        replace(&file, version(k)).unwrap();
         let before = *served.keys().max().unwrap();
         let s = next_serial(&primary, "example.org", before);
         served.insert(s, k);
