@@ -197,6 +197,39 @@ impl Server {
     }
 }
 
+/// Sends the reply to a transfer request as it is written: the messages are built on a
+/// blocking thread and handed over a small bounded channel, so a large zone is on the wire while
+/// the rest is still being written, and a slow client holds back the writing (not memory).
+/// Returns the first message's header (for the rcode counted), or `None` when the request was
+/// not a transfer after all.
+async fn transfer(
+    t: &Arc<xfr::Transfers>,
+    request: &[u8],
+    peer: std::net::IpAddr,
+    writer: &mut BufWriter<tokio::net::tcp::OwnedWriteHalf>,
+) -> io::Result<Option<Vec<u8>>> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(8);
+    let (t, request) = (t.clone(), request.to_vec());
+    let build = tokio::task::spawn_blocking(move || {
+        t.respond(&request, peer, false, &mut |m| {
+            let _ = tx.blocking_send(m);
+        })
+    });
+    let mut first: Option<Vec<u8>> = None;
+    while let Some(m) = rx.recv().await {
+        writer.write_all(&(m.len() as u16).to_be_bytes()).await?;
+        writer.write_all(&m).await?;
+        if first.is_none() {
+            first = Some(m[..HEADER.min(m.len())].to_vec());
+        }
+    }
+    writer.flush().await?;
+    let sent = build.await.ok().flatten();
+    Ok(sent.and(first))
+}
+
+const HEADER: usize = 12;
+
 /// `outcome` with the rcode of the reply sent instead of answer()'s.
 pub(crate) fn replied(outcome: meshdns_zone::Outcome, reply: &[u8]) -> meshdns_zone::Outcome {
     meshdns_zone::Outcome {
@@ -343,36 +376,35 @@ async fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> 
         };
         // NOTIFY and transfers (which answer() declines) are answered here, and counted with
         // the rcode they got.
-        let mut special: Option<Vec<Vec<u8>>> = None;
         if outcome.rcode == meshdns_zone::rcode::NOTIMP
             && is_notify(&msg)
             && let Some(handler) = &shared.config.notify
+            && let Some(reply) = (handler.0)(&msg, peer.ip())
         {
-            special = (handler.0)(&msg, peer.ip()).map(|r| vec![r]);
-        } else if is_transfer(&outcome)
-            && let Some(t) = &shared.config.transfers
-        {
-            // A transfer reply may be the whole zone: built off the async workers.
-            let (t, request) = (t.clone(), msg.clone());
-            let reply =
-                tokio::task::spawn_blocking(move || t.respond(&request, peer.ip(), false)).await;
-            special = reply.ok().flatten().map(|r| r.messages);
-        }
-        let counted = match special.as_ref().and_then(|m| m.first()) {
-            Some(first) => replied(outcome, first),
-            None => outcome,
-        };
-        shared
-            .metrics
-            .record(Proto::Tcp, &counted, started.elapsed());
-        if let Some(messages) = special {
-            for m in &messages {
-                writer.write_all(&(m.len() as u16).to_be_bytes()).await?;
-                writer.write_all(m).await?;
-            }
+            let counted = replied(outcome, &reply);
+            shared
+                .metrics
+                .record(Proto::Tcp, &counted, started.elapsed());
+            writer
+                .write_all(&(reply.len() as u16).to_be_bytes())
+                .await?;
+            writer.write_all(&reply).await?;
             writer.flush().await?;
             continue;
         }
+        if is_transfer(&outcome)
+            && let Some(t) = &shared.config.transfers
+            && let Some(first) = transfer(t, &msg, peer.ip(), &mut writer).await?
+        {
+            let counted = replied(outcome, &first);
+            shared
+                .metrics
+                .record(Proto::Tcp, &counted, started.elapsed());
+            continue;
+        }
+        shared
+            .metrics
+            .record(Proto::Tcp, &outcome, started.elapsed());
         if outcome.reply {
             writer.write_all(&(out.len() as u16).to_be_bytes()).await?;
             writer.write_all(&out).await?;

@@ -56,8 +56,11 @@ fn handle(
     } else if outcome.qtype == Some(meshdns_zone::RType::IXFR) {
         // IXFR over UDP (RFC 1995 §2): the current SOA, or the whole reply if it is one message.
         shared.config.transfers.as_ref().and_then(|t| {
-            let reply = t.respond(packet, peer()?, true)?;
-            reply.messages.into_iter().next()
+            let mut first = None;
+            t.respond(packet, peer()?, true, &mut |m| {
+                first.get_or_insert(m);
+            })?;
+            first
         })
     } else {
         None

@@ -56,8 +56,15 @@ impl Transfers {
             .map_or(0, |d| d.as_secs())
     }
 
-    /// Replies to `packet` if it is an AXFR or IXFR (`None`: an ordinary query).
-    pub fn respond(&self, packet: &[u8], peer: IpAddr, udp: bool) -> Option<Reply> {
+    /// Replies to `packet` if it is an AXFR or IXFR (`None`: an ordinary query), handing each
+    /// message to `sink` as it is complete.
+    pub fn respond(
+        &self,
+        packet: &[u8],
+        peer: IpAddr,
+        udp: bool,
+        sink: &mut dyn FnMut(Vec<u8>),
+    ) -> Option<Reply> {
         let allowed = self.allow.iter().any(|c| c.contains(peer));
         let started = Instant::now();
         let reply = meshdns_xfr::respond(
@@ -67,6 +74,7 @@ impl Transfers {
             allowed,
             udp,
             Self::unix_now(),
+            sink,
         )?;
         let m = &self.metrics;
         match reply.outcome {
@@ -76,7 +84,7 @@ impl Transfers {
                 m.records.fetch_add(reply.records as u64, Relaxed);
                 if kind != Kind::UpToDate {
                     info!(%peer, zone = %reply.zone.as_ref().map(ToString::to_string).unwrap_or_default(),
-                        kind = KINDS[i].1, records = reply.records, messages = reply.messages.len(),
+                        kind = KINDS[i].1, records = reply.records, messages = reply.messages,
                         elapsed_ms = started.elapsed().as_millis() as u64, "zone transfer out");
                 }
             }

@@ -224,11 +224,52 @@ pub fn parse(bytes: &[u8]) -> Result<Message<'_>, ParseError> {
 }
 
 /// Writes one message: header, an optional question, then records, compressing names.
+///
+/// The compression table maps a hash of each name suffix written (lower-cased) to its offset;
+/// a hit is confirmed by reading the name back from the message. No allocation per name: a
+/// transfer writes millions.
 pub struct MessageWriter {
     buf: Vec<u8>,
-    table: HashMap<Vec<u8>, u16>,
+    table: HashMap<u64, u16>,
     counts: [u16; 3],
     qd: u16,
+}
+
+/// FNV-1a over the lower-cased bytes of a wire name suffix.
+fn suffix_hash(suffix: &[u8]) -> u64 {
+    suffix.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b.to_ascii_lowercase())).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Whether the name at `at` in `msg` (following pointers) is `suffix`, ignoring case.
+fn name_equals(msg: &[u8], mut at: usize, suffix: &[u8]) -> bool {
+    let mut i = 0;
+    for _ in 0..128 {
+        let Some(&len) = msg.get(at) else {
+            return false;
+        };
+        if len & 0xC0 == 0xC0 {
+            let Some(&lo) = msg.get(at + 1) else {
+                return false;
+            };
+            at = usize::from(u16::from_be_bytes([len & 0x3F, lo]));
+            continue;
+        }
+        let l = usize::from(len);
+        let (Some(a), Some(b)) = (msg.get(at..at + 1 + l), suffix.get(i..i + 1 + l)) else {
+            return false;
+        };
+        if !a.eq_ignore_ascii_case(b) {
+            return false;
+        }
+        if l == 0 {
+            return i + 1 == suffix.len();
+        }
+        at += 1 + l;
+        i += 1 + l;
+    }
+    false
 }
 
 impl MessageWriter {
@@ -272,29 +313,33 @@ impl MessageWriter {
     pub fn put_name(&mut self, name: &[u8]) {
         let start = self.buf.len();
         let mut at = 0;
-        let mut offsets = Vec::new();
         while at < name.len() && name[at] != 0 {
-            let key = lower(&name[at..]);
-            if let Some(&ptr) = self.table.get(&key) {
+            let suffix = &name[at..];
+            let hash = suffix_hash(suffix);
+            if let Some(&ptr) = self.table.get(&hash)
+                && name_equals(&self.buf, usize::from(ptr), suffix)
+            {
                 self.buf.extend_from_slice(&name[..at]);
                 self.buf.extend_from_slice(&(0xC000 | ptr).to_be_bytes());
-                self.remember(start, name, &offsets);
+                self.remember(start, name, at);
                 return;
             }
-            offsets.push(at);
             at += 1 + usize::from(name[at]);
         }
         self.buf.extend_from_slice(name);
-        self.remember(start, name, &offsets);
+        self.remember(start, name, name.len());
     }
 
-    fn remember(&mut self, start: usize, name: &[u8], offsets: &[usize]) {
-        for &o in offsets {
+    /// Remembers the suffixes of `name` (written at `start`) that begin before `upto`.
+    fn remember(&mut self, start: usize, name: &[u8], upto: usize) {
+        let mut o = 0;
+        while o < upto && o < name.len() && name[o] != 0 {
             if start + o < 0x3FFF {
                 self.table
-                    .entry(lower(&name[o..]))
+                    .entry(suffix_hash(&name[o..]))
                     .or_insert((start + o) as u16);
             }
+            o += 1 + usize::from(name[o]);
         }
     }
 

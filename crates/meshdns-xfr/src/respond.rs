@@ -57,11 +57,11 @@ pub enum Outcome {
     FormErr,
 }
 
-/// The messages of a reply, in order, and how it ended.
+/// How a reply went (its messages went to the sink, in order).
 #[derive(Debug)]
 pub struct Reply {
-    /// Messages to send.
-    pub messages: Vec<Vec<u8>>,
+    /// Messages sent.
+    pub messages: usize,
     /// What happened.
     pub outcome: Outcome,
     /// The zone asked for.
@@ -70,9 +70,32 @@ pub struct Reply {
     pub records: usize,
 }
 
-/// Answers `request` if it is an AXFR or IXFR (otherwise `None`: an ordinary query).
-/// `address_allowed` says whether the client's address is in the transfer ACL; `udp` limits
-/// the reply to one message (IXFR only; AXFR over UDP is refused by the caller's answer path).
+/// [`respond`] with the messages collected.
+pub fn respond_collected(
+    primary: &Primary,
+    policy: &Policy,
+    request: &[u8],
+    address_allowed: bool,
+    udp: bool,
+    now: u64,
+) -> Option<(Reply, Vec<Vec<u8>>)> {
+    let mut messages = Vec::new();
+    let reply = respond(
+        primary,
+        policy,
+        request,
+        address_allowed,
+        udp,
+        now,
+        &mut |m| messages.push(m),
+    )?;
+    Some((reply, messages))
+}
+
+/// Answers `request` if it is an AXFR or IXFR (otherwise `None`: an ordinary query), handing
+/// each message to `sink` as soon as it is complete (a large zone is sent while the rest is
+/// still being written). `address_allowed` says whether the client's address is in the
+/// transfer ACL; `udp` limits the reply to one message (IXFR only; AXFR over UDP is refused).
 pub fn respond(
     primary: &Primary,
     policy: &Policy,
@@ -80,6 +103,7 @@ pub fn respond(
     address_allowed: bool,
     udp: bool,
     now: u64,
+    sink: &mut dyn FnMut(Vec<u8>),
 ) -> Option<Reply> {
     let msg = message::parse(request).ok()?;
     if msg.is_response() || msg.opcode() != message::OPCODE_QUERY {
@@ -95,9 +119,11 @@ pub fn respond(
         .iter()
         .find(|r| r.rtype == RType::OPT.0)
         .map(|_| ());
-    let reply = |messages, outcome| {
+    let mut reply = |messages: Vec<Vec<u8>>, outcome| {
+        let n = messages.len();
+        messages.into_iter().for_each(&mut *sink);
         Some(Reply {
-            messages,
+            messages: n,
             outcome,
             zone: None,
             records: 0,
@@ -180,7 +206,7 @@ pub fn respond(
             other => other,
         }
     };
-    let mut out = Out::new(&msg, verified.as_ref(), now);
+    let mut out = Out::new(&msg, verified.as_ref(), now, sink);
     out.edns = edns.is_some();
     let kind = match &plan {
         Ixfr::UpToDate(v) => {
@@ -231,7 +257,8 @@ fn write_delta(out: &mut Out<'_>, v: &Version, delta: &Delta) {
 struct Out<'m> {
     request: &'m Message<'m>,
     current: Option<MessageWriter>,
-    done: Vec<Vec<u8>>,
+    sink: &'m mut dyn FnMut(Vec<u8>),
+    sent: usize,
     signer: Option<Signer>,
     records: usize,
     /// Whether the request had EDNS (an OPT goes in the first message).
@@ -242,11 +269,17 @@ struct Out<'m> {
 const MESSAGE_MAX: usize = 65_535 - 512;
 
 impl<'m> Out<'m> {
-    fn new(request: &'m Message<'m>, verified: Option<&Verified>, now: u64) -> Out<'m> {
+    fn new(
+        request: &'m Message<'m>,
+        verified: Option<&Verified>,
+        now: u64,
+        sink: &'m mut dyn FnMut(Vec<u8>),
+    ) -> Out<'m> {
         Out {
             request,
             current: None,
-            done: Vec::new(),
+            sink,
+            sent: 0,
             signer: verified.map(|v| Signer::reply(v, now)),
             records: 0,
             edns: false,
@@ -262,7 +295,7 @@ impl<'m> Out<'m> {
         {
             self.close();
         }
-        let first = self.done.is_empty();
+        let first = self.sent == 0;
         let r = self.request;
         self.current.get_or_insert_with(|| {
             let q = first.then_some((&r.qname[..], r.qtype, r.qclass));
@@ -272,7 +305,7 @@ impl<'m> Out<'m> {
 
     fn close(&mut self) {
         if let Some(mut w) = self.current.take() {
-            if self.done.is_empty() && self.edns {
+            if self.sent == 0 && self.edns {
                 // OPT: owner root, class = our UDP payload size, TTL 0 (version 0, no flags).
                 w.put_record(2, b"\x00", RType::OPT, 1232, 0, &[]);
             }
@@ -280,7 +313,8 @@ impl<'m> Out<'m> {
             if let Some(s) = &mut self.signer {
                 s.sign(&mut m, 0, &[]);
             }
-            self.done.push(m);
+            (self.sink)(m);
+            self.sent += 1;
         }
     }
 
@@ -306,9 +340,10 @@ impl<'m> Out<'m> {
         self.records += 1;
     }
 
-    fn finish(mut self) -> Vec<Vec<u8>> {
+    /// Sends the last message; returns how many were sent.
+    fn finish(mut self) -> usize {
         self.close();
-        self.done
+        self.sent
     }
 }
 
@@ -373,24 +408,24 @@ mod tests {
     fn big_records_split_messages_below_a_tcp_frame_and_edns_is_echoed() {
         // 40 records of 20 KB: several must not share a message.
         let p = primary(40, 20_000);
-        let reply = respond(&p, &Policy::default(), &axfr(1, true), true, false, 0).unwrap();
+        let (reply, messages) =
+            respond_collected(&p, &Policy::default(), &axfr(1, true), true, false, 0).unwrap();
         assert_eq!(reply.outcome, Outcome::Sent(Kind::Axfr));
         assert!(
-            reply.messages.iter().all(|m| m.len() <= 65_535),
+            messages.iter().all(|m| m.len() <= 65_535),
             "every message fits a frame"
         );
-        let first = parse(&reply.messages[0]).unwrap();
+        let first = parse(&messages[0]).unwrap();
         assert!(
             first.additional.iter().any(|r| r.rtype == RType::OPT.0),
             "OPT echoed"
         );
         assert!(
-            reply.messages[1..]
+            messages[1..]
                 .iter()
                 .all(|m| parse(m).unwrap().additional.is_empty())
         );
-        let records: usize = reply
-            .messages
+        let records: usize = messages
             .iter()
             .map(|m| parse(m).unwrap().answers.len())
             .sum();
@@ -400,19 +435,22 @@ mod tests {
     #[test]
     fn other_classes_and_unknown_zones_are_not_transferred() {
         let p = primary(1, 10);
-        let chaos = respond(&p, &Policy::default(), &axfr(3, false), true, false, 0).unwrap();
+        let (chaos, _) =
+            respond_collected(&p, &Policy::default(), &axfr(3, false), true, false, 0).unwrap();
         assert_eq!(chaos.outcome, Outcome::Refused);
-        let denied = respond(&p, &Policy::default(), &axfr(1, false), false, false, 0).unwrap();
+        let (denied, denied_messages) =
+            respond_collected(&p, &Policy::default(), &axfr(1, false), false, false, 0).unwrap();
         assert_eq!(
-            (denied.outcome, parse(&denied.messages[0]).unwrap().rcode()),
+            (denied.outcome, parse(&denied_messages[0]).unwrap().rcode()),
             (Outcome::Refused, 5)
         );
         let mut other = MessageWriter::new(3, 0, Some((b"\x05other\x00", 252, 1))).finish();
-        let r = respond(&p, &Policy::default(), &other, true, false, 0).unwrap();
+        let (r, _) = respond_collected(&p, &Policy::default(), &other, true, false, 0).unwrap();
         assert_eq!(r.outcome, Outcome::NotAuth);
         other[2] = 0x80; // a response: not ours to answer
-        assert!(respond(&p, &Policy::default(), &other, true, false, 0).is_none());
-        let udp = respond(&p, &Policy::default(), &axfr(1, false), true, true, 0).unwrap();
+        assert!(respond_collected(&p, &Policy::default(), &other, true, false, 0).is_none());
+        let (udp, _) =
+            respond_collected(&p, &Policy::default(), &axfr(1, false), true, true, 0).unwrap();
         assert_eq!(udp.outcome, Outcome::Refused, "AXFR over UDP");
     }
 }
