@@ -323,6 +323,8 @@ zone:
                         del left[name]
             for name in left:
                 took[name].append(float("inf"))
+            if os.environ.get("VERBOSE"):
+                print(k, {n: round(1000 * t[-1]) for n, t in took.items()}, flush=True)
             time.sleep(0.3)
     finally:
         for p in procs:

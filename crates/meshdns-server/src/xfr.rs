@@ -169,10 +169,22 @@ const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
 /// last, the serial is given up on until the next change.
 const BACKOFF: [u64; 6] = [1, 2, 4, 8, 16, 32];
 
+/// One (zone, address) the target has not acknowledged the current serial of.
+struct Pending {
+    serial: u32,
+    /// Attempts made.
+    attempts: usize,
+    /// When to send next (`None`: sent, waiting for the acknowledgement until `deadline`).
+    next: Option<Instant>,
+    deadline: Instant,
+    id: u16,
+}
+
 /// Sends NOTIFY to `target` for every zone whose serial it has not acknowledged, until
 /// `shutdown`: one outstanding serial per zone (a burst of changes is one NOTIFY for the
-/// newest), retried with backoff. A name that resolves to several addresses (a headless
-/// Service: every secondary pod) is notified at each.
+/// newest), retried with backoff. Sending never waits for an acknowledgement: every zone due
+/// goes at once, and replies are matched by ID as they come. A name that resolves to several
+/// addresses (a headless Service: every secondary pod) is notified at each.
 pub async fn notify_loop(
     transfers: Arc<Transfers>,
     target: NotifyTarget,
@@ -180,18 +192,31 @@ pub async fn notify_loop(
 ) {
     let mut serials = transfers.primary.subscribe();
     let mut acked: HashMap<(Name, SocketAddr), u32> = HashMap::new();
-    // (zone, address) → (serial, attempts made, next attempt)
-    let mut pending: BTreeMap<(Name, SocketAddr), (u32, usize, Instant)> = BTreeMap::new();
+    let mut pending: BTreeMap<(Name, SocketAddr), Pending> = BTreeMap::new();
     let mut id: u16 = rand_id();
-    let mut socks: HashMap<bool, UdpSocket> = HashMap::new();
+    let v4 = UdpSocket::bind("0.0.0.0:0").await;
+    let v6 = UdpSocket::bind("[::]:0").await;
+    let (v4, v6) = match (v4, v6) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            warn!(target = %target.address, error = %e, "cannot open a socket for NOTIFY");
+            return;
+        }
+    };
+    let mut addrs: Vec<SocketAddr> = Vec::new();
+    let mut resolved_at: Option<Instant> = None;
+    let (mut buf4, mut buf6) = (vec![0u8; 4096], vec![0u8; 4096]);
     loop {
-        let addrs: Vec<SocketAddr> = match tokio::net::lookup_host(&target.address).await {
-            Ok(a) => a.collect(),
-            Err(e) => {
-                debug!(target = %target.address, error = %e, "cannot resolve the NOTIFY target");
-                Vec::new()
+        // Addresses are looked up again every 30 s (secondary pods come and go).
+        if resolved_at.is_none_or(|t| t.elapsed() > Duration::from_secs(30)) || addrs.is_empty() {
+            match tokio::net::lookup_host(&target.address).await {
+                Ok(a) => addrs = a.collect(),
+                Err(e) => {
+                    debug!(target = %target.address, error = %e, "cannot resolve the NOTIFY target")
+                }
             }
-        };
+            resolved_at = Some(Instant::now());
+        }
         {
             let current = serials.borrow_and_update().clone();
             for (zone, serial) in current.iter() {
@@ -200,74 +225,115 @@ pub async fn notify_loop(
                     if acked.get(&k) == Some(serial) {
                         continue;
                     }
-                    if pending.get(&k).is_none_or(|(s, _, _)| s != serial) {
-                        pending.insert(k, (*serial, 0, Instant::now()));
+                    if pending.get(&k).is_none_or(|p| p.serial != *serial) {
+                        let now = Instant::now();
+                        let p = Pending {
+                            serial: *serial,
+                            attempts: 0,
+                            next: Some(now),
+                            deadline: now,
+                            id: 0,
+                        };
+                        pending.insert(k, p);
                     }
                 }
             }
             pending.retain(|(z, a), _| current.contains_key(z) && addrs.contains(a));
         }
         let now = Instant::now();
-        let due: Vec<((Name, SocketAddr), u32, usize)> = pending
-            .iter()
-            .filter(|(_, (_, _, at))| *at <= now)
-            .map(|(k, (s, n, _))| (k.clone(), *s, *n))
-            .collect();
-        for ((zone, addr), serial, attempts) in due {
-            id = id.wrapping_add(1);
-            let sock = match socks.entry(addr.is_ipv4()) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    let bind = if addr.is_ipv4() {
-                        "0.0.0.0:0"
-                    } else {
-                        "[::]:0"
+        let m = &transfers.metrics;
+        let mut gave_up = Vec::new();
+        for ((zone, addr), p) in pending.iter_mut() {
+            match p.next {
+                Some(at) if at <= now => {
+                    let Some(version) = transfers.primary.version(zone) else {
+                        continue;
                     };
-                    match UdpSocket::bind(bind).await {
-                        Ok(s) => v.insert(s),
-                        Err(e) => {
-                            warn!(error = %e, "cannot open a socket for NOTIFY");
-                            continue;
+                    id = id.wrapping_add(1);
+                    let msg = meshdns_xfr::notify::request(
+                        id,
+                        zone,
+                        &version.soa_rdata(),
+                        version.soa_ttl(),
+                        target.key.as_ref(),
+                        Transfers::unix_now(),
+                    );
+                    let sock = if addr.is_ipv4() { &v4 } else { &v6 };
+                    if let Err(e) = sock.send_to(&msg, addr).await {
+                        debug!(%addr, %zone, error = %e, "NOTIFY not sent");
+                    }
+                    m.notify_sent.fetch_add(1, Relaxed);
+                    p.id = id;
+                    p.attempts += 1;
+                    p.next = None;
+                    p.deadline = Instant::now() + NOTIFY_TIMEOUT;
+                }
+                None if p.deadline <= now => {
+                    m.notify_failed.fetch_add(1, Relaxed);
+                    match BACKOFF.get(p.attempts - 1) {
+                        Some(wait) => {
+                            debug!(%addr, %zone, serial = p.serial, "NOTIFY not acknowledged; will retry");
+                            p.next = Some(now + Duration::from_secs(*wait));
+                        }
+                        None => {
+                            warn!(%addr, %zone, serial = p.serial, "NOTIFY not acknowledged; giving up until the next change");
+                            gave_up.push((zone.clone(), *addr));
                         }
                     }
                 }
-            };
-            let ok = send_one(&transfers, sock, &target, addr, &zone, id).await;
-            let m = &transfers.metrics;
-            m.notify_sent.fetch_add(1, Relaxed);
-            let k = (zone.clone(), addr);
-            match ok {
-                Ok(()) => {
-                    m.notify_acked.fetch_add(1, Relaxed);
-                    debug!(%addr, %zone, serial, "NOTIFY acknowledged");
-                    acked.insert(k.clone(), serial);
-                    pending.remove(&k);
-                }
-                Err(e) if attempts + 1 >= BACKOFF.len() => {
-                    m.notify_failed.fetch_add(1, Relaxed);
-                    warn!(%addr, %zone, serial, error = %e, "NOTIFY not acknowledged; giving up until the next change");
-                    acked.insert(k.clone(), serial);
-                    pending.remove(&k);
-                }
-                Err(e) => {
-                    m.notify_failed.fetch_add(1, Relaxed);
-                    debug!(%addr, %zone, serial, error = %e, "NOTIFY not acknowledged; will retry");
-                    let wait = Duration::from_secs(BACKOFF[attempts]);
-                    pending.insert(k, (serial, attempts + 1, Instant::now() + wait));
-                }
+                _ => {}
             }
         }
-        let next = pending.values().map(|(_, _, at)| *at).min();
-        // Addresses are looked up again at least every 30 s (secondary pods come and go).
-        let sleep = next.map_or(Duration::from_secs(30), |at| {
-            at.saturating_duration_since(Instant::now())
-                .min(Duration::from_secs(30))
-        });
+        // Given up: settled, so only the next serial is sent.
+        for k in gave_up {
+            if let Some(p) = pending.remove(&k) {
+                acked.insert(k, p.serial);
+            }
+        }
+        let wake = pending
+            .values()
+            .map(|p| p.next.unwrap_or(p.deadline))
+            .min()
+            .map_or(Duration::from_secs(30), |at| {
+                at.saturating_duration_since(Instant::now())
+                    .min(Duration::from_secs(30))
+            });
         tokio::select! {
             () = shutdown.cancelled() => return,
             r = serials.changed() => if r.is_err() { return },
-            () = tokio::time::sleep(sleep) => {}
+            () = tokio::time::sleep(wake) => {}
+            r = v4.recv_from(&mut buf4) => if let Ok((n, from)) = r {
+                acknowledge(&buf4[..n], from, &mut pending, &mut acked, m);
+            },
+            r = v6.recv_from(&mut buf6) => if let Ok((n, from)) = r {
+                acknowledge(&buf6[..n], from, &mut pending, &mut acked, m);
+            },
         }
+    }
+}
+
+/// Settles the NOTIFY a reply from `from` acknowledges, if any.
+fn acknowledge(
+    reply: &[u8],
+    from: SocketAddr,
+    pending: &mut BTreeMap<(Name, SocketAddr), Pending>,
+    acked: &mut HashMap<(Name, SocketAddr), u32>,
+    m: &XfrMetrics,
+) {
+    let found = pending
+        .iter()
+        .find(|((zone, addr), p)| {
+            p.next.is_none()
+                && addr.ip() == from.ip()
+                && meshdns_xfr::notify::is_ack(reply, p.id, zone).is_ok()
+        })
+        .map(|(k, _)| k.clone());
+    if let Some(k) = found
+        && let Some(p) = pending.remove(&k)
+    {
+        m.notify_acked.fetch_add(1, Relaxed);
+        debug!(addr = %k.1, zone = %k.0, serial = p.serial, "NOTIFY acknowledged");
+        acked.insert(k, p.serial);
     }
 }
 
@@ -276,43 +342,4 @@ fn rand_id() -> u16 {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
     (t ^ (t >> 16)) as u16
-}
-
-async fn send_one(
-    transfers: &Transfers,
-    sock: &UdpSocket,
-    target: &NotifyTarget,
-    addr: SocketAddr,
-    zone: &Name,
-    id: u16,
-) -> Result<(), String> {
-    let version = transfers.primary.version(zone).ok_or("the zone is gone")?;
-    let msg = meshdns_xfr::notify::request(
-        id,
-        zone,
-        &version.soa_rdata(),
-        version.soa_ttl(),
-        target.key.as_ref(),
-        Transfers::unix_now(),
-    );
-    sock.send_to(&msg, addr)
-        .await
-        .map_err(|e| format!("send: {e}"))?;
-    let mut buf = vec![0u8; 4096];
-    let deadline = Instant::now() + NOTIFY_TIMEOUT;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let (n, from) = tokio::time::timeout(left, sock.recv_from(&mut buf))
-            .await
-            .map_err(|_| "no reply".to_string())?
-            .map_err(|e| format!("receive: {e}"))?;
-        if from.ip() != addr.ip() {
-            continue;
-        }
-        match meshdns_xfr::notify::is_ack(&buf[..n], id, zone) {
-            Ok(()) => return Ok(()),
-            Err(e) if e.starts_with("not a reply") => continue,
-            Err(e) => return Err(e),
-        }
-    }
 }

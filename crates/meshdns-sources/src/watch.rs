@@ -896,6 +896,8 @@ fn unix_now() -> f64 {
 #[derive(Debug)]
 enum Msg {
     Changed,
+    /// A change that needs no debounce (a whole zone handed over at once).
+    Now,
     Stop,
 }
 
@@ -907,6 +909,12 @@ impl Poker {
     /// Requests a check (coalesced with others that arrive within the debounce).
     pub fn poke(&self) {
         let _ = self.0.send(Msg::Changed);
+    }
+
+    /// Requests a check at once, without waiting out the debounce: for changes that come whole
+    /// (a secondary zone's transfer), where waiting only adds latency.
+    pub fn poke_now(&self) {
+        let _ = self.0.send(Msg::Now);
     }
 }
 
@@ -970,11 +978,16 @@ pub fn spawn_watcher(mut sources: FileSources) -> std::io::Result<WatchHandle> {
             'watch: loop {
                 match rx.recv_timeout(poll) {
                     Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => break,
+                    Ok(Msg::Now) => {
+                        sources.refresh();
+                    }
                     Ok(Msg::Changed) => {
                         let burst_end = Instant::now() + debounce * 10;
                         loop {
                             match rx.recv_timeout(debounce) {
-                                Ok(Msg::Changed) if Instant::now() < burst_end => continue,
+                                Ok(Msg::Changed | Msg::Now) if Instant::now() < burst_end => {
+                                    continue;
+                                }
                                 Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => {
                                     break 'watch;
                                 }

@@ -230,16 +230,54 @@ pub fn parse(bytes: &[u8]) -> Result<Message<'_>, ParseError> {
 /// transfer writes millions.
 pub struct MessageWriter {
     buf: Vec<u8>,
-    table: HashMap<u64, u16>,
+    table: Table,
     counts: [u16; 3],
     qd: u16,
 }
 
-/// FNV-1a over the lower-cased bytes of a wire name suffix.
-fn suffix_hash(suffix: &[u8]) -> u64 {
-    suffix.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b.to_ascii_lowercase())).wrapping_mul(0x0100_0000_01b3)
-    })
+/// Name-suffix hash → offset. The keys are hashes already: the map uses them as they are.
+pub type Table = HashMap<u64, u16, std::hash::BuildHasherDefault<KeyIsHash>>;
+
+/// A hasher for keys that are hashes.
+#[derive(Default)]
+pub struct KeyIsHash(u64);
+
+impl std::hash::Hasher for KeyIsHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// The hashes of every suffix of `name` (lower-cased), by label, longest first, in one pass
+/// from the root up: the hash of a suffix folds its first label into the hash of the rest.
+/// Returns how many labels were hashed (at most 128) and their start offsets.
+fn suffix_hashes(name: &[u8], hashes: &mut [u64; 128], offsets: &mut [u16; 128]) -> usize {
+    let mut n = 0;
+    let mut at = 0;
+    while at < name.len() && name[at] != 0 && n < 128 {
+        offsets[n] = at as u16;
+        n += 1;
+        at += 1 + usize::from(name[at]);
+    }
+    let mut h: u64 = 0x9E37_79B9_7F4A_7C15;
+    for i in (0..n).rev() {
+        let start = usize::from(offsets[i]);
+        let end = (start + 1 + usize::from(name[start])).min(name.len());
+        for b in &name[start..end] {
+            h = (h ^ u64::from(b.to_ascii_lowercase())).wrapping_mul(0x0100_0000_01b3);
+        }
+        // Spread the bits the table indexes by.
+        hashes[i] = (h ^ (h >> 29)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    }
+    n
 }
 
 /// Whether the name at `at` in `msg` (following pointers) is `suffix`, ignoring case.
@@ -275,9 +313,21 @@ fn name_equals(msg: &[u8], mut at: usize, suffix: &[u8]) -> bool {
 impl MessageWriter {
     /// A message with this ID and flags, and the question if given (`name` as sent).
     pub fn new(id: u16, flags: u16, question: Option<(&[u8], u16, u16)>) -> MessageWriter {
+        MessageWriter::with_table(id, flags, question, Table::default())
+    }
+
+    /// [`MessageWriter::new`] reusing the table of a finished message (its memory, not its
+    /// entries).
+    pub fn with_table(
+        id: u16,
+        flags: u16,
+        question: Option<(&[u8], u16, u16)>,
+        mut table: Table,
+    ) -> MessageWriter {
+        table.clear();
         let mut w = MessageWriter {
             buf: Vec::with_capacity(1024),
-            table: HashMap::new(),
+            table,
             counts: [0; 3],
             qd: 0,
         };
@@ -312,34 +362,36 @@ impl MessageWriter {
     /// `name` is written with its case).
     pub fn put_name(&mut self, name: &[u8]) {
         let start = self.buf.len();
-        let mut at = 0;
-        while at < name.len() && name[at] != 0 {
-            let suffix = &name[at..];
-            let hash = suffix_hash(suffix);
-            if let Some(&ptr) = self.table.get(&hash)
-                && name_equals(&self.buf, usize::from(ptr), suffix)
+        let mut hashes = [0u64; 128];
+        let mut offsets = [0u16; 128];
+        let n = suffix_hashes(name, &mut hashes, &mut offsets);
+        let mut hit = None;
+        for i in 0..n {
+            let at = usize::from(offsets[i]);
+            if let Some(&ptr) = self.table.get(&hashes[i])
+                && name_equals(&self.buf, usize::from(ptr), &name[at..])
             {
+                hit = Some((i, at, ptr));
+                break;
+            }
+        }
+        let upto = match hit {
+            Some((i, at, ptr)) => {
                 self.buf.extend_from_slice(&name[..at]);
                 self.buf.extend_from_slice(&(0xC000 | ptr).to_be_bytes());
-                self.remember(start, name, at);
-                return;
+                i
             }
-            at += 1 + usize::from(name[at]);
-        }
-        self.buf.extend_from_slice(name);
-        self.remember(start, name, name.len());
-    }
-
-    /// Remembers the suffixes of `name` (written at `start`) that begin before `upto`.
-    fn remember(&mut self, start: usize, name: &[u8], upto: usize) {
-        let mut o = 0;
-        while o < upto && o < name.len() && name[o] != 0 {
-            if start + o < 0x3FFF {
-                self.table
-                    .entry(suffix_hash(&name[o..]))
-                    .or_insert((start + o) as u16);
+            None => {
+                self.buf.extend_from_slice(name);
+                n
             }
-            o += 1 + usize::from(name[o]);
+        };
+        // Remember the suffixes written out in full.
+        for i in 0..upto {
+            let pos = start + usize::from(offsets[i]);
+            if pos < 0x3FFF {
+                self.table.entry(hashes[i]).or_insert(pos as u16);
+            }
         }
     }
 
@@ -372,13 +424,22 @@ impl MessageWriter {
         self.counts[section] += 1;
     }
 
-    /// The finished message.
-    pub fn finish(mut self) -> Vec<u8> {
+    /// The finished message, and the table to reuse for the next.
+    pub fn finish_with_table(mut self) -> (Vec<u8>, Table) {
+        self.fill_header();
+        (self.buf, self.table)
+    }
+
+    fn fill_header(&mut self) {
         self.buf[4..6].copy_from_slice(&self.qd.to_be_bytes());
         for (i, c) in self.counts.iter().enumerate() {
             self.buf[6 + 2 * i..8 + 2 * i].copy_from_slice(&c.to_be_bytes());
         }
-        self.buf
+    }
+
+    /// The finished message.
+    pub fn finish(self) -> Vec<u8> {
+        self.finish_with_table().0
     }
 }
 

@@ -259,6 +259,8 @@ struct Out<'m> {
     current: Option<MessageWriter>,
     sink: &'m mut dyn FnMut(Vec<u8>),
     sent: usize,
+    /// The compression table of the last message, reused.
+    spare: crate::message::Table,
     signer: Option<Signer>,
     records: usize,
     /// Whether the request had EDNS (an OPT goes in the first message).
@@ -280,6 +282,7 @@ impl<'m> Out<'m> {
             current: None,
             sink,
             sent: 0,
+            spare: Default::default(),
             signer: verified.map(|v| Signer::reply(v, now)),
             records: 0,
             edns: false,
@@ -297,9 +300,10 @@ impl<'m> Out<'m> {
         }
         let first = self.sent == 0;
         let r = self.request;
+        let spare = &mut self.spare;
         self.current.get_or_insert_with(|| {
             let q = first.then_some((&r.qname[..], r.qtype, r.qclass));
-            MessageWriter::new(r.id, reply_flags(r, 0), q)
+            MessageWriter::with_table(r.id, reply_flags(r, 0), q, std::mem::take(spare))
         })
     }
 
@@ -309,7 +313,8 @@ impl<'m> Out<'m> {
                 // OPT: owner root, class = our UDP payload size, TTL 0 (version 0, no flags).
                 w.put_record(2, b"\x00", RType::OPT, 1232, 0, &[]);
             }
-            let mut m = w.finish();
+            let (mut m, table) = w.finish_with_table();
+            self.spare = table;
             if let Some(s) = &mut self.signer {
                 s.sign(&mut m, 0, &[]);
             }

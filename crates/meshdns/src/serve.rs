@@ -258,7 +258,7 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
         secondaries.iter().map(|(f, _)| f.clone()).collect();
     for (feed, spec) in secondaries {
         let poker = watcher.poker();
-        feed.on_change(move || poker.poke());
+        feed.on_change(move || poker.poke_now());
         info!(zone = %spec.origin, primary = %spec.primary, "secondary zone");
         tasks.spawn(meshdns_sources::secondary::run(
             feed,
