@@ -233,6 +233,8 @@ pub struct MessageWriter {
     table: Table,
     counts: [u16; 3],
     qd: u16,
+    /// Per name written: each label's (offset, suffix hash); kept to reuse its memory.
+    scratch: Vec<(u16, u64)>,
 }
 
 /// Name-suffix hash → offset. The keys are hashes already: the map uses them as they are.
@@ -256,28 +258,25 @@ impl std::hash::Hasher for KeyIsHash {
     }
 }
 
-/// The hashes of every suffix of `name` (lower-cased), by label, longest first, in one pass
-/// from the root up: the hash of a suffix folds its first label into the hash of the rest.
-/// Returns how many labels were hashed (at most 128) and their start offsets.
-fn suffix_hashes(name: &[u8], hashes: &mut [u64; 128], offsets: &mut [u16; 128]) -> usize {
-    let mut n = 0;
+/// The (offset, hash) of every suffix of `name` (lower-cased), by label, longest first, in one
+/// pass from the root up: the hash of a suffix folds its first label into the hash of the rest.
+fn suffix_hashes(name: &[u8], out: &mut Vec<(u16, u64)>) {
+    out.clear();
     let mut at = 0;
-    while at < name.len() && name[at] != 0 && n < 128 {
-        offsets[n] = at as u16;
-        n += 1;
+    while at < name.len() && name[at] != 0 {
+        out.push((at as u16, 0));
         at += 1 + usize::from(name[at]);
     }
     let mut h: u64 = 0x9E37_79B9_7F4A_7C15;
-    for i in (0..n).rev() {
-        let start = usize::from(offsets[i]);
+    for entry in out.iter_mut().rev() {
+        let start = usize::from(entry.0);
         let end = (start + 1 + usize::from(name[start])).min(name.len());
         for b in &name[start..end] {
             h = (h ^ u64::from(b.to_ascii_lowercase())).wrapping_mul(0x0100_0000_01b3);
         }
         // Spread the bits the table indexes by.
-        hashes[i] = (h ^ (h >> 29)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        entry.1 = (h ^ (h >> 29)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     }
-    n
 }
 
 /// Whether the name at `at` in `msg` (following pointers) is `suffix`, ignoring case.
@@ -330,6 +329,7 @@ impl MessageWriter {
             table,
             counts: [0; 3],
             qd: 0,
+            scratch: Vec::with_capacity(16),
         };
         w.buf.extend_from_slice(&id.to_be_bytes());
         w.buf.extend_from_slice(&flags.to_be_bytes());
@@ -362,19 +362,13 @@ impl MessageWriter {
     /// `name` is written with its case).
     pub fn put_name(&mut self, name: &[u8]) {
         let start = self.buf.len();
-        let mut hashes = [0u64; 128];
-        let mut offsets = [0u16; 128];
-        let n = suffix_hashes(name, &mut hashes, &mut offsets);
-        let mut hit = None;
-        for i in 0..n {
-            let at = usize::from(offsets[i]);
-            if let Some(&ptr) = self.table.get(&hashes[i])
-                && name_equals(&self.buf, usize::from(ptr), &name[at..])
-            {
-                hit = Some((i, at, ptr));
-                break;
-            }
-        }
+        let mut suffixes = std::mem::take(&mut self.scratch);
+        suffix_hashes(name, &mut suffixes);
+        let hit = suffixes.iter().enumerate().find_map(|(i, &(at, hash))| {
+            let at = usize::from(at);
+            let ptr = *self.table.get(&hash)?;
+            name_equals(&self.buf, usize::from(ptr), &name[at..]).then_some((i, at, ptr))
+        });
         let upto = match hit {
             Some((i, at, ptr)) => {
                 self.buf.extend_from_slice(&name[..at]);
@@ -383,16 +377,17 @@ impl MessageWriter {
             }
             None => {
                 self.buf.extend_from_slice(name);
-                n
+                suffixes.len()
             }
         };
         // Remember the suffixes written out in full.
-        for i in 0..upto {
-            let pos = start + usize::from(offsets[i]);
+        for &(at, hash) in &suffixes[..upto] {
+            let pos = start + usize::from(at);
             if pos < 0x3FFF {
-                self.table.entry(hashes[i]).or_insert(pos as u16);
+                self.table.entry(hash).or_insert(pos as u16);
             }
         }
+        self.scratch = suffixes;
     }
 
     /// Writes a record of class `class` from uncompressed RDATA, compressing the names in NS,

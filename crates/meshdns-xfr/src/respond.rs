@@ -219,9 +219,7 @@ pub fn respond(
         }
         Ixfr::Full(v) => {
             out.soa(v, v.serial);
-            for rr in v.records() {
-                out.record(&rr);
-            }
+            v.for_each_record(|rr| out.record(rr));
             out.soa(v, v.serial);
             if qtype == RType::AXFR {
                 Kind::Axfr
