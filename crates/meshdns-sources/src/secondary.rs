@@ -95,7 +95,7 @@ impl SecondaryFeed {
             serve(self, &records, kept.serial, kept.last_refresh);
         } else {
             warn!(zone = %origin, "the kept copy of the secondary zone has expired; not serving it until the primary answers");
-            self.changed(|s| s.last_refresh = Some(kept.last_refresh));
+            self.note(|s| s.last_refresh = Some(kept.last_refresh));
         }
     }
 
@@ -109,6 +109,13 @@ impl SecondaryFeed {
         let _ = self.poke.set(Box::new(f));
     }
 
+    /// Updates what the task reports without changing what is served (the watcher reads it at
+    /// its next check).
+    fn note(&self, f: impl FnOnce(&mut FeedState)) {
+        f(&mut self.state.lock().expect("feed state"));
+    }
+
+    /// Changes what is served, and has the watcher load it now.
     fn changed(&self, f: impl FnOnce(&mut FeedState)) {
         {
             let mut s = self.state.lock().expect("feed state");
@@ -328,7 +335,7 @@ pub async fn run(
                         },
                     );
                 }
-                feed.changed(|s| s.last_refresh = Some(now));
+                feed.note(|s| s.last_refresh = Some(now));
                 failures = 0;
                 refresh_s
             }
@@ -346,7 +353,7 @@ pub async fn run(
                         ));
                     });
                 } else if held.is_none() {
-                    feed.changed(|s| {
+                    feed.note(|s| {
                         s.not_ready =
                             Some(format!("secondary zone {origin}: not transferred yet: {e}"))
                     });
