@@ -209,3 +209,77 @@ pub fn diff<'a>(
     }
     (removed, added)
 }
+
+#[cfg(test)]
+mod tests {
+    use meshdns_zone::{BuildDefaults, CatalogBuilder, Name, RData, Record, label_of_key};
+
+    use super::*;
+
+    /// A pkarr origin whose zone gives a TXT at one key's name and a CNAME at another's.
+    #[test]
+    fn published_records_yield_to_the_zone_as_answers_do() {
+        let origin: Name = "dns.example.".parse().unwrap();
+        let (k1, k2) = ([1u8; 32], [2u8; 32]);
+        let name = |k: &Key, prefix: &str| -> Name {
+            let label = String::from_utf8(label_of_key(k).to_vec()).unwrap();
+            format!("{prefix}{label}.dns.example.").parse().unwrap()
+        };
+        let mut b = CatalogBuilder::new(BuildDefaults {
+            default_ttl: 60,
+            serial: 1,
+        });
+        let txt = |t: &str| RData::Txt(vec![t.as_bytes().into()]);
+        b.add(
+            &origin,
+            Record {
+                name: name(&k1, "_iroh."),
+                ttl: 60,
+                data: txt("from-file"),
+            },
+            0,
+        )
+        .unwrap();
+        let target: Name = "elsewhere.example.".parse().unwrap();
+        b.add(
+            &origin,
+            Record {
+                name: name(&k2, "_iroh."),
+                ttl: 60,
+                data: RData::Cname(target),
+            },
+            0,
+        )
+        .unwrap();
+        let (catalog, _) = b.build();
+        let zone = catalog.zone(&origin).unwrap().clone();
+        let iroh = b"\x05_iroh".as_slice();
+        let publish = |k: &Key| {
+            let mut txt_rd = Vec::new();
+            txt("published").to_wire(&mut txt_rd);
+            let a = [192, 0, 2, 1];
+            Published::build(
+                1,
+                [
+                    (iroh, RType::TXT, 30, &txt_rd[..]),
+                    (iroh, RType::A, 30, &a[..]),
+                ],
+            )
+        };
+        let (p1, p2) = (publish(&k1), publish(&k2));
+        let types = |k: &Key, p: &Published| -> Vec<RType> {
+            published_records(&zone, origin.wire(), k, p)
+                .map(|r| r.rtype)
+                .collect()
+        };
+        // The file's TXT wins the TXT; the published A stays.
+        assert_eq!(types(&k1, &p1), [RType::A]);
+        // A CNAME in the zone hides everything published at its name.
+        assert!(types(&k2, &p2).is_empty());
+        // A key the zone says nothing about: everything it published.
+        let k3 = [3u8; 32];
+        let mut all = types(&k3, &publish(&k3));
+        all.sort();
+        assert_eq!(all, [RType::A, RType::TXT]);
+    }
+}
