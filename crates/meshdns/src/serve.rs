@@ -187,7 +187,10 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
                 p.poke();
             }
         });
-        primary.load_published(store.overlay().entries().into_iter().collect());
+        // Only transfers keep a second index of the keys: without them, no copy at start-up.
+        if transfers_on {
+            primary.load_published(store.overlay().entries().into_iter().collect());
+        }
         sources = sources.with_pkarr(store.clone());
         pkarr_poker = Some(poker);
     }
