@@ -7,8 +7,10 @@
 //! with an `application/dns-message` body, answered by the same `answer()` as UDP and TCP (as
 //! a stream transport, so nothing is truncated) with `Content-Type: application/dns-message`.
 //! Per RFC 8484 §4.1 the ID should be 0 and it is echoed as sent. A packet `answer()` would
-//! drop (no header, or a response) gets 400. This listener speaks plain HTTP: terminate TLS in
-//! front of it (an ingress or a sidecar) where clients need HTTPS.
+//! drop (no header, or a response) gets 400.
+//!
+//! The same router is served on plain HTTP ([`serve_http`]) and over TLS ([`serve_https`]),
+//! HTTP/1.1 and HTTP/2 on both (HTTP/2 by ALPN `h2` or its preface).
 //!
 //! pkarr relay: see [`crate::relay`].
 
@@ -28,9 +30,12 @@ use meshdns_zone::{AnswerConfig, Transport, answer};
 
 use crate::SharedCatalog;
 use crate::metrics::{DnsMetrics, Proto};
+use crate::tls::{ACME_TLS_ALPN, Certificates, Listener};
+use axum::serve::ListenerExt as _;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::warn;
+use tracing::{debug, warn};
 
 /// Produces the Prometheus text for `/metrics`.
 pub type MetricsFn = Arc<dyn Fn() -> String + Send + Sync>;
@@ -66,12 +71,15 @@ pub struct DohState {
 /// The media type of DNS messages over HTTP (RFC 8484 §6).
 pub const DNS_MESSAGE: &str = "application/dns-message";
 
-/// The router, for embedding or testing.
-pub fn router(state: HttpState) -> Router {
+/// The router, for embedding or testing; `/metrics` only `with_metrics` (the HTTPS listener,
+/// often public, leaves it to the plain one).
+pub fn router(state: HttpState, with_metrics: bool) -> Router {
     let mut r = Router::new()
-        .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz));
+    if with_metrics {
+        r = r.route("/metrics", get(metrics));
+    }
     if state.doh.is_some() {
         r = r.route("/dns-query", get(doh_get).post(doh_post));
     }
@@ -177,4 +185,124 @@ pub async fn serve_http(
         }
     });
     Ok(local)
+}
+
+/// Binds `addr` and serves `router` over TLS until `shutdown`; returns the bound address.
+///
+/// Handshakes run in their own tasks (bounded by `handshake_timeout` and by
+/// [`MAX_HANDSHAKES`] at once), so a slow or silent client holds up nobody; completed
+/// connections are handed to axum, which speaks HTTP/1.1 or HTTP/2 as ALPN chose. A handshake
+/// that negotiated `acme-tls/1` is an ACME validation: it ends after the handshake.
+pub async fn serve_https(
+    addr: SocketAddr,
+    router: Router,
+    certs: Arc<Certificates>,
+    handshake_timeout: Duration,
+    shutdown: CancellationToken,
+    tracker: &TaskTracker,
+) -> std::io::Result<SocketAddr> {
+    let config = certs.server_config(&[b"h2", b"http/1.1", ACME_TLS_ALPN])?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tracker.spawn(handshakes(
+        listener,
+        acceptor,
+        certs,
+        handshake_timeout,
+        tx,
+        shutdown.clone(),
+    ));
+    tracker.spawn(async move {
+        let listener = TlsListener { rx, local }.tap_io(|_| {});
+        let service = router.into_make_service_with_connect_info::<SocketAddr>();
+        let served = axum::serve(listener, service)
+            .with_graceful_shutdown(shutdown.cancelled_owned())
+            .await;
+        if let Err(e) = served {
+            warn!(error = %e, "HTTPS server ended");
+        }
+    });
+    Ok(local)
+}
+
+/// At most this many TLS handshakes in progress on the HTTPS listener; more wait in the
+/// kernel's accept queue.
+pub const MAX_HANDSHAKES: usize = 256;
+
+type TlsStream = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+
+async fn handshakes(
+    listener: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    certs: Arc<Certificates>,
+    timeout: Duration,
+    ready: tokio::sync::mpsc::Sender<(TlsStream, SocketAddr)>,
+    shutdown: CancellationToken,
+) {
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
+    loop {
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+            () = shutdown.cancelled() => return,
+        };
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    warn!(error = %e, "HTTPS accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => return,
+        };
+        let _ = stream.set_nodelay(true);
+        let (acceptor, certs, ready) = (acceptor.clone(), certs.clone(), ready.clone());
+        tokio::spawn(async move {
+            let done = tokio::time::timeout(timeout, acceptor.accept(stream)).await;
+            drop(permit);
+            match done {
+                Ok(Ok(tls)) => {
+                    certs.metrics.handshake(Listener::Https, true);
+                    if tls.get_ref().1.alpn_protocol() == Some(ACME_TLS_ALPN) {
+                        return; // a TLS-ALPN-01 validation: the handshake was the answer
+                    }
+                    let _ = ready.send((tls, peer)).await;
+                }
+                Ok(Err(e)) => {
+                    certs.metrics.handshake(Listener::Https, false);
+                    debug!(%peer, error = %e, "HTTPS handshake failed");
+                }
+                Err(_) => {
+                    certs.metrics.handshake(Listener::Https, false);
+                    debug!(%peer, "HTTPS handshake timed out");
+                }
+            }
+        });
+    }
+}
+
+/// Hands axum the connections whose handshake completed.
+struct TlsListener {
+    rx: tokio::sync::mpsc::Receiver<(TlsStream, SocketAddr)>,
+    local: SocketAddr,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.rx.recv().await {
+            Some(conn) => conn,
+            // The handshake task ended (shutdown): wait for axum's graceful shutdown.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.local)
+    }
 }

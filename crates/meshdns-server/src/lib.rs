@@ -14,7 +14,9 @@
 
 pub mod http;
 pub mod metrics;
+mod padding;
 pub mod relay;
+pub mod tls;
 mod udp;
 pub mod xfr;
 
@@ -26,7 +28,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use meshdns_zone::{AnswerConfig, Catalog, Transport, answer};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -57,6 +59,10 @@ pub struct ServerConfig {
     pub transfers: Option<Arc<xfr::Transfers>>,
     /// Who answers NOTIFY (the secondary zones); without one NOTIFY gets NOTIMP.
     pub notify: Option<NotifyHandler>,
+    /// DNS over TLS (RFC 7858) on these addresses, sharing the TCP connection cap.
+    pub dot: Vec<SocketAddr>,
+    /// The certificates the DoT listeners present (required when `dot` is not empty).
+    pub tls: Option<Arc<tls::Certificates>>,
 }
 
 /// Answers a NOTIFY request from a peer (`None`: not one it answers).
@@ -88,6 +94,8 @@ impl Default for ServerConfig {
             answer: AnswerConfig::default(),
             transfers: None,
             notify: None,
+            dot: Vec::new(),
+            tls: None,
         }
     }
 }
@@ -99,6 +107,7 @@ pub struct Server;
 pub struct ServerHandle {
     udp: Vec<SocketAddr>,
     tcp: Vec<SocketAddr>,
+    dot: Vec<SocketAddr>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
     udp_threads: Vec<std::thread::JoinHandle<()>>,
@@ -114,6 +123,11 @@ impl ServerHandle {
     /// The bound TCP addresses (one per listen address).
     pub fn tcp_addrs(&self) -> &[SocketAddr] {
         &self.tcp
+    }
+
+    /// The bound DNS-over-TLS addresses.
+    pub fn dot_addrs(&self) -> &[SocketAddr] {
+        &self.dot
     }
 
     /// Stops accepting queries; open TCP connections finish the query in hand and close.
@@ -182,13 +196,30 @@ impl Server {
                     .spawn(move || udp::serve(sock, shared))?;
                 udp_threads.push(thread);
             }
-            tasks.spawn(serve_tcp(tcp, shared.clone(), tasks.clone()));
+            tasks.spawn(serve_tcp(tcp, None, shared.clone(), tasks.clone()));
             udp_addrs.push(local);
             tcp_addrs.push(local);
+        }
+        let mut dot_addrs = Vec::new();
+        if !config.dot.is_empty() {
+            let certs = config.tls.as_ref().ok_or_else(|| {
+                io::Error::other("DNS over TLS needs a certificate (--tls-cert/--tls-key, --tls-self-signed or --acme-domain)")
+            })?;
+            let acceptor =
+                tokio_rustls::TlsAcceptor::from(Arc::new(certs.server_config(&[tls::DOT_ALPN])?));
+            for addr in &config.dot {
+                let listener = tcp_listener(*addr)?;
+                let local = listener.local_addr()?;
+                info!(%local, "DNS over TLS listening");
+                let dot = Some((acceptor.clone(), certs.clone()));
+                tasks.spawn(serve_tcp(listener, dot, shared.clone(), tasks.clone()));
+                dot_addrs.push(local);
+            }
         }
         Ok(ServerHandle {
             udp: udp_addrs,
             tcp: tcp_addrs,
+            dot: dot_addrs,
             shutdown,
             tasks,
             udp_threads,
@@ -202,11 +233,11 @@ impl Server {
 /// the rest is still being written, and a slow client holds back the writing (not memory).
 /// Returns the first message's header (for the rcode counted), or `None` when the request was
 /// not a transfer after all.
-async fn transfer(
+async fn transfer<W: AsyncWrite + Unpin>(
     t: &Arc<xfr::Transfers>,
     request: &[u8],
     peer: std::net::IpAddr,
-    writer: &mut BufWriter<tokio::net::tcp::OwnedWriteHalf>,
+    writer: &mut BufWriter<W>,
 ) -> io::Result<Option<Vec<u8>>> {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(8);
     let (t, request) = (t.clone(), request.to_vec());
@@ -305,7 +336,10 @@ fn tcp_listener(addr: SocketAddr) -> io::Result<TcpListener> {
     TcpListener::from_std(sock.into())
 }
 
-async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>, tasks: TaskTracker) {
+/// DoT's acceptor and the certificates whose handshakes it counts (`None`: plain TCP).
+type Dot = Option<(tokio_rustls::TlsAcceptor, Arc<tls::Certificates>)>;
+
+async fn serve_tcp(listener: TcpListener, dot: Dot, shared: Arc<Shared>, tasks: TaskTracker) {
     loop {
         let permit = tokio::select! {
             p = shared.tcp_permits.clone().acquire_owned() => match p {
@@ -321,9 +355,20 @@ async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>, tasks: TaskTracke
         match accepted {
             Ok((stream, peer)) => {
                 let shared = shared.clone();
+                let dot = dot.clone();
                 tasks.spawn(async move {
                     shared.metrics.tcp_opened();
-                    if let Err(e) = serve_connection(stream, &shared).await {
+                    let _ = SockRef::from(&stream).set_tcp_nodelay(true);
+                    let served = match dot {
+                        None => {
+                            let (r, w) = stream.into_split();
+                            serve_connection(r, w, peer, Proto::Tcp, &shared).await
+                        }
+                        Some((acceptor, certs)) => {
+                            serve_dot(stream, peer, &acceptor, &certs, &shared).await
+                        }
+                    };
+                    if let Err(e) = served {
                         debug!(%peer, error = %e, "TCP connection ended with an error");
                     }
                     shared.metrics.tcp_closed();
@@ -339,12 +384,53 @@ async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>, tasks: TaskTracke
     }
 }
 
-/// Serves one TCP connection: queries answered in order; responses flushed once no further
-/// query is already buffered, so pipelined queries share a write.
-async fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> {
-    let _ = SockRef::from(&stream).set_tcp_nodelay(true);
-    let peer = stream.peer_addr()?;
-    let (r, w) = stream.into_split();
+/// A DoT connection: the handshake (bounded by the idle timeout, counted), then the same
+/// framing and answers as TCP.
+async fn serve_dot(
+    stream: TcpStream,
+    peer: SocketAddr,
+    acceptor: &tokio_rustls::TlsAcceptor,
+    certs: &tls::Certificates,
+    shared: &Shared,
+) -> io::Result<()> {
+    let idle = shared.config.tcp_idle_timeout;
+    let handshake = tokio::select! {
+        r = tokio::time::timeout(idle, acceptor.accept(stream)) => r,
+        () = shared.shutdown.cancelled() => return Ok(()),
+    };
+    let stream = match handshake {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            certs.metrics.handshake(tls::Listener::Dot, false);
+            return Err(e);
+        }
+        Err(_) => {
+            certs.metrics.handshake(tls::Listener::Dot, false);
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "TLS handshake timed out",
+            ));
+        }
+    };
+    certs.metrics.handshake(tls::Listener::Dot, true);
+    let (r, w) = tokio::io::split(stream);
+    serve_connection(r, w, peer, Proto::Dot, shared).await
+}
+
+/// Serves one stream connection (TCP or DoT): queries answered in order; responses flushed
+/// once no further query is already buffered, so pipelined queries share a write. Over DoT a
+/// padded query gets a padded response (RFC 8467).
+async fn serve_connection<R, W>(
+    r: R,
+    w: W,
+    peer: SocketAddr,
+    proto: Proto,
+    shared: &Shared,
+) -> io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let mut reader = BufReader::new(r);
     let mut writer = BufWriter::new(w);
     let mut msg = Vec::with_capacity(512);
@@ -382,9 +468,7 @@ async fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> 
             && let Some(reply) = (handler.0)(&msg, peer.ip())
         {
             let counted = replied(outcome, &reply);
-            shared
-                .metrics
-                .record(Proto::Tcp, &counted, started.elapsed());
+            shared.metrics.record(proto, &counted, started.elapsed());
             writer
                 .write_all(&(reply.len() as u16).to_be_bytes())
                 .await?;
@@ -397,14 +481,13 @@ async fn serve_connection(stream: TcpStream, shared: &Shared) -> io::Result<()> 
             && let Some(first) = transfer(t, &msg, peer.ip(), &mut writer).await?
         {
             let counted = replied(outcome, &first);
-            shared
-                .metrics
-                .record(Proto::Tcp, &counted, started.elapsed());
+            shared.metrics.record(proto, &counted, started.elapsed());
             continue;
         }
-        shared
-            .metrics
-            .record(Proto::Tcp, &outcome, started.elapsed());
+        if proto == Proto::Dot && outcome.reply && padding::requested(&msg) {
+            padding::pad(&mut out, padding::RESPONSE_BLOCK);
+        }
+        shared.metrics.record(proto, &outcome, started.elapsed());
         if outcome.reply {
             writer.write_all(&(out.len() as u16).to_be_bytes()).await?;
             writer.write_all(&out).await?;

@@ -17,11 +17,13 @@ pub enum Proto {
     Udp = 0,
     /// TCP.
     Tcp = 1,
-    /// DNS over HTTPS.
+    /// DNS over HTTPS (and over plain HTTP at /dns-query).
     Doh = 2,
+    /// DNS over TLS (RFC 7858).
+    Dot = 3,
 }
 
-const PROTOS: [&str; 3] = ["udp", "tcp", "doh"];
+const PROTOS: [&str; 4] = ["udp", "tcp", "doh", "dot"];
 const QTYPES: [(RType, &str); 15] = [
     (RType::A, "A"),
     (RType::NS, "NS"),
@@ -57,8 +59,8 @@ const BUCKETS: [f64; 10] = [
 
 /// Counters for every DNS query answered or dropped.
 pub struct DnsMetrics {
-    queries: [[[AtomicU64; RCODE_SLOTS]; QTYPE_SLOTS]; 3],
-    dropped: [AtomicU64; 3],
+    queries: [[[AtomicU64; RCODE_SLOTS]; QTYPE_SLOTS]; PROTOS.len()],
+    dropped: [AtomicU64; PROTOS.len()],
     truncated: AtomicU64,
     buckets: [AtomicU64; BUCKETS.len()],
     latency_count: AtomicU64,

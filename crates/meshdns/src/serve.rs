@@ -6,8 +6,9 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use arc_swap::ArcSwap;
 use meshdns_controller::configmap_source::ConfigMapKey;
-use meshdns_server::http::{DohState, HttpState, router, serve_http};
+use meshdns_server::http::{DohState, HttpState, router, serve_http, serve_https};
 use meshdns_server::relay::PkarrRelay;
+use meshdns_server::tls::{CertFiles, Certificates, PemPair};
 use meshdns_server::{DnsMetrics, Server, ServerConfig, SharedCatalog};
 use meshdns_sources::secondary::{SecondaryFeed, SecondarySpec};
 use meshdns_sources::{
@@ -19,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+use crate::config::serve::TlsSource;
 use crate::config::{ServeConfig, defaults};
 use crate::pkarr_http::PkarrHttp;
 use crate::{controller_cmd, telemetry, wait_for_signal};
@@ -32,6 +34,38 @@ fn key_names(keys: &[meshdns_xfr::Key]) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+/// The certificates of the TLS listeners, loaded (`None` without a TLS listener), with the
+/// files to follow and the bytes already loaded from them.
+type Tls = (Arc<Certificates>, Option<(CertFiles, PemPair)>);
+
+fn tls_certificates(settings: &ServeConfig) -> Result<Option<Tls>> {
+    let Some(source) = settings.tls().map_err(anyhow::Error::msg)? else {
+        return Ok(None);
+    };
+    let certs = Arc::new(Certificates::default());
+    let follow = match source {
+        TlsSource::Files(files) => {
+            let (key, seen) = meshdns_server::tls::load_files(&files)
+                .context("--tls-cert/--tls-key: no certificate to serve")?;
+            certs.install(key);
+            info!(cert = %files.cert.display(), not_after = certs.expires().unwrap_or(0), "TLS certificate loaded");
+            Some((files, seen))
+        }
+        TlsSource::SelfSigned => {
+            let names = ["localhost", "127.0.0.1", "::1"].map(String::from);
+            certs.install(meshdns_server::tls::self_signed(&names, SELF_SIGNED_DAYS)?);
+            warn!(
+                "serving a self-signed TLS certificate (--tls-self-signed): clients that verify will refuse it"
+            );
+            None
+        }
+    };
+    Ok(Some((certs, follow)))
+}
+
+/// How long a `--tls-self-signed` certificate is valid.
+const SELF_SIGNED_DAYS: u32 = 30;
 
 /// Runs `serve` until SIGTERM or SIGINT.
 pub async fn run(settings: ServeConfig) -> Result<()> {
@@ -200,6 +234,7 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
         warn!(%reason, "starting without every records file; /readyz reports 503 until they load");
     }
 
+    let certs = tls_certificates(&settings)?;
     let metrics = Arc::new(DnsMetrics::default());
     let transfers = transfers_on.then(|| {
         Arc::new(meshdns_server::xfr::Transfers {
@@ -233,6 +268,8 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
                 meshdns_sources::secondary::answer_notify(&feeds, packet, peer)
             }))
         }),
+        dot: settings.dot.clone(),
+        tls: certs.as_ref().map(|(c, _)| c.clone()),
         ..ServerConfig::default()
     };
     let server = if !settings.listen.is_empty() {
@@ -256,6 +293,14 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
     let tasks = TaskTracker::new();
     if let Some(poker) = &pkarr_poker {
         let _ = poker.set(watcher.poker());
+    }
+    if let Some((certs, Some((files, seen)))) = &certs {
+        tasks.spawn(meshdns_server::tls::watch_files(
+            certs.clone(),
+            files.clone(),
+            Some(seen.clone()),
+            shutdown.clone(),
+        ));
     }
     let secondary_feeds: Vec<Arc<SecondaryFeed>> =
         secondaries.iter().map(|(f, _)| f.clone()).collect();
@@ -328,53 +373,78 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
             shutdown.clone(),
         ));
     }
+    let state = HttpState {
+        metrics: {
+            let (metrics, catalog, status, pkarr, transfers, secondaries, certs) = (
+                metrics.clone(),
+                catalog.clone(),
+                status.clone(),
+                pkarr.clone(),
+                transfers.clone(),
+                secondary_feeds.clone(),
+                certs.as_ref().map(|(c, _)| c.clone()),
+            );
+            Arc::new(move || {
+                telemetry::render(
+                    &metrics,
+                    &catalog.load(),
+                    &status,
+                    pkarr.as_deref(),
+                    transfers.as_deref(),
+                    &secondaries,
+                    certs.as_deref(),
+                )
+            })
+        },
+        readiness: {
+            let status = status.clone();
+            Arc::new(move || status.readiness())
+        },
+        pkarr: pkarr
+            .clone()
+            .map(|store| Arc::new(PkarrHttp { store }) as Arc<dyn PkarrRelay>),
+        trusted_proxies: settings.trusted_proxies.clone().into(),
+        doh: settings.doh.unwrap_or(defaults::DOH).then(|| DohState {
+            catalog: catalog.clone(),
+            metrics: metrics.clone(),
+            answer,
+        }),
+    };
     let http_addr = match settings.http {
-        Some(addr) => {
-            let state = HttpState {
-                metrics: {
-                    let (metrics, catalog, status, pkarr, transfers, secondaries) = (
-                        metrics.clone(),
-                        catalog.clone(),
-                        status.clone(),
-                        pkarr.clone(),
-                        transfers.clone(),
-                        secondary_feeds.clone(),
-                    );
-                    Arc::new(move || {
-                        telemetry::render(
-                            &metrics,
-                            &catalog.load(),
-                            &status,
-                            pkarr.as_deref(),
-                            transfers.as_deref(),
-                            &secondaries,
-                        )
-                    })
-                },
-                readiness: {
-                    let status = status.clone();
-                    Arc::new(move || status.readiness())
-                },
-                pkarr: pkarr
-                    .clone()
-                    .map(|store| Arc::new(PkarrHttp { store }) as Arc<dyn PkarrRelay>),
-                trusted_proxies: settings.trusted_proxies.clone().into(),
-                doh: settings.doh.unwrap_or(defaults::DOH).then(|| DohState {
-                    catalog: catalog.clone(),
-                    metrics: metrics.clone(),
-                    answer,
-                }),
-            };
-            Some(
-                serve_http(addr, router(state), shutdown.clone(), &tasks)
-                    .await
-                    .with_context(|| format!("cannot serve HTTP on {addr}"))?,
-            )
-        }
+        Some(addr) => Some(
+            serve_http(addr, router(state.clone(), true), shutdown.clone(), &tasks)
+                .await
+                .with_context(|| format!("cannot serve HTTP on {addr}"))?,
+        ),
         None => None,
     };
+    let https_addr = match (settings.https, &certs) {
+        (Some(addr), Some((certs, _))) => Some(
+            serve_https(
+                addr,
+                router(state, false),
+                certs.clone(),
+                settings
+                    .tcp_idle_timeout
+                    .unwrap_or(defaults::TCP_IDLE_TIMEOUT),
+                shutdown.clone(),
+                &tasks,
+            )
+            .await
+            .with_context(|| format!("cannot serve HTTPS on {addr}"))?,
+        ),
+        _ => None,
+    };
     let dns: Vec<String> = server.udp_addrs().iter().map(ToString::to_string).collect();
-    info!(dns = %dns.join(","), http = %http_addr.map_or("off".to_string(), |a| a.to_string()), "meshdns ready");
+    let dot: Vec<String> = server.dot_addrs().iter().map(ToString::to_string).collect();
+    let shown = |a: Option<std::net::SocketAddr>| a.map_or("off".to_string(), |a| a.to_string());
+    info!(
+        dns = %dns.join(","),
+        http = %shown(http_addr),
+        https = %shown(https_addr),
+        dot = %if dot.is_empty() { "off".to_string() } else { dot.join(",") },
+        "meshdns ready"
+    );
 
     wait_for_signal().await;
     info!("shutting down");

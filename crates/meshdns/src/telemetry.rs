@@ -17,9 +17,13 @@ pub fn render(
     pkarr: Option<&PkarrStore>,
     transfers: Option<&meshdns_server::xfr::Transfers>,
     secondaries: &[std::sync::Arc<meshdns_sources::secondary::SecondaryFeed>],
+    tls: Option<&meshdns_server::tls::Certificates>,
 ) -> String {
     let mut out = String::with_capacity(8192);
     dns.render(&mut out);
+    if let Some(tls) = tls {
+        tls.metrics.render(&mut out);
+    }
     header(
         &mut out,
         "meshdns_zone_serial",

@@ -35,6 +35,27 @@ pub struct ServeConfig {
     #[arg(long, overrides_with = "doh", help_heading = "Listeners")]
     #[serde(skip)]
     pub no_doh: bool,
+    /// HTTPS address (e.g. [::]:443) for DoH, pkarr, /healthz and /readyz over TLS, HTTP/1.1
+    /// and HTTP/2; /metrics stays on --http [default: off].
+    #[arg(long, value_name = "ADDR", help_heading = "TLS")]
+    pub https: Option<SocketAddr>,
+    /// DNS-over-TLS address (RFC 7858; the standard port is 853, e.g. [::]:853), repeatable
+    /// [default: off].
+    #[arg(long, value_name = "ADDR", help_heading = "TLS")]
+    #[serde(default)]
+    pub dot: Vec<SocketAddr>,
+    /// PEM certificate chain (leaf first) for --https and --dot; re-read when it changes
+    /// [default: none].
+    #[arg(long, value_name = "FILE", requires = "tls_key", help_heading = "TLS")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert [default: none].
+    #[arg(long, value_name = "FILE", requires = "tls_cert", help_heading = "TLS")]
+    pub tls_key: Option<PathBuf>,
+    /// Present a certificate made at start-up for localhost, 127.0.0.1 and ::1 (tests and
+    /// first starts; clients that verify will refuse it) [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+        default_missing_value = "true", help_heading = "TLS")]
+    pub tls_self_signed: Option<bool>,
 
     /// Records file to serve and watch: Tailscale records.json, meshdns YAML/JSON, or a zone
     /// file by extension (repeatable; the first to give a name and type wins).
@@ -131,8 +152,8 @@ pub struct ServeConfig {
     #[serde(default, deserialize_with = "de::duration")]
     pub pkarr_commit_window: Option<Duration>,
     /// A reverse proxy (address or prefix) whose Forwarded / X-Forwarded-For headers name the
-    /// client, for the pkarr rate limit and logs (repeatable); ignored from other peers
-    /// [default: none].
+    /// client, for the pkarr rate limit and logs, on --http and --https (repeatable); ignored
+    /// from other peers [default: none].
     #[arg(long = "trusted-proxy", value_name = "CIDR", value_parser = values::cidr, help_heading = "pkarr relay")]
     #[serde(default, deserialize_with = "de::list")]
     pub trusted_proxies: Vec<meshdns_server::relay::Cidr>,
@@ -219,6 +240,11 @@ impl ServeConfig {
                 http,
                 doh,
                 no_doh,
+                https,
+                dot,
+                tls_cert,
+                tls_key,
+                tls_self_signed,
                 records,
                 zone_files,
                 manifests,
@@ -263,6 +289,7 @@ impl ServeConfig {
         let paths = paths.chain(self.zone_files.iter_mut().map(|z| &mut z.path));
         let paths = paths.chain(&mut self.data_dir).chain(&mut self.kubeconfig);
         let paths = paths.chain(&mut self.tsig_keys);
+        let paths = paths.chain(&mut self.tls_cert).chain(&mut self.tls_key);
         for path in paths {
             rebase(path, base);
         }
@@ -306,6 +333,45 @@ impl ServeConfig {
             || !self.notify.is_empty()
     }
 
+    /// Where the TLS listeners' certificate comes from, checked: exactly one source when a TLS
+    /// listener is on, and none without one.
+    pub fn tls(&self) -> Result<Option<TlsSource>, String> {
+        let listeners = self.https.is_some() || !self.dot.is_empty();
+        let files = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(meshdns_server::tls::CertFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            (None, None) => None,
+            (Some(_), None) => return Err("--tls-cert needs --tls-key (tlsKey)".into()),
+            (None, Some(_)) => return Err("--tls-key needs --tls-cert (tlsCert)".into()),
+        };
+        let self_signed = self.tls_self_signed.unwrap_or(false);
+        let source = match (files, self_signed) {
+            (Some(_), true) => {
+                return Err(
+                    "--tls-self-signed and --tls-cert/--tls-key both give a certificate: choose one"
+                        .into(),
+                );
+            }
+            (Some(f), false) => Some(TlsSource::Files(f)),
+            (None, true) => Some(TlsSource::SelfSigned),
+            (None, false) => None,
+        };
+        match (listeners, source) {
+            (true, None) => Err(
+                "--https and --dot need a certificate: --tls-cert and --tls-key, \
+                 or --tls-self-signed"
+                    .into(),
+            ),
+            (false, Some(_)) => Err(
+                "a TLS certificate is set but no TLS listener: add --https ADDR or --dot ADDR"
+                    .into(),
+            ),
+            (_, source) => Ok(source),
+        }
+    }
+
     /// TTL of records that give none.
     pub fn default_ttl(&self) -> u32 {
         self.default_ttl.unwrap_or(defaults::TTL)
@@ -317,4 +383,13 @@ impl ServeConfig {
             .unwrap_or(false)
             .then_some(self.kubernetes_namespace.as_deref())
     }
+}
+
+/// Where the certificate of the TLS listeners comes from.
+#[derive(Debug, Clone)]
+pub enum TlsSource {
+    /// PEM files, followed for changes.
+    Files(meshdns_server::tls::CertFiles),
+    /// Made at start-up for the loopback names.
+    SelfSigned,
 }
