@@ -282,35 +282,39 @@ pub const FILE_POLL: Duration = Duration::from_millis(500);
 pub async fn watch_files(
     certs: Arc<Certificates>,
     files: CertFiles,
-    mut seen: Option<PemPair>,
+    seen: Option<PemPair>,
     shutdown: CancellationToken,
 ) {
-    let mut last_error: Option<String> = None;
+    let mut seen = seen;
+    // A rotation written file by file can show a missing file or a key that does not match
+    // for a moment: a failure is reported once it is still there at the next look.
+    let mut failing: Option<String> = None;
+    let mut reported = false;
     loop {
         tokio::select! {
             () = tokio::time::sleep(FILE_POLL) => {}
             () = shutdown.cancelled() => return,
         }
-        let read = files.read();
-        let bytes = match &read {
-            Ok(b) => b,
-            Err(e) => {
-                // A rotation in progress can show one file missing for a moment: report only
-                // what persists to the next look.
-                let text = e.to_string();
-                if last_error.as_deref() == Some(text.as_str()) {
-                    continue;
-                }
-                last_error = Some(text);
-                continue;
+        let outcome = files.read().and_then(|bytes| {
+            if seen.as_ref() == Some(&bytes) {
+                return Ok(None);
             }
-        };
-        if seen.as_ref() == Some(bytes) {
-            last_error = None;
-            continue;
-        }
-        match files.parse(&bytes.0, &bytes.1) {
-            Ok(key) => {
+            let key = files.parse(&bytes.0, &bytes.1)?;
+            let expired = key.end_entity_cert().ok().and_then(|c| not_after(c));
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            if let Some(t) = expired.filter(|&t| t < now) {
+                return Err(CertError::Invalid {
+                    path: files.cert.display().to_string(),
+                    why: format!("the certificate expired {} s ago (notAfter {t})", now - t),
+                });
+            }
+            Ok(Some((key, bytes)))
+        });
+        match outcome {
+            Ok(None) => {}
+            Ok(Some((key, bytes))) => {
                 let expires = key
                     .end_entity_cert()
                     .ok()
@@ -318,14 +322,25 @@ pub async fn watch_files(
                     .unwrap_or(0);
                 certs.install(key);
                 info!(cert = %files.cert.display(), not_after = expires, "TLS certificate reloaded");
-                last_error = None;
+                seen = Some(bytes);
             }
             Err(e) => {
-                certs.rejected();
-                error!(error = %e, "new TLS certificate rejected; the previous one keeps serving");
+                let text = e.to_string();
+                if failing.as_deref() == Some(text.as_str()) {
+                    if !reported {
+                        certs.rejected();
+                        error!(error = %text, "new TLS certificate rejected; the previous one keeps serving");
+                        reported = true;
+                    }
+                } else {
+                    failing = Some(text);
+                    reported = false;
+                }
+                continue;
             }
         }
-        seen = Some(bytes.clone());
+        failing = None;
+        reported = false;
     }
 }
 

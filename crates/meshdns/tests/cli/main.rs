@@ -22,6 +22,7 @@ mod process;
 mod render;
 mod render_mesh;
 mod secondaries;
+mod tls;
 mod xfr;
 
 pub use process::*;

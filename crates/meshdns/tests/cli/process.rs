@@ -12,6 +12,8 @@ pub struct Meshdns {
     pub child: Child,
     pub dns: SocketAddr,
     pub http: Option<SocketAddr>,
+    pub https: Option<SocketAddr>,
+    pub dot: Option<SocketAddr>,
     pub log: Arc<Mutex<Vec<String>>>,
 }
 
@@ -78,10 +80,14 @@ impl Meshdns {
             .parse()
             .unwrap();
         let http = field("http=").and_then(|h| h.parse().ok());
+        let https = field("https=").and_then(|h| h.parse().ok());
+        let dot = field("dot=").and_then(|h| h.split(',').next()?.parse().ok());
         Meshdns {
             child,
             dns,
             http,
+            https,
+            dot,
             log,
         }
     }
@@ -99,6 +105,11 @@ impl Meshdns {
         }
         let _ = self.child.kill();
         panic!("meshdns did not exit on SIGTERM");
+    }
+
+    /// Whether the process is still running.
+    pub fn child_alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
     }
 
     /// The log lines so far.
