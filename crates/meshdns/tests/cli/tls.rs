@@ -277,7 +277,7 @@ fn dig_kdig_and_curl_get_the_udp_answers_over_https_and_tls() {
                         "@127.0.0.1",
                         "-p",
                         &port(https),
-                        &format!("+https"),
+                        "+https",
                         &format!("+tls-ca={ca_file}"),
                         "+tls-hostname=localhost",
                     ]),
