@@ -151,9 +151,9 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
             .unwrap_or(defaults::PKARR_COMMIT_WINDOW);
         let store = PkarrStore::open(config)
             .with_context(|| format!("cannot open the pkarr store in {}", data_dir.display()))?;
-        if settings.http.is_none() {
+        if settings.http.is_none() && settings.https.is_none() {
             warn!(
-                "--pkarr without --http: stored packets are served, but no new ones can be published"
+                "--pkarr without --http or --https: stored packets are served, but no new ones can be published"
             );
         }
         Some(Arc::new(store))

@@ -1,67 +1,64 @@
-//! iroh's own resolver over DoH. iroh only speaks `https://`, and meshdns serves plain HTTP
-//! (TLS is left to a proxy in front of it), so this test puts a TLS proxy in front, as a
-//! deployment would, with a self-signed certificate the resolver is told to trust.
+//! iroh's own resolver and packets against meshdns over `https://`, with nothing in between:
+//! a packet signed by iroh-dns is published to the pkarr relay over HTTPS, and iroh's
+//! `DnsResolver`, pointed at meshdns's DoH URL, resolves it. The certificate comes from a test
+//! CA the resolver is told to trust, as a private deployment would configure it.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
+use std::net::SocketAddr;
 
 use iroh_base::SecretKey;
 use iroh_dns::dns::{DnsResolver, NameserverConfig};
 use iroh_dns::endpoint_info::EndpointInfo;
-use tokio::net::{TcpListener, TcpStream};
 
+use crate::tls::{Ca, SecretVolume};
 use crate::*;
 
 const ORIGIN: &str = "dns.example.org";
 
-/// A TLS terminator on 127.0.0.1 that relays to `upstream`; returns its address and the
-/// certificate to trust.
-async fn tls_proxy(
-    upstream: SocketAddr,
-) -> (SocketAddr, rustls::pki_types::CertificateDer<'static>) {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.subject_alt_names = vec![rcgen::SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST))];
-    let cert = params.self_signed(&key).unwrap();
-    let cert_der = cert.der().clone();
-    let key_der = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
-    let config = rustls::ServerConfig::builder()
-        .with_no_client_auth()
-        .with_single_cert(vec![cert_der.clone()], key_der)
-        .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((conn, _)) = listener.accept().await {
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(conn).await else {
-                    return;
-                };
-                let Ok(mut plain) = TcpStream::connect(upstream).await else {
-                    return;
-                };
-                let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
-            });
-        }
-    });
-    (addr, cert_der)
+/// `curl` over HTTPS: `-w` (status) for a request with `args`.
+fn curl(ca: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--cacert",
+            ca,
+        ])
+        .args(args)
+        .output()
+        .expect("curl is installed");
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[tokio::test]
-async fn iroh_resolves_a_published_endpoint_over_doh() {
+async fn iroh_publishes_and_resolves_over_https_with_no_proxy() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let data = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new();
+    let ca_file = write(dir.path(), "ca.pem", &ca.pem);
+    std::fs::create_dir(dir.path().join("s")).unwrap();
+    let vol = SecretVolume::new(&dir.path().join("s"), &ca.leaf("meshdns", (2099, 1)));
+    let (cert, key) = (vol.cert(), vol.key());
+    let data = dir.path().join("data");
     let m = Meshdns::serve(&[
         "--pkarr",
         ORIGIN,
         "--data-dir",
-        data.path().to_str().unwrap(),
+        data.to_str().unwrap(),
+        "--https",
+        "127.0.0.1:0",
         "--http",
         "127.0.0.1:0",
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
     ]);
-    let http_addr = m.http.unwrap();
+    let https = m.https.unwrap();
+
+    // Published over HTTPS: the relay payload iroh-dns signs, PUT as iroh's publisher does.
     let secret = SecretKey::generate();
     let id = secret.public();
     let addrs: Vec<SocketAddr> = vec![
@@ -73,26 +70,26 @@ async fn iroh_resolves_a_published_endpoint_over_doh() {
         .to_pkarr_signed_packet(&secret, 30)
         .unwrap()
         .to_relay_payload();
+    let body = dir.path().join("payload.bin");
+    std::fs::write(&body, &payload).unwrap();
+    let url = format!("https://localhost:{}/pkarr/{}", https.port(), id.to_z32());
+    let data_arg = format!("@{}", body.display());
     assert_eq!(
-        http(
-            http_addr,
-            "PUT",
-            &format!("/pkarr/{}", id.to_z32()),
-            None,
-            &payload
-        )
-        .0,
-        204
+        curl(&ca_file, &["-X", "PUT", "--data-binary", &data_arg, &url]),
+        "204"
     );
+    assert_eq!(curl(&ca_file, &[&url]), "200", "the packet is served back");
 
-    let (proxy, cert) = tls_proxy(http_addr).await;
+    // iroh's resolver, DoH over HTTPS straight at meshdns.
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert).unwrap();
+    roots
+        .add(rustls::pki_types::pem::PemObject::from_pem_slice(ca.pem.as_bytes()).unwrap())
+        .unwrap();
     let tls = rustls::ClientConfig::builder()
         .with_root_certificates(roots)
         .with_no_client_auth();
     let resolver = DnsResolver::builder()
-        .add_nameserver_config(NameserverConfig::https(proxy.ip()).with_port(proxy.port()))
+        .add_nameserver_config(NameserverConfig::https(https.ip()).with_port(https.port()))
         .tls_client_config(tls)
         .build();
     let found = resolve_within(&resolver, &id, ORIGIN, 5)
@@ -105,5 +102,84 @@ async fn iroh_resolves_a_published_endpoint_over_doh() {
         metrics
             .contains(r#"meshdns_dns_queries_total{transport="doh",qtype="TXT",rcode="NOERROR"}"#),
         "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"meshdns_tls_handshakes_total{listener="https",result="ok"}"#),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn forwarded_clients_are_trusted_over_https_only_from_trusted_proxies() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new();
+    let ca_file = write(dir.path(), "ca.pem", &ca.pem);
+    std::fs::create_dir(dir.path().join("s")).unwrap();
+    let vol = SecretVolume::new(&dir.path().join("s"), &ca.leaf("meshdns", (2099, 1)));
+    let (cert, key) = (vol.cert(), vol.key());
+    let serve = |data: &str, extra: &[&str]| {
+        let mut args = vec![
+            "--pkarr",
+            ORIGIN,
+            "--data-dir",
+            data,
+            "--https",
+            "127.0.0.1:0",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--pkarr-put-limit",
+            "1",
+            "--pkarr-put-burst",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        Meshdns::serve(&args)
+    };
+    let put_from = |m: &Meshdns, client: &str| {
+        let secret = SecretKey::generate();
+        let payload = EndpointInfo::new(secret.public())
+            .with_ip_addrs(vec!["192.0.2.1:1".parse().unwrap()])
+            .to_pkarr_signed_packet(&secret, 30)
+            .unwrap()
+            .to_relay_payload();
+        let body = dir.path().join(format!("{}.bin", secret.public().to_z32()));
+        std::fs::write(&body, &payload).unwrap();
+        let url = format!(
+            "https://localhost:{}/pkarr/{}",
+            m.https.unwrap().port(),
+            secret.public().to_z32()
+        );
+        let header = format!("X-Forwarded-For: {client}");
+        let data_arg = format!("@{}", body.display());
+        curl(
+            &ca_file,
+            &["-X", "PUT", "-H", &header, "--data-binary", &data_arg, &url],
+        )
+    };
+    let trusted_dir = dir.path().join("trusted");
+    let m = serve(
+        trusted_dir.to_str().unwrap(),
+        &["--trusted-proxy", "127.0.0.0/8"],
+    );
+    assert_eq!(put_from(&m, "203.0.113.1"), "204");
+    assert_eq!(
+        put_from(&m, "203.0.113.1"),
+        "429",
+        "the same client over its rate"
+    );
+    assert_eq!(
+        put_from(&m, "203.0.113.2"),
+        "204",
+        "another client behind the proxy"
+    );
+    let untrusted_dir = dir.path().join("untrusted");
+    let m = serve(untrusted_dir.to_str().unwrap(), &[]);
+    assert_eq!(put_from(&m, "203.0.113.1"), "204");
+    assert_eq!(
+        put_from(&m, "203.0.113.2"),
+        "429",
+        "from a peer not trusted, the header buys no new bucket"
     );
 }
