@@ -55,6 +55,8 @@ pub struct HttpState {
     pub pkarr: Option<Arc<dyn crate::relay::PkarrRelay>>,
     /// Peers whose `Forwarded` / `X-Forwarded-For` name the client (reverse proxies).
     pub trusted_proxies: Arc<[crate::relay::Cidr]>,
+    /// ACME HTTP-01 answers (`/.well-known/acme-challenge/<token>`), when ACME uses them.
+    pub acme_http01: Option<Arc<crate::acme::Http01Tokens>>,
 }
 
 /// What `/dns-query` answers from.
@@ -79,6 +81,9 @@ pub fn router(state: HttpState, with_metrics: bool) -> Router {
         .route("/readyz", get(readyz));
     if with_metrics {
         r = r.route("/metrics", get(metrics));
+    }
+    if state.acme_http01.is_some() {
+        r = r.route("/.well-known/acme-challenge/{token}", get(acme_http01));
     }
     if state.doh.is_some() {
         r = r.route("/dns-query", get(doh_get).post(doh_post));
@@ -144,6 +149,20 @@ fn doh_answer(s: &HttpState, packet: &[u8]) -> Response {
         return (StatusCode::BAD_REQUEST, "not a DNS query\n").into_response();
     }
     ([(header::CONTENT_TYPE, DNS_MESSAGE)], out).into_response()
+}
+
+async fn acme_http01(
+    State(s): State<HttpState>,
+    axum::extract::Path(token): axum::extract::Path<String>,
+) -> Response {
+    match s.acme_http01.as_ref().and_then(|t| t.get(&token)) {
+        Some(key_authorization) => (
+            [(header::CONTENT_TYPE, "application/octet-stream")],
+            key_authorization,
+        )
+            .into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
 }
 
 async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {

@@ -12,6 +12,7 @@
 //! connection cap taken *before* `accept` so a flood waits in the kernel backlog instead of
 //! costing us memory.
 
+pub mod acme;
 pub mod http;
 pub mod metrics;
 mod padding;

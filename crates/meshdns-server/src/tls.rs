@@ -49,6 +49,7 @@ const LISTENERS: [&str; 2] = ["https", "dot"];
 pub struct TlsMetrics {
     handshakes: [[AtomicU64; 2]; 2],
     reloads: [AtomicU64; 2],
+    acme_orders: [AtomicU64; 2],
     not_after: AtomicU64,
 }
 
@@ -56,6 +57,11 @@ impl TlsMetrics {
     /// Counts one handshake, completed or not.
     pub fn handshake(&self, listener: Listener, ok: bool) {
         self.handshakes[listener as usize][usize::from(!ok)].fetch_add(1, Relaxed);
+    }
+
+    /// Counts one ACME order, issued or failed.
+    pub fn acme_order(&self, issued: bool) {
+        self.acme_orders[usize::from(!issued)].fetch_add(1, Relaxed);
     }
 
     /// Appends the TLS metrics in Prometheus text format.
@@ -84,6 +90,15 @@ impl TlsMetrics {
                 out,
                 "meshdns_tls_certificate_loads_total{{result=\"{result}\"}} {n}"
             );
+        }
+        out.push_str(
+            "# HELP meshdns_acme_orders_total ACME certificate orders by result (failed ones \
+             are retried with backoff).\n\
+             # TYPE meshdns_acme_orders_total counter\n",
+        );
+        for (r, result) in ["issued", "failed"].iter().enumerate() {
+            let n = self.acme_orders[r].load(Relaxed);
+            let _ = writeln!(out, "meshdns_acme_orders_total{{result=\"{result}\"}} {n}");
         }
         out.push_str(
             "# HELP meshdns_tls_certificate_expiry_timestamp_seconds When the certificate in \
@@ -232,7 +247,8 @@ impl CertFiles {
         self.parse(&cert, &key)
     }
 
-    fn parse(&self, cert: &[u8], key: &[u8]) -> Result<CertifiedKey, CertError> {
+    /// Checks a pair given as bytes (named by these paths in errors).
+    pub fn parse(&self, cert: &[u8], key: &[u8]) -> Result<CertifiedKey, CertError> {
         let cert_path = self.cert.display().to_string();
         let key_path = self.key.display().to_string();
         let chain = CertificateDer::pem_slice_iter(cert)
@@ -378,6 +394,11 @@ pub fn certified(cert: CertificateDer<'static>, key: &rcgen::KeyPair) -> io::Res
 /// Written by hand: one field, a short walk over DER, instead of a full X.509 parser in the
 /// dependency tree (rustls's webpki does not expose validity).
 pub fn not_after(der: &[u8]) -> Option<u64> {
+    validity(der).map(|(_, until)| until)
+}
+
+/// The notBefore and notAfter of an X.509 certificate, in unix seconds.
+pub fn validity(der: &[u8]) -> Option<(u64, u64)> {
     let (_, cert, _) = tlv(der).filter(|t| t.0 == 0x30)?;
     let (_, tbs, _) = tlv(cert).filter(|t| t.0 == 0x30)?;
     let mut rest = tbs;
@@ -388,9 +409,9 @@ pub fn not_after(der: &[u8]) -> Option<u64> {
         rest = tlv(rest)?.2; // serialNumber, signature, issuer
     }
     let (_, validity, _) = tlv(rest).filter(|t| t.0 == 0x30)?;
-    let after = tlv(validity)?.2; // past notBefore
-    let (tag, time, _) = tlv(after)?;
-    der_time(tag, time)
+    let (before_tag, before, after) = tlv(validity)?;
+    let (after_tag, after, _) = tlv(after)?;
+    Some((der_time(before_tag, before)?, der_time(after_tag, after)?))
 }
 
 /// One DER tag-length-value: (tag, value, what follows).

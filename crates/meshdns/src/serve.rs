@@ -21,6 +21,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::config::serve::TlsSource;
+use crate::config::values::AcmeChallenge;
 use crate::config::{ServeConfig, defaults};
 use crate::pkarr_http::PkarrHttp;
 use crate::{controller_cmd, telemetry, wait_for_signal};
@@ -35,37 +36,102 @@ fn key_names(keys: &[meshdns_xfr::Key]) -> String {
         .join(", ")
 }
 
-/// The certificates of the TLS listeners, loaded (`None` without a TLS listener), with the
-/// files to follow and the bytes already loaded from them.
-type Tls = (Arc<Certificates>, Option<(CertFiles, PemPair)>);
+/// The certificates of the TLS listeners, loaded (`None` without a TLS listener), and what
+/// keeps them fresh.
+struct Tls {
+    certs: Arc<Certificates>,
+    renewal: Renewal,
+}
 
-fn tls_certificates(settings: &ServeConfig) -> Result<Option<Tls>> {
+/// What keeps the certificate in service fresh.
+enum Renewal {
+    /// Nothing (self-signed).
+    None,
+    /// PEM files, followed; with the bytes already loaded.
+    Files(CertFiles, PemPair),
+    /// An ACME client, and when the cached certificate is due (`None`: order at once).
+    Acme(Box<meshdns_server::acme::Acme>, Option<u64>),
+}
+
+fn tls_certificates(
+    settings: &ServeConfig,
+    data_dir: Option<&std::path::Path>,
+    http01: &Arc<meshdns_server::acme::Http01Tokens>,
+) -> Result<Option<Tls>> {
     let Some(source) = settings.tls().map_err(anyhow::Error::msg)? else {
         return Ok(None);
     };
     let certs = Arc::new(Certificates::default());
-    let follow = match source {
+    let self_signed = |certs: &Certificates| -> Result<()> {
+        let names = ["localhost", "127.0.0.1", "::1"].map(String::from);
+        certs.install(meshdns_server::tls::self_signed(
+            &names,
+            defaults::SELF_SIGNED_DAYS,
+        )?);
+        warn!(
+            "serving a self-signed TLS certificate (--tls-self-signed): clients that verify will refuse it"
+        );
+        Ok(())
+    };
+    let renewal = match source {
         TlsSource::Files(files) => {
             let (key, seen) = meshdns_server::tls::load_files(&files)
                 .context("--tls-cert/--tls-key: no certificate to serve")?;
             certs.install(key);
             info!(cert = %files.cert.display(), not_after = certs.expires().unwrap_or(0), "TLS certificate loaded");
-            Some((files, seen))
+            Renewal::Files(files, seen)
         }
         TlsSource::SelfSigned => {
-            let names = ["localhost", "127.0.0.1", "::1"].map(String::from);
-            certs.install(meshdns_server::tls::self_signed(&names, SELF_SIGNED_DAYS)?);
-            warn!(
-                "serving a self-signed TLS certificate (--tls-self-signed): clients that verify will refuse it"
-            );
-            None
+            self_signed(&certs)?;
+            Renewal::None
+        }
+        TlsSource::Acme {
+            challenge,
+            self_signed_first,
+        } => {
+            let data_dir = data_dir.context("ACME needs a data directory")?;
+            let config = meshdns_server::acme::AcmeConfig {
+                domains: settings
+                    .acme_domains
+                    .iter()
+                    .map(|d| d.to_string().trim_end_matches('.').to_string())
+                    .collect(),
+                contact: settings
+                    .acme_contacts
+                    .iter()
+                    .map(|c| {
+                        if c.contains(':') {
+                            c.clone()
+                        } else {
+                            format!("mailto:{c}")
+                        }
+                    })
+                    .collect(),
+                directory: settings
+                    .acme_directory
+                    .clone()
+                    .unwrap_or_else(|| defaults::ACME_DIRECTORY.into()),
+                challenge: match challenge {
+                    AcmeChallenge::TlsAlpn01 => meshdns_server::acme::Challenge::TlsAlpn01,
+                    AcmeChallenge::Http01 => meshdns_server::acme::Challenge::Http01,
+                },
+                cache: data_dir.join("acme"),
+                ca_roots: settings.acme_ca.clone(),
+            };
+            let acme = meshdns_server::acme::Acme::new(config, certs.clone(), http01.clone())
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let due = acme.load_cached();
+            if due.is_none() {
+                if self_signed_first {
+                    self_signed(&certs)?;
+                }
+                info!(domains = ?settings.acme_domains.iter().map(ToString::to_string).collect::<Vec<_>>(), "no cached ACME certificate: ordering one");
+            }
+            Renewal::Acme(Box::new(acme), due)
         }
     };
-    Ok(Some((certs, follow)))
+    Ok(Some(Tls { certs, renewal }))
 }
-
-/// How long a `--tls-self-signed` certificate is valid.
-const SELF_SIGNED_DAYS: u32 = 30;
 
 /// Runs `serve` until SIGTERM or SIGINT.
 pub async fn run(settings: ServeConfig) -> Result<()> {
@@ -118,7 +184,10 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     // Serials, journals and transferred zones are kept in the data directory when there is
     // something to keep.
-    let keeps = transfers_on || !settings.pkarr.is_empty() || !secondaries.is_empty();
+    let keeps = transfers_on
+        || !settings.pkarr.is_empty()
+        || !secondaries.is_empty()
+        || !settings.acme_domains.is_empty();
     let serial_dir = settings
         .data_dir
         .clone()
@@ -234,7 +303,9 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
         warn!(%reason, "starting without every records file; /readyz reports 503 until they load");
     }
 
-    let certs = tls_certificates(&settings)?;
+    let http01 = Arc::new(meshdns_server::acme::Http01Tokens::default());
+    let tls = tls_certificates(&settings, serial_dir.as_deref(), &http01)?;
+    let certs = tls.as_ref().map(|t| t.certs.clone());
     let metrics = Arc::new(DnsMetrics::default());
     let transfers = transfers_on.then(|| {
         Arc::new(meshdns_server::xfr::Transfers {
@@ -269,7 +340,7 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
             }))
         }),
         dot: settings.dot.clone(),
-        tls: certs.as_ref().map(|(c, _)| c.clone()),
+        tls: certs.clone(),
         ..ServerConfig::default()
     };
     let server = if !settings.listen.is_empty() {
@@ -293,14 +364,6 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
     let tasks = TaskTracker::new();
     if let Some(poker) = &pkarr_poker {
         let _ = poker.set(watcher.poker());
-    }
-    if let Some((certs, Some((files, seen)))) = &certs {
-        tasks.spawn(meshdns_server::tls::watch_files(
-            certs.clone(),
-            files.clone(),
-            Some(seen.clone()),
-            shutdown.clone(),
-        ));
     }
     let secondary_feeds: Vec<Arc<SecondaryFeed>> =
         secondaries.iter().map(|(f, _)| f.clone()).collect();
@@ -382,7 +445,7 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
                 pkarr.clone(),
                 transfers.clone(),
                 secondary_feeds.clone(),
-                certs.as_ref().map(|(c, _)| c.clone()),
+                certs.clone(),
             );
             Arc::new(move || {
                 telemetry::render(
@@ -404,6 +467,8 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
             .clone()
             .map(|store| Arc::new(PkarrHttp { store }) as Arc<dyn PkarrRelay>),
         trusted_proxies: settings.trusted_proxies.clone().into(),
+        acme_http01: (settings.acme_challenge == Some(AcmeChallenge::Http01))
+            .then(|| http01.clone()),
         doh: settings.doh.unwrap_or(defaults::DOH).then(|| DohState {
             catalog: catalog.clone(),
             metrics: metrics.clone(),
@@ -419,7 +484,7 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
         None => None,
     };
     let https_addr = match (settings.https, &certs) {
-        (Some(addr), Some((certs, _))) => Some(
+        (Some(addr), Some(certs)) => Some(
             serve_https(
                 addr,
                 router(state, false),
@@ -435,6 +500,23 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
         ),
         _ => None,
     };
+    // Renewal starts once the listeners a CA validates through are up.
+    if let Some(tls) = tls {
+        match tls.renewal {
+            Renewal::None => {}
+            Renewal::Files(files, seen) => {
+                tasks.spawn(meshdns_server::tls::watch_files(
+                    tls.certs,
+                    files,
+                    Some(seen),
+                    shutdown.clone(),
+                ));
+            }
+            Renewal::Acme(acme, due) => {
+                tasks.spawn(acme.run(due, shutdown.clone()));
+            }
+        }
+    }
     let dns: Vec<String> = server.udp_addrs().iter().map(ToString::to_string).collect();
     let dot: Vec<String> = server.dot_addrs().iter().map(ToString::to_string).collect();
     let shown = |a: Option<std::net::SocketAddr>| a.map_or("off".to_string(), |a| a.to_string());

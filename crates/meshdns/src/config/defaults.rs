@@ -38,6 +38,10 @@ pub const PKARR_PUT_LIMIT: u32 = 0;
 pub const PKARR_PUT_BURST: u32 = 1000;
 /// The pkarr store commits what is queued at once.
 pub const PKARR_COMMIT_WINDOW: Duration = Duration::ZERO;
+/// The ACME directory without --acme-directory: Let's Encrypt's production CA.
+pub const ACME_DIRECTORY: &str = "https://acme-v02.api.letsencrypt.org/directory";
+/// How long a `--tls-self-signed` certificate is valid.
+pub const SELF_SIGNED_DAYS: u32 = 30;
 /// Log filter.
 pub const LOG_LEVEL: &str = "info";
 /// Log format.

@@ -52,10 +52,33 @@ pub struct ServeConfig {
     #[arg(long, value_name = "FILE", requires = "tls_cert", help_heading = "TLS")]
     pub tls_key: Option<PathBuf>,
     /// Present a certificate made at start-up for localhost, 127.0.0.1 and ::1 (tests and
-    /// first starts; clients that verify will refuse it) [default: false].
+    /// first starts; clients that verify will refuse it); with --acme-domain, only until the
+    /// first ACME certificate [default: false].
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
         default_missing_value = "true", help_heading = "TLS")]
     pub tls_self_signed: Option<bool>,
+    /// A name to get a certificate for from an ACME CA, renewed before it expires; the account
+    /// and certificates are kept in --data-dir (repeatable) [default: none].
+    #[arg(long = "acme-domain", value_name = "NAME", value_parser = values::name, help_heading = "TLS")]
+    #[serde(default, deserialize_with = "de::list")]
+    pub acme_domains: Vec<Name>,
+    /// Contact for the ACME account, such as mailto:ops@example.org (repeatable)
+    /// [default: none].
+    #[arg(long = "acme-contact", value_name = "MAILTO", help_heading = "TLS")]
+    #[serde(default)]
+    pub acme_contacts: Vec<String>,
+    /// The ACME CA's directory URL [default: Let's Encrypt,
+    /// https://acme-v02.api.letsencrypt.org/directory].
+    #[arg(long, value_name = "URL", help_heading = "TLS")]
+    pub acme_directory: Option<String>,
+    /// How the CA validates the names: tls-alpn-01 on --https (reached on port 443) or http-01
+    /// on --http (reached on port 80) [default: tls-alpn-01].
+    #[arg(long, value_enum, value_name = "TYPE", help_heading = "TLS")]
+    pub acme_challenge: Option<values::AcmeChallenge>,
+    /// CA certificates (PEM) to trust for the ACME directory's own HTTPS, beside the system's
+    /// (a private CA, or a test CA) [default: none].
+    #[arg(long, value_name = "FILE", help_heading = "TLS")]
+    pub acme_ca: Option<PathBuf>,
 
     /// Records file to serve and watch: Tailscale records.json, meshdns YAML/JSON, or a zone
     /// file by extension (repeatable; the first to give a name and type wins).
@@ -245,6 +268,11 @@ impl ServeConfig {
                 tls_cert,
                 tls_key,
                 tls_self_signed,
+                acme_domains,
+                acme_contacts,
+                acme_directory,
+                acme_challenge,
+                acme_ca,
                 records,
                 zone_files,
                 manifests,
@@ -290,6 +318,7 @@ impl ServeConfig {
         let paths = paths.chain(&mut self.data_dir).chain(&mut self.kubeconfig);
         let paths = paths.chain(&mut self.tsig_keys);
         let paths = paths.chain(&mut self.tls_cert).chain(&mut self.tls_key);
+        let paths = paths.chain(&mut self.acme_ca);
         for path in paths {
             rebase(path, base);
         }
@@ -333,8 +362,9 @@ impl ServeConfig {
             || !self.notify.is_empty()
     }
 
-    /// Where the TLS listeners' certificate comes from, checked: exactly one source when a TLS
-    /// listener is on, and none without one.
+    /// Where the TLS listeners' certificate comes from, checked: one source when a TLS
+    /// listener is on (ACME may start self-signed), none without one, and the listener the
+    /// ACME challenge needs.
     pub fn tls(&self) -> Result<Option<TlsSource>, String> {
         let listeners = self.https.is_some() || !self.dot.is_empty();
         let files = match (&self.tls_cert, &self.tls_key) {
@@ -347,23 +377,61 @@ impl ServeConfig {
             (None, Some(_)) => return Err("--tls-key needs --tls-cert (tlsCert)".into()),
         };
         let self_signed = self.tls_self_signed.unwrap_or(false);
-        let source = match (files, self_signed) {
-            (Some(_), true) => {
-                return Err(
-                    "--tls-self-signed and --tls-cert/--tls-key both give a certificate: choose one"
-                        .into(),
-                );
+        let acme = !self.acme_domains.is_empty();
+        if files.is_some() && (self_signed || acme) {
+            return Err(
+                "--tls-cert/--tls-key and --tls-self-signed or --acme-domain each give \
+                 a certificate: choose one"
+                    .into(),
+            );
+        }
+        if !acme
+            && (!self.acme_contacts.is_empty()
+                || self.acme_directory.is_some()
+                || self.acme_challenge.is_some()
+                || self.acme_ca.is_some())
+        {
+            return Err(
+                "--acme-contact, --acme-directory, --acme-challenge and --acme-ca need \
+                 --acme-domain"
+                    .into(),
+            );
+        }
+        let source = if let Some(f) = files {
+            Some(TlsSource::Files(f))
+        } else if acme {
+            let challenge = self
+                .acme_challenge
+                .unwrap_or(values::AcmeChallenge::TlsAlpn01);
+            match challenge {
+                values::AcmeChallenge::TlsAlpn01 if self.https.is_none() => {
+                    return Err("--acme-challenge tls-alpn-01 (the default) is answered on \
+                         --https: add --https ADDR (port 443 as the CA reaches it), or use \
+                         --acme-challenge http-01 with --http"
+                        .into());
+                }
+                values::AcmeChallenge::Http01 if self.http.is_none() => {
+                    return Err(
+                        "--acme-challenge http-01 is answered on --http: add --http \
+                         ADDR (port 80 as the CA reaches it)"
+                            .into(),
+                    );
+                }
+                _ => {}
             }
-            (Some(f), false) => Some(TlsSource::Files(f)),
-            (None, true) => Some(TlsSource::SelfSigned),
-            (None, false) => None,
+            Some(TlsSource::Acme {
+                challenge,
+                self_signed_first: self_signed,
+            })
+        } else if self_signed {
+            Some(TlsSource::SelfSigned)
+        } else {
+            None
         };
         match (listeners, source) {
-            (true, None) => Err(
-                "--https and --dot need a certificate: --tls-cert and --tls-key, \
-                 or --tls-self-signed"
-                    .into(),
-            ),
+            (true, None) => Err("--https and --dot need a certificate: --tls-cert and \
+                 --tls-key, --acme-domain, or --tls-self-signed"
+                .into()),
             (false, Some(_)) => Err(
                 "a TLS certificate is set but no TLS listener: add --https ADDR or --dot ADDR"
                     .into(),
@@ -392,4 +460,11 @@ pub enum TlsSource {
     Files(meshdns_server::tls::CertFiles),
     /// Made at start-up for the loopback names.
     SelfSigned,
+    /// From an ACME CA (`acme_*` settings).
+    Acme {
+        /// How the CA validates.
+        challenge: values::AcmeChallenge,
+        /// Serve a self-signed certificate until the first one is issued.
+        self_signed_first: bool,
+    },
 }

@@ -64,6 +64,19 @@ pub enum LogFormat {
     Json,
 }
 
+/// How an ACME CA validates the names (`--acme-challenge`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
+pub enum AcmeChallenge {
+    /// TLS-ALPN-01 (RFC 8737), answered on --https (port 443 as the CA sees it).
+    #[value(name = "tls-alpn-01")]
+    #[serde(rename = "tls-alpn-01")]
+    TlsAlpn01,
+    /// HTTP-01, answered on --http (port 80 as the CA sees it).
+    #[value(name = "http-01")]
+    #[serde(rename = "http-01")]
+    Http01,
+}
+
 /// A zone file as `FILE` or `ORIGIN=FILE`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ZoneFileSpec {
