@@ -7,6 +7,7 @@
 #![allow(missing_docs)] // test helpers are not public API
 
 mod absent;
+mod acme;
 mod check;
 mod configmap;
 mod controller;
