@@ -89,7 +89,10 @@ impl ServeCmd {
     /// The flags over the config file's `serve:` block.
     pub fn resolve(self) -> Result<ServeConfig> {
         let file = ConfigFile::read_optional(self.config.as_deref())?;
-        Ok(self.settings.over(file.serve))
+        let settings = self.settings.over(file.serve);
+        // Settings that only make sense together are refused before anything starts.
+        settings.tls().map_err(anyhow::Error::msg)?;
+        Ok(settings)
     }
 }
 

@@ -46,10 +46,10 @@ pub struct ServeConfig {
     pub dot: Vec<SocketAddr>,
     /// PEM certificate chain (leaf first) for --https and --dot; re-read when it changes
     /// [default: none].
-    #[arg(long, value_name = "FILE", requires = "tls_key", help_heading = "TLS")]
+    #[arg(long, value_name = "FILE", help_heading = "TLS")]
     pub tls_cert: Option<PathBuf>,
     /// PEM private key of --tls-cert [default: none].
-    #[arg(long, value_name = "FILE", requires = "tls_cert", help_heading = "TLS")]
+    #[arg(long, value_name = "FILE", help_heading = "TLS")]
     pub tls_key: Option<PathBuf>,
     /// Present a certificate made at start-up for localhost, 127.0.0.1 and ::1 (tests and
     /// first starts; clients that verify will refuse it); with --acme-domain, only until the

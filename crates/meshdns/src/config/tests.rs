@@ -323,3 +323,99 @@ connector:
     };
     assert!(format!("{:#}", cmd.resolve().unwrap_err()).contains("no `iroh:` block"));
 }
+
+#[test]
+fn tls_settings_come_from_flags_or_the_file_and_are_checked_together() {
+    use crate::config::serve::TlsSource;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "c.yaml",
+        "serve:\n  https: 127.0.0.1:8443\n  dot: ['127.0.0.1:8853']\n  tlsCert: certs/tls.crt\n  tlsKey: certs/tls.key\n",
+    );
+    let s = resolved(&["serve", "-c", &cfg]).unwrap();
+    assert_eq!(s.https, Some("127.0.0.1:8443".parse().unwrap()));
+    let Some(TlsSource::Files(files)) = s.tls().unwrap() else {
+        panic!("files expected")
+    };
+    assert_eq!(files.cert, dir.path().join("certs/tls.crt"));
+    assert_eq!(files.key, dir.path().join("certs/tls.key"));
+
+    let cfg = write(
+        dir.path(),
+        "acme.yaml",
+        "serve:\n  http: 0.0.0.0:80\n  dot: ['[::]:853']\n  acmeDomains: [dns.example.org]\n  acmeContacts: [ops@example.org]\n  acmeDirectory: https://ca.example/dir\n  acmeChallenge: http-01\n  acmeCa: ca.pem\n  tlsSelfSigned: true\n",
+    );
+    let s = resolved(&["serve", "-c", &cfg]).unwrap();
+    assert!(matches!(
+        s.tls().unwrap(),
+        Some(TlsSource::Acme {
+            challenge: values::AcmeChallenge::Http01,
+            self_signed_first: true
+        })
+    ));
+    assert_eq!(s.acme_ca, Some(dir.path().join("ca.pem")));
+    assert_eq!(s.acme_domains[0].to_string(), "dns.example.org.");
+
+    for (args, want) in [
+        (&["--https", "127.0.0.1:1"][..], "need a certificate"),
+        (
+            &["--dot", "127.0.0.1:1", "--tls-cert", "a"],
+            "--tls-cert needs --tls-key",
+        ),
+        (
+            &["--dot", "127.0.0.1:1", "--tls-key", "a"],
+            "--tls-key needs --tls-cert",
+        ),
+        (
+            &[
+                "--dot",
+                "127.0.0.1:1",
+                "--tls-cert",
+                "a",
+                "--tls-key",
+                "b",
+                "--tls-self-signed",
+            ],
+            "choose one",
+        ),
+        (&["--tls-self-signed"], "no TLS listener"),
+        (
+            &["--dot", "127.0.0.1:1", "--acme-domain", "a.example"],
+            "answered on --https",
+        ),
+        (
+            &[
+                "--dot",
+                "127.0.0.1:1",
+                "--acme-domain",
+                "a.example",
+                "--acme-challenge",
+                "http-01",
+            ],
+            "answered on --http",
+        ),
+        (
+            &[
+                "--dot",
+                "127.0.0.1:1",
+                "--tls-self-signed",
+                "--acme-contact",
+                "x@y",
+            ],
+            "need --acme-domain",
+        ),
+    ] {
+        let mut argv = vec!["serve"];
+        argv.extend_from_slice(args);
+        let err = format!("{:#}", resolved(&argv).unwrap_err());
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+fn resolved(args: &[&str]) -> anyhow::Result<ServeConfig> {
+    let Command::Serve(cmd) = parse(args) else {
+        panic!("serve expected")
+    };
+    cmd.resolve()
+}
