@@ -180,6 +180,21 @@ impl Server {
             config: config.clone(),
             shutdown: shutdown.clone(),
         });
+        // DoT first: a port in use fails here, before any thread or task has started.
+        let mut dot = None;
+        let mut dot_listeners = Vec::new();
+        if !config.dot.is_empty() {
+            let certs = config.tls.as_ref().ok_or_else(|| {
+                io::Error::other("DNS over TLS needs a certificate (--tls-cert/--tls-key, --tls-self-signed or --acme-domain)")
+            })?;
+            let acceptor =
+                tokio_rustls::TlsAcceptor::from(Arc::new(certs.server_config(&[tls::DOT_ALPN])?));
+            dot = Some((acceptor, certs.clone()));
+            for addr in &config.dot {
+                dot_listeners.push(tcp_listener(*addr)?);
+            }
+        }
+        let mut dot_addrs = Vec::new();
         let mut udp_addrs = Vec::new();
         let mut tcp_addrs = Vec::new();
         let mut udp_threads = Vec::new();
@@ -201,21 +216,16 @@ impl Server {
             udp_addrs.push(local);
             tcp_addrs.push(local);
         }
-        let mut dot_addrs = Vec::new();
-        if !config.dot.is_empty() {
-            let certs = config.tls.as_ref().ok_or_else(|| {
-                io::Error::other("DNS over TLS needs a certificate (--tls-cert/--tls-key, --tls-self-signed or --acme-domain)")
-            })?;
-            let acceptor =
-                tokio_rustls::TlsAcceptor::from(Arc::new(certs.server_config(&[tls::DOT_ALPN])?));
-            for addr in &config.dot {
-                let listener = tcp_listener(*addr)?;
-                let local = listener.local_addr()?;
-                info!(%local, "DNS over TLS listening");
-                let dot = Some((acceptor.clone(), certs.clone()));
-                tasks.spawn(serve_tcp(listener, dot, shared.clone(), tasks.clone()));
-                dot_addrs.push(local);
-            }
+        for listener in dot_listeners {
+            let local = listener.local_addr()?;
+            info!(%local, "DNS over TLS listening");
+            tasks.spawn(serve_tcp(
+                listener,
+                dot.clone(),
+                shared.clone(),
+                tasks.clone(),
+            ));
+            dot_addrs.push(local);
         }
         Ok(ServerHandle {
             udp: udp_addrs,

@@ -351,8 +351,9 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
         server_config.listen = vec![v4, v6];
         match Server::bind(server_config.clone(), catalog.clone(), metrics.clone()).await {
             Ok(s) => s,
+            // IPv6 is optional. Any other bind error (a DoT port in use) fails the retry too.
             Err(e) => {
-                warn!(error = %e, "cannot listen on {v6}; serving IPv4 only");
+                warn!(error = %e, "cannot listen with {v6}; trying IPv4 only");
                 server_config.listen = vec![v4];
                 Server::bind(server_config, catalog.clone(), metrics.clone()).await?
             }

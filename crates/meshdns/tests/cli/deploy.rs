@@ -596,6 +596,10 @@ async fn every_metric_the_dashboard_and_alerts_name_is_exported() {
             "127.0.0.1",
             "--secondary",
             "secondary.example=127.0.0.1:9",
+            // DoT with a certificate, for the TLS series.
+            "--dot",
+            "127.0.0.1:0",
+            "--tls-self-signed",
         ]);
         dig(m.dns, &["a.ts.net", "A"]);
         m.get("/metrics").1

@@ -192,8 +192,35 @@ fn dig_kdig_and_curl_get_the_udp_answers_over_https_and_tls() {
     std::fs::create_dir(&secret).unwrap();
     let vol = SecretVolume::new(&secret, &ca.leaf("meshdns", (2099, 1)));
     let zone = write(dir.path(), "example.org.zone", ZONE);
-    let m = serve_tls(&vol, &zone, &[]);
+    let m = serve_tls(&vol, &zone, &["--allow-transfer", "127.0.0.1"]);
     let (https, dot) = (m.https.unwrap(), m.dot.unwrap());
+
+    // A zone transfer over TLS (XoT, RFC 9103) is the one over TCP.
+    let tls_args = |port: u16| {
+        vec![
+            "@127.0.0.1".to_string(),
+            "-p".into(),
+            port.to_string(),
+            format!("+tls-ca={ca_file}"),
+            "+tls-hostname=localhost".into(),
+        ]
+    };
+    let mut axfr = tls_args(dot.port());
+    axfr.extend(["+tls".into(), "example.org".into(), "AXFR".into()]);
+    let over_tls = tool("dig", &axfr);
+    let over_tcp = dig(m.dns, &["example.org", "AXFR"]);
+    let records = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| !l.starts_with(';') && !l.trim().is_empty())
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect()
+    };
+    assert_eq!(records(&over_tls), records(&over_tcp), "{over_tls}");
+    assert_eq!(
+        records(&over_tls).len(),
+        8,
+        "SOA, 6 records, SOA: {over_tls}"
+    );
 
     let questions = [
         ("www.example.org", "A"),
