@@ -30,7 +30,7 @@ use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
 use crate::tls::Certificates;
 
@@ -729,6 +729,8 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), AcmeError> {
             .map_err(|e| err(format!("cannot create {}: {e}", dir.display())))?;
     }
     let tmp = path.with_extension("tmp");
+    // A leftover would keep its own mode: the mode below applies only to a new file.
+    let _ = std::fs::remove_file(&tmp);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -739,19 +741,7 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), AcmeError> {
     f.write_all(bytes)
         .and_then(|()| f.sync_all())
         .map_err(|e| err(format!("cannot write {}: {e}", tmp.display())))?;
-    std::fs::rename(&tmp, path)
-        .map_err(|e| err(format!("cannot write {}: {e}", path.display())))?;
-    warn_if_public(path);
-    Ok(())
-}
-
-fn warn_if_public(path: &Path) {
-    use std::os::unix::fs::PermissionsExt as _;
-    if let Ok(m) = std::fs::metadata(path)
-        && m.permissions().mode() & 0o077 != 0
-    {
-        warn!(file = %path.display(), "a private key file is readable by others");
-    }
+    std::fs::rename(&tmp, path).map_err(|e| err(format!("cannot write {}: {e}", path.display())))
 }
 
 #[cfg(test)]
