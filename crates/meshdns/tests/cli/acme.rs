@@ -10,7 +10,6 @@
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -95,20 +94,9 @@ fn presented(
     root: &CertificateDer<'static>,
     alpn: &[u8],
 ) -> CertificateDer<'static> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(root.clone()).unwrap();
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    config.alpn_protocols = vec![alpn.to_vec()];
-    config.resumption = rustls::client::Resumption::disabled();
+    let config = crate::tls::client_config(root.clone(), &[alpn]);
     let mut conn =
-        rustls::ClientConnection::new(Arc::new(config), ServerName::try_from(DOMAIN).unwrap())
-            .unwrap();
+        rustls::ClientConnection::new(config, ServerName::try_from(DOMAIN).unwrap()).unwrap();
     let mut tcp = TcpStream::connect(addr).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     while conn.is_handshaking() {

@@ -73,22 +73,27 @@ impl Ca {
     }
 
     pub fn client(&self, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
-        let mut roots = rustls::RootCertStore::empty();
         let der = rustls::pki_types::pem::PemObject::from_pem_slice(self.pem.as_bytes()).unwrap();
-        roots.add(der).unwrap();
-        let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-        // Every handshake a full one, so it shows the certificate presented now (a resumed
-        // session reports the one it began with).
-        config.resumption = rustls::client::Resumption::disabled();
-        Arc::new(config)
+        client_config(der, alpn)
     }
+}
+
+/// A rustls client trusting `root`, offering `alpn`, that never resumes: every handshake is a
+/// full one, so it shows the certificate presented now (a resumed session reports the one it
+/// began with).
+pub fn client_config(root: CertificateDer<'static>, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(root).unwrap();
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    config.resumption = rustls::client::Resumption::disabled();
+    Arc::new(config)
 }
 
 /// A kubelet-style Secret volume: `tls.crt` and `tls.key` are links through `..data`, which is
@@ -239,78 +244,18 @@ fn dig_kdig_and_curl_get_the_udp_answers_over_https_and_tls() {
             a.extend(extra.iter().map(|s| s.to_string()));
             a
         };
-        let port = |a: SocketAddr| a.port().to_string();
         let runs = [
-            (
-                "dig +https (HTTP/2 POST)",
-                tool(
-                    "dig",
-                    &common(&[
-                        "@127.0.0.1",
-                        "-p",
-                        &port(https),
-                        "+https",
-                        &format!("+tls-ca={ca_file}"),
-                        "+tls-hostname=localhost",
-                    ]),
-                ),
-            ),
-            (
-                "dig +https-get (HTTP/2 GET)",
-                tool(
-                    "dig",
-                    &common(&[
-                        "@127.0.0.1",
-                        "-p",
-                        &port(https),
-                        "+https-get",
-                        &format!("+tls-ca={ca_file}"),
-                        "+tls-hostname=localhost",
-                    ]),
-                ),
-            ),
-            (
-                "dig +tls",
-                tool(
-                    "dig",
-                    &common(&[
-                        "@127.0.0.1",
-                        "-p",
-                        &port(dot),
-                        "+tls",
-                        &format!("+tls-ca={ca_file}"),
-                        "+tls-hostname=localhost",
-                    ]),
-                ),
-            ),
-            (
-                "kdig +tls",
-                tool(
-                    "kdig",
-                    &common(&[
-                        "@127.0.0.1",
-                        "-p",
-                        &port(dot),
-                        &format!("+tls-ca={ca_file}"),
-                        "+tls-hostname=localhost",
-                    ]),
-                ),
-            ),
-            (
-                "kdig +https",
-                tool(
-                    "kdig",
-                    &common(&[
-                        "@127.0.0.1",
-                        "-p",
-                        &port(https),
-                        "+https",
-                        &format!("+tls-ca={ca_file}"),
-                        "+tls-hostname=localhost",
-                    ]),
-                ),
-            ),
-        ];
+            ("dig +https (HTTP/2 POST)", "dig", https, "+https"),
+            ("dig +https-get (HTTP/2 GET)", "dig", https, "+https-get"),
+            ("dig +tls", "dig", dot, "+tls"),
+            ("kdig +tls", "kdig", dot, "+tls"),
+            ("kdig +https", "kdig", https, "+https"),
+        ]
+        .map(|(how, program, addr, transport)| {
+            let mut args = common(&[transport]);
+            args.extend(tls_args(addr.port()));
+            (how, tool(program, &args))
+        });
         for (how, out) in runs {
             assert_eq!(
                 status_and_answers(&out),
