@@ -37,6 +37,16 @@ pub(crate) fn serve(sock: Arc<UdpSocket>, shared: Arc<Shared>) {
 }
 
 /// Answers one datagram into `out`; returns whether to send it.
+/// A datagram longer than the receive buffer (`head` is its start): FORMERR when the header is
+/// a query's, counted like any answer.
+fn oversized(shared: &Shared, head: &[u8], out: &mut Vec<u8>) -> bool {
+    let outcome = meshdns_zone::answer_oversized(head, out);
+    shared
+        .metrics
+        .record(Proto::Udp, &outcome, std::time::Duration::ZERO);
+    outcome.reply
+}
+
 fn handle(
     shared: &Shared,
     catalog: &meshdns_zone::Catalog,
@@ -93,7 +103,8 @@ mod simple {
     use super::*;
 
     pub(super) fn serve(sock: Arc<UdpSocket>, shared: Arc<Shared>) {
-        let mut buf = vec![0u8; RECV_BUF];
+        // One byte more than a query may have, to tell a longer datagram (truncated to fit).
+        let mut buf = vec![0u8; RECV_BUF + 1];
         let mut out = Vec::with_capacity(1232);
         while !shared.shutdown.is_cancelled() {
             let (len, peer) = match sock.recv_from(&mut buf) {
@@ -109,7 +120,12 @@ mod simple {
                 continue;
             }
             let catalog = shared.catalog.load();
-            if handle(&shared, &catalog, &buf[..len], || Some(peer.ip()), &mut out) {
+            let replied = if len > RECV_BUF {
+                oversized(&shared, &buf[..RECV_BUF], &mut out)
+            } else {
+                handle(&shared, &catalog, &buf[..len], || Some(peer.ip()), &mut out)
+            };
+            if replied {
                 let _ = sock.send_to(&out, peer);
             }
         }
@@ -248,20 +264,26 @@ mod batched {
             for i in 0..n as usize {
                 let h = &b.hdrs[i];
                 let len = h.msg_len as usize;
-                if h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 || source_port(&b.addrs[i]) == 0 {
-                    // Longer than any query we answer, or from port 0 (no reply can reach it;
-                    // answering would only reflect spoofed traffic).
+                if source_port(&b.addrs[i]) == 0 {
+                    // From port 0: no reply can reach it; answering would only reflect
+                    // spoofed traffic.
                     shared.metrics.dropped(Proto::Udp);
                     continue;
                 }
                 let addr = &b.addrs[i];
-                if !handle(
-                    &shared,
-                    &catalog,
-                    &b.data[i][..len],
-                    || source_ip(addr),
-                    &mut b.replies[i],
-                ) {
+                let replied = if h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+                    // Longer than any query we answer: FORMERR, a bare header.
+                    oversized(&shared, &b.data[i], &mut b.replies[i])
+                } else {
+                    handle(
+                        &shared,
+                        &catalog,
+                        &b.data[i][..len],
+                        || source_ip(addr),
+                        &mut b.replies[i],
+                    )
+                };
+                if !replied {
                     continue;
                 }
                 b.reply_iov[replies] = libc::iovec {

@@ -180,6 +180,21 @@ pub fn answer(
 
 /// FORMERR or NOTIMP for a packet that is not a usable query; the question is echoed when it
 /// could be read (so resolvers can match the reply), EDNS is not, since it was not parsed.
+/// The reply to a datagram longer than the receive buffer, of which `head` is the start: FORMERR
+/// with the ID echoed and no question (nothing that long is a query we answer), or nothing when
+/// even the header is not a query's. The reply is a bare header, so it amplifies nothing.
+pub fn answer_oversized(head: &[u8], out: &mut Vec<u8>) -> Outcome {
+    if head.len() < HEADER_LEN || head[2] & 0x80 != 0 {
+        return Outcome {
+            reply: false,
+            rcode: rcode::FORMERR,
+            qtype: None,
+            truncated: false,
+        };
+    }
+    malformed_reply(head, rcode::FORMERR as u8, None, out)
+}
+
 fn malformed_reply(
     packet: &[u8],
     rc: u8,

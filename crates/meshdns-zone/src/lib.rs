@@ -14,7 +14,7 @@ pub mod text;
 pub mod wire;
 pub mod zone;
 
-pub use answer::{AnswerConfig, Outcome, Transport, answer, rcode};
+pub use answer::{AnswerConfig, Outcome, Transport, answer, answer_oversized, rcode};
 pub use name::{Name, NameError};
 pub use rdata::{RData, RDataError, RType, Soa};
 pub use records::{Record, RecordRef, Records};

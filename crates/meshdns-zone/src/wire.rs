@@ -126,14 +126,16 @@ fn skip_name(p: &[u8], at: usize) -> Option<(usize, bool)> {
 }
 
 /// Walks the records after the question (`before_additional` answer and authority records,
-/// then `additional` ones) to find the OPT record (RFC 6891 §6.1.1). `None` when a record runs
-/// past the end, or OPT is duplicated, misplaced or not owned by the root.
+/// then `additional` ones) to find the OPT record (RFC 6891 §6.1.1), and returns it with the
+/// end of the last record. `None` when a record runs past the end, OPT is duplicated,
+/// misplaced or not owned by the root, or an option runs past the end of OPT's RDATA
+/// (RFC 6891 §6.1.2: options fill the RDATA exactly).
 fn find_edns(
     p: &[u8],
     mut pos: usize,
     before_additional: usize,
     additional: usize,
-) -> Option<Option<Edns>> {
+) -> Option<(Option<Edns>, usize)> {
     let mut edns = None;
     for i in 0..before_additional + additional {
         let (end, root) = skip_name(p, pos)?;
@@ -154,6 +156,11 @@ fn find_edns(
             if edns.is_some() || !root || i < before_additional {
                 return None;
             }
+            let mut options = &p[end + 10..pos];
+            while !options.is_empty() {
+                let len = usize::from(u16_at(options, 2)?);
+                options = options.get(4 + len..)?;
+            }
             edns = Some(Edns {
                 payload: class.max(512),
                 version: (ttl_hi & 0xFF) as u8,
@@ -161,7 +168,7 @@ fn find_edns(
             });
         }
     }
-    Some(edns)
+    Some((edns, pos))
 }
 
 /// Parses a query packet.
@@ -198,12 +205,15 @@ pub fn parse_query(p: &[u8]) -> Result<Query<'_>, Malformed> {
     let name_end = qend - 4;
     let qtype = RType(u16_at(p, name_end).ok_or(Malformed::Drop)?);
     let qclass = u16_at(p, name_end + 2).ok_or(Malformed::Drop)?;
+    // Bytes after the last record the header counts are not a query's (BIND and Knot refuse
+    // trailing data too): FORMERR, as for a record that runs short.
     let edns = find_edns(
         p,
         qend,
         usize::from(ancount) + usize::from(nscount),
         usize::from(arcount),
     )
+    .and_then(|(edns, end)| (end == p.len()).then_some(edns))
     .ok_or(Malformed::Reply {
         rcode: FORMERR,
         question_end: Some(qend),

@@ -17,6 +17,7 @@ mod doh;
 mod doh_iroh;
 mod dropin;
 mod kubernetes;
+mod malformed;
 mod manifests;
 mod pkarr;
 mod process;
