@@ -17,6 +17,7 @@ pub mod http;
 pub mod metrics;
 mod padding;
 pub mod relay;
+pub mod rrl;
 pub mod tls;
 mod udp;
 pub mod xfr;
@@ -64,6 +65,8 @@ pub struct ServerConfig {
     pub dot: Vec<SocketAddr>,
     /// The certificates the DoT listeners present (required when `dot` is not empty).
     pub tls: Option<Arc<tls::Certificates>>,
+    /// Response rate limiting of UDP answers (`None`: off).
+    pub rrl: Option<Arc<rrl::Rrl>>,
 }
 
 /// Answers a NOTIFY request from a peer (`None`: not one it answers).
@@ -97,6 +100,7 @@ impl Default for ServerConfig {
             notify: None,
             dot: Vec::new(),
             tls: None,
+            rrl: None,
         }
     }
 }

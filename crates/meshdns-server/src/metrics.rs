@@ -68,6 +68,7 @@ pub struct DnsMetrics {
     tcp_connections: AtomicU64,
     tcp_open: AtomicU64,
     tcp_max: AtomicU64,
+    rrl: [AtomicU64; 2],
 }
 
 impl Default for DnsMetrics {
@@ -84,6 +85,7 @@ impl Default for DnsMetrics {
             tcp_connections: AtomicU64::new(0),
             tcp_open: AtomicU64::new(0),
             tcp_max: AtomicU64::new(0),
+            rrl: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 }
@@ -122,6 +124,11 @@ impl DnsMetrics {
         self.latency_count.fetch_add(1, Relaxed);
         self.latency_sum_ns
             .fetch_add(elapsed.as_nanos() as u64, Relaxed);
+    }
+
+    /// Response rate limiting held back a response: sent truncated (`slipped`) or not at all.
+    pub fn rrl(&self, slipped: bool) {
+        self.rrl[usize::from(slipped)].fetch_add(1, Relaxed);
     }
 
     /// A packet was dropped before `answer()` saw it.
@@ -268,6 +275,20 @@ impl DnsMetrics {
             "meshdns_dns_tcp_connections_max {}",
             self.tcp_max.load(Relaxed)
         );
+        header(
+            out,
+            "meshdns_rrl_responses_total",
+            "UDP responses held back by response rate limiting: not sent (dropped) or sent \
+             truncated so the client retries over TCP (slipped).",
+            "counter",
+        );
+        for (i, action) in ["dropped", "slipped"].iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "meshdns_rrl_responses_total{{action=\"{action}\"}} {}",
+                self.rrl[i].load(Relaxed)
+            );
+        }
     }
 }
 

@@ -51,7 +51,7 @@ fn handle(
     shared: &Shared,
     catalog: &meshdns_zone::Catalog,
     packet: &[u8],
-    peer: impl FnOnce() -> Option<std::net::IpAddr>,
+    peer: impl Fn() -> Option<std::net::IpAddr>,
     out: &mut Vec<u8>,
 ) -> bool {
     let started = Instant::now();
@@ -82,13 +82,66 @@ fn handle(
     shared
         .metrics
         .record(Proto::Udp, &counted, started.elapsed());
-    match special {
+    let reply = match special {
         Some(reply) => {
             *out = reply;
             true
         }
         None => outcome.reply,
+    };
+    match (&shared.config.rrl, reply) {
+        (Some(rrl), true) => limit(shared, rrl, packet, peer, out),
+        _ => reply,
     }
+}
+
+thread_local! {
+    /// Limited responses seen by this UDP thread, for RRL's slip ratio.
+    static SLIPS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Response rate limiting of the reply in `out`: `true` to send it (maybe truncated).
+fn limit(
+    shared: &Shared,
+    rrl: &crate::rrl::Rrl,
+    packet: &[u8],
+    peer: impl Fn() -> Option<std::net::IpAddr>,
+    out: &mut Vec<u8>,
+) -> bool {
+    let Some(client) = peer() else {
+        return true;
+    };
+    let qname = question_name(packet);
+    let action = SLIPS.with(|slips| {
+        let mut n = slips.get();
+        let a = rrl.decide(client, qname, out, rrl.now_ms(), &mut n);
+        slips.set(n);
+        a
+    });
+    match action {
+        crate::rrl::Action::Send => true,
+        crate::rrl::Action::Slip => {
+            crate::rrl::slip(out);
+            shared.metrics.rrl(true);
+            true
+        }
+        crate::rrl::Action::Drop => {
+            shared.metrics.rrl(false);
+            false
+        }
+    }
+}
+
+/// The question name of a query as sent (empty when there is none to read).
+fn question_name(packet: &[u8]) -> &[u8] {
+    let mut end = 12;
+    while let Some(&len) = packet.get(end) {
+        if len == 0 || len > 63 {
+            break;
+        }
+        end += 1 + usize::from(len);
+    }
+    packet.get(12..end).unwrap_or(&[])
 }
 
 fn transient(e: &io::Error) -> bool {

@@ -341,6 +341,24 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
         }),
         dot: settings.dot.clone(),
         tls: certs.clone(),
+        rrl: Some(settings.rrl_rate.unwrap_or(defaults::RRL_RATE))
+            .filter(|&rate| rate > 0)
+            .map(|rate| {
+                info!(rate, "response rate limiting on (UDP)");
+                Arc::new(meshdns_server::rrl::Rrl::new(
+                    meshdns_server::rrl::RrlConfig {
+                        rate,
+                        slip: settings.rrl_slip.unwrap_or(defaults::RRL_SLIP),
+                        ipv4_prefix: settings
+                            .rrl_ipv4_prefix
+                            .unwrap_or(defaults::RRL_IPV4_PREFIX),
+                        ipv6_prefix: settings
+                            .rrl_ipv6_prefix
+                            .unwrap_or(defaults::RRL_IPV6_PREFIX),
+                        exempt: settings.rrl_exempt.clone(),
+                    },
+                ))
+            }),
         ..ServerConfig::default()
     };
     let server = if !settings.listen.is_empty() {

@@ -42,6 +42,14 @@ pub const PKARR_COMMIT_WINDOW: Duration = Duration::ZERO;
 pub const ACME_DIRECTORY: &str = "https://acme-v02.api.letsencrypt.org/directory";
 /// How long a `--tls-self-signed` certificate is valid.
 pub const SELF_SIGNED_DAYS: u32 = 30;
+/// Response rate limiting: off.
+pub const RRL_RATE: u32 = 0;
+/// Every second limited response is sent truncated (NSD's and Knot's default).
+pub const RRL_SLIP: u32 = 2;
+/// IPv4 clients are limited by /24, IPv6 by /56 (NSD's and Knot's defaults).
+pub const RRL_IPV4_PREFIX: u8 = 24;
+/// See [`RRL_IPV4_PREFIX`].
+pub const RRL_IPV6_PREFIX: u8 = 56;
 /// Log filter.
 pub const LOG_LEVEL: &str = "info";
 /// Log format.

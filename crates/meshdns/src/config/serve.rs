@@ -215,6 +215,28 @@ pub struct ServeConfig {
     #[serde(default, deserialize_with = "de::at_least_one")]
     pub ixfr_journal_records: Option<usize>,
 
+    /// Response rate limiting: UDP responses a second per client prefix and response class
+    /// (positive, NXDOMAIN, NODATA, referral, error); 0 turns it off [default: 0].
+    #[arg(long, value_name = "N", help_heading = "Rate limiting")]
+    pub rrl_rate: Option<u32>,
+    /// Every Nth limited response is sent truncated, so a real client retries over TCP; 0
+    /// drops them all [default: 2].
+    #[arg(long, value_name = "N", help_heading = "Rate limiting")]
+    pub rrl_slip: Option<u32>,
+    /// IPv4 clients are limited together by this prefix length [default: 24].
+    #[arg(long, value_name = "LEN", value_parser = values::ipv4_prefix_len, help_heading = "Rate limiting")]
+    #[serde(default, deserialize_with = "de::ipv4_prefix_len")]
+    pub rrl_ipv4_prefix: Option<u8>,
+    /// IPv6 clients are limited together by this prefix length [default: 56].
+    #[arg(long, value_name = "LEN", value_parser = values::ipv6_prefix_len, help_heading = "Rate limiting")]
+    #[serde(default, deserialize_with = "de::ipv6_prefix_len")]
+    pub rrl_ipv6_prefix: Option<u8>,
+    /// An address or prefix never rate limited, such as a monitoring probe or a resolver of
+    /// yours (repeatable) [default: none].
+    #[arg(long = "rrl-exempt", value_name = "PREFIX", value_parser = values::cidr, help_heading = "Rate limiting")]
+    #[serde(default, deserialize_with = "de::list")]
+    pub rrl_exempt: Vec<meshdns_server::relay::Cidr>,
+
     /// UDP sockets per listen address, sharing the port (SO_REUSEPORT) [default: one per core].
     #[arg(long, value_name = "N", value_parser = values::at_least_one, help_heading = "Tuning")]
     #[serde(default, deserialize_with = "de::at_least_one")]
@@ -299,6 +321,11 @@ impl ServeConfig {
                 tsig_keys,
                 secondaries,
                 ixfr_journal_records,
+                rrl_rate,
+                rrl_slip,
+                rrl_ipv4_prefix,
+                rrl_ipv6_prefix,
+                rrl_exempt,
                 udp_sockets,
                 workers,
                 edns_payload,

@@ -54,6 +54,25 @@ pub fn at_least_one(text: &str) -> Result<usize, String> {
     }
 }
 
+/// An IPv4 prefix length, 0 to 32.
+pub fn ipv4_prefix_len(text: &str) -> Result<u8, String> {
+    prefix_len(text, 32)
+}
+
+/// An IPv6 prefix length, 0 to 128.
+pub fn ipv6_prefix_len(text: &str) -> Result<u8, String> {
+    prefix_len(text, 128)
+}
+
+fn prefix_len(text: &str, max: u8) -> Result<u8, String> {
+    match text.parse::<u8>() {
+        Ok(n) if n <= max => Ok(n),
+        _ => Err(format!(
+            "{text:?}: expected a prefix length from 0 to {max}"
+        )),
+    }
+}
+
 /// How logs are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -223,6 +242,16 @@ pub mod de {
     /// An optional [`super::at_least_one_u32`].
     pub fn at_least_one_u32<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
         with(d, super::at_least_one_u32)
+    }
+
+    /// An optional [`super::ipv4_prefix_len`].
+    pub fn ipv4_prefix_len<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
+        with(d, super::ipv4_prefix_len)
+    }
+
+    /// An optional [`super::ipv6_prefix_len`].
+    pub fn ipv6_prefix_len<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
+        with(d, super::ipv6_prefix_len)
     }
 
     /// An optional [`super::at_least_one`].

@@ -23,6 +23,7 @@ mod pkarr;
 mod process;
 mod render;
 mod render_mesh;
+mod rrl;
 mod secondaries;
 mod tls;
 mod xfr;
