@@ -34,6 +34,9 @@ use tracing::{error, info};
 
 use crate::tls::Certificates;
 
+/// The most of a CA's reply that is read.
+const MAX_BODY: usize = 1 << 20;
+
 /// Let's Encrypt's production directory.
 pub const LETS_ENCRYPT: &str = "https://acme-v02.api.letsencrypt.org/directory";
 
@@ -374,10 +377,12 @@ impl Acme {
                 .map(str::to_string)
         };
         let (status, location, nonce) = (resp.status(), header("location"), header("replay-nonce"));
-        let body = tokio::time::timeout(Duration::from_secs(30), resp.into_body().collect())
+        // A certificate chain or an ACME object is a few KiB; a CA sending more is refused.
+        let body = http_body_util::Limited::new(resp.into_body(), MAX_BODY);
+        let body = tokio::time::timeout(Duration::from_secs(30), body.collect())
             .await
             .map_err(|_| err(format!("{url}: body not read in 30 s")))?
-            .map_err(|e| err(format!("{url}: {e}")))?
+            .map_err(|e| err(format!("{url}: {e} (at most {MAX_BODY} bytes are read)")))?
             .to_bytes();
         Ok(Response {
             status,
