@@ -110,7 +110,7 @@ pub struct Context {
     metrics: Arc<Metrics>,
     recorder: Recorder,
     members: tokio::sync::Mutex<BTreeMap<Reach, Member>>,
-    trigger: mpsc::UnboundedSender<()>,
+    trigger: mpsc::Sender<()>,
     /// Skips already reported, per mesh, so each gets one Event.
     reported: Mutex<BTreeMap<String, BTreeSet<SkipKey>>>,
     /// Targets of the last reconcile still worth reaching (in a spec, or not yet swept), so
@@ -129,7 +129,8 @@ pub async fn run(
     // Exported from the start, so dashboards show 0 rather than nothing before a mesh.
     metrics.set("mesh_peers_planned", 0);
     metrics.set("mesh_peer_writes", 0);
-    let (tx, rx) = mpsc::unbounded_channel::<()>();
+    // One pending trigger is enough: a burst of Node events is one re-plan.
+    let (tx, rx) = mpsc::channel::<()>(1);
     let ns = opts.namespace.clone();
     let ctx = Arc::new(Context {
         recorder: Recorder::new(
@@ -286,7 +287,9 @@ fn watch_member(ctx: &Context, client: Client, version: String) -> Member {
             .touched_objects()
             .boxed();
         while let Some(e) = events.next().await {
-            if e.is_ok() && trigger.send(()).is_err() {
+            if e.is_ok()
+                && let Err(mpsc::error::TrySendError::Closed(_)) = trigger.try_send(())
+            {
                 return;
             }
         }

@@ -9,10 +9,12 @@
 //! spreads datagrams across them; each is served by its own OS thread, blocked in `recvmmsg`
 //! and answering with `sendmmsg` (see `udp`). TCP (RFC 7766): 2-byte
 //! length framing, several queries per connection answered in order, an idle timeout, and a
-//! connection cap taken *before* `accept` so a flood waits in the kernel backlog instead of
-//! costing us memory.
+//! connection cap shared with DoT: at the cap the connection idle the longest is closed for the
+//! new one (`conns`), so idle or trickling clients cannot keep a fresh one out, and when every
+//! connection is busy answering, new ones wait in the kernel backlog instead of costing memory.
 
 pub mod acme;
+mod conns;
 pub mod http;
 pub mod metrics;
 mod padding;
@@ -32,7 +34,6 @@ use meshdns_zone::{AnswerConfig, Catalog, Transport, answer};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
@@ -164,7 +165,7 @@ struct Shared {
     metrics: Arc<DnsMetrics>,
     config: ServerConfig,
     shutdown: CancellationToken,
-    tcp_permits: Arc<Semaphore>,
+    conns: Arc<conns::Registry>,
 }
 
 impl Server {
@@ -180,9 +181,9 @@ impl Server {
         let shared = Arc::new(Shared {
             catalog,
             metrics,
-            tcp_permits: Arc::new(Semaphore::new(config.tcp_max_connections.max(1))),
             config: config.clone(),
             shutdown: shutdown.clone(),
+            conns: conns::Registry::new(),
         });
         // DoT first: a port in use fails here, before any thread or task has started.
         let mut dot = None;
@@ -356,46 +357,55 @@ type Dot = Option<(tokio_rustls::TlsAcceptor, Arc<tls::Certificates>)>;
 
 async fn serve_tcp(listener: TcpListener, dot: Dot, shared: Arc<Shared>, tasks: TaskTracker) {
     loop {
-        let permit = tokio::select! {
-            p = shared.tcp_permits.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => return,
-            },
-            () = shared.shutdown.cancelled() => return,
-        };
         let accepted = tokio::select! {
             r = listener.accept() => r,
             () = shared.shutdown.cancelled() => return,
         };
-        match accepted {
-            Ok((stream, peer)) => {
-                let shared = shared.clone();
-                let dot = dot.clone();
-                tasks.spawn(async move {
-                    shared.metrics.tcp_opened();
-                    let _ = SockRef::from(&stream).set_tcp_nodelay(true);
-                    let served = match dot {
-                        None => {
-                            let (r, w) = stream.into_split();
-                            serve_connection(r, w, peer, Proto::Tcp, &shared).await
-                        }
-                        Some((acceptor, certs)) => {
-                            serve_dot(stream, peer, &acceptor, &certs, &shared).await
-                        }
-                    };
-                    if let Err(e) = served {
-                        debug!(%peer, error = %e, "TCP connection ended with an error");
-                    }
-                    shared.metrics.tcp_closed();
-                    drop(permit);
-                });
-            }
+        let (stream, peer) = match accepted {
+            Ok(x) => x,
             Err(e) => {
                 // Usually out of file descriptors: back off instead of spinning.
                 warn!(error = %e, "TCP accept failed");
                 tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        // At the cap, the connection idle the longest is asked to close for this one, which is
+        // served at once: the count goes past the cap only by connections already closing.
+        // When every connection is answering (or closing), this one waits, and the next ones
+        // wait in the kernel's backlog.
+        let cap = shared.config.tcp_max_connections.max(1);
+        while shared.conns.len() >= cap {
+            if shared.conns.shed_oldest() {
+                shared.metrics.tcp_shed();
+                break;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                () = shared.shutdown.cancelled() => return,
             }
         }
+        let conn = shared.conns.open(&shared.shutdown);
+        let shared = shared.clone();
+        let dot = dot.clone();
+        tasks.spawn(async move {
+            shared.metrics.tcp_opened();
+            let _ = SockRef::from(&stream).set_tcp_nodelay(true);
+            let served = match dot {
+                None => {
+                    let (r, w) = stream.into_split();
+                    serve_connection(r, w, peer, Proto::Tcp, &shared, &conn).await
+                }
+                Some((acceptor, certs)) => {
+                    serve_dot(stream, peer, &acceptor, &certs, &shared, &conn).await
+                }
+            };
+            if let Err(e) = served {
+                debug!(%peer, error = %e, "TCP connection ended with an error");
+            }
+            drop(conn);
+            shared.metrics.tcp_closed();
+        });
     }
 }
 
@@ -407,11 +417,12 @@ async fn serve_dot(
     acceptor: &tokio_rustls::TlsAcceptor,
     certs: &tls::Certificates,
     shared: &Shared,
+    conn: &conns::Conn,
 ) -> io::Result<()> {
     let idle = shared.config.tcp_idle_timeout;
     let handshake = tokio::select! {
         r = tokio::time::timeout(idle, acceptor.accept(stream)) => r,
-        () = shared.shutdown.cancelled() => return Ok(()),
+        () = conn.close.cancelled() => return Ok(()),
     };
     let stream = match handshake {
         Ok(Ok(s)) => s,
@@ -429,7 +440,7 @@ async fn serve_dot(
     };
     certs.metrics.handshake(tls::Listener::Dot, true);
     let (r, w) = tokio::io::split(stream);
-    serve_connection(r, w, peer, Proto::Dot, shared).await
+    serve_connection(r, w, peer, Proto::Dot, shared, conn).await
 }
 
 /// Serves one stream connection (TCP or DoT): queries answered in order; responses flushed
@@ -441,6 +452,7 @@ async fn serve_connection<R, W>(
     peer: SocketAddr,
     proto: Proto,
     shared: &Shared,
+    conn: &conns::Conn,
 ) -> io::Result<()>
 where
     R: AsyncRead + Unpin,
@@ -457,13 +469,19 @@ where
                 Ok(Ok(len)) => usize::from(len),
                 Ok(Err(_)) | Err(_) => break, // closed by the client, or idle
             },
-            () = shared.shutdown.cancelled() => break,
+            // Shutting down, or shed for a new connection at the cap.
+            () = conn.close.cancelled() => break,
         };
         msg.resize(len, 0);
-        match tokio::time::timeout(idle, reader.read_exact(&mut msg)).await {
-            Ok(Ok(_)) => {}
-            _ => break,
+        // A client trickling its query in stays "idle" (sheddable) until the query is whole.
+        tokio::select! {
+            r = tokio::time::timeout(idle, reader.read_exact(&mut msg)) => match r {
+                Ok(Ok(_)) => {}
+                _ => break,
+            },
+            () = conn.close.cancelled() => break,
         }
+        conn.busy();
         let started = Instant::now();
         let outcome = {
             let catalog = shared.catalog.load();
@@ -489,6 +507,7 @@ where
                 .await?;
             writer.write_all(&reply).await?;
             writer.flush().await?;
+            conn.idle();
             continue;
         }
         if is_transfer(&outcome)
@@ -497,6 +516,7 @@ where
         {
             let counted = replied(outcome, &first);
             shared.metrics.record(proto, &counted, started.elapsed());
+            conn.idle();
             continue;
         }
         if proto == Proto::Dot && outcome.reply && padding::requested(&msg) {
@@ -510,6 +530,7 @@ where
         if reader.buffer().is_empty() {
             writer.flush().await?;
         }
+        conn.idle();
     }
     writer.flush().await?;
     writer.shutdown().await

@@ -69,6 +69,7 @@ pub struct DnsMetrics {
     tcp_open: AtomicU64,
     tcp_max: AtomicU64,
     rrl: [AtomicU64; 2],
+    tcp_shed: AtomicU64,
 }
 
 impl Default for DnsMetrics {
@@ -86,6 +87,7 @@ impl Default for DnsMetrics {
             tcp_open: AtomicU64::new(0),
             tcp_max: AtomicU64::new(0),
             rrl: std::array::from_fn(|_| AtomicU64::new(0)),
+            tcp_shed: AtomicU64::new(0),
         }
     }
 }
@@ -124,6 +126,11 @@ impl DnsMetrics {
         self.latency_count.fetch_add(1, Relaxed);
         self.latency_sum_ns
             .fetch_add(elapsed.as_nanos() as u64, Relaxed);
+    }
+
+    /// An idle TCP or DoT connection was closed to make room for a new one at the cap.
+    pub fn tcp_shed(&self) {
+        self.tcp_shed.fetch_add(1, Relaxed);
     }
 
     /// Response rate limiting held back a response: sent truncated (`slipped`) or not at all.
@@ -274,6 +281,17 @@ impl DnsMetrics {
             out,
             "meshdns_dns_tcp_connections_max {}",
             self.tcp_max.load(Relaxed)
+        );
+        header(
+            out,
+            "meshdns_dns_tcp_connections_shed_total",
+            "Idle TCP and DoT connections closed to make room for a new one at the cap.",
+            "counter",
+        );
+        let _ = writeln!(
+            out,
+            "meshdns_dns_tcp_connections_shed_total {}",
+            self.tcp_shed.load(Relaxed)
         );
         header(
             out,

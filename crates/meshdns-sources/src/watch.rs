@@ -67,6 +67,9 @@ pub struct SourceConfig {
 
 /// How the pkarr relay's records are named in logs and metrics.
 pub const PKARR_LABEL: &str = "pkarr";
+/// Messages the watcher thread may have queued; more pokes are dropped (one pending check
+/// already covers them).
+const POKES: usize = 64;
 
 /// Counters of one source, as `/metrics` shows them.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -903,24 +906,25 @@ enum Msg {
 
 /// Asks the watcher thread to check its sources now.
 #[derive(Debug, Clone)]
-pub struct Poker(mpsc::Sender<Msg>);
+pub struct Poker(mpsc::SyncSender<Msg>);
 
 impl Poker {
     /// Requests a check (coalesced with others that arrive within the debounce).
     pub fn poke(&self) {
-        let _ = self.0.send(Msg::Changed);
+        // Full: a check is already pending, which sees this change too.
+        let _ = self.0.try_send(Msg::Changed);
     }
 
     /// Requests a check at once, without waiting out the debounce: for changes that come whole
     /// (a secondary zone's transfer), where waiting only adds latency.
     pub fn poke_now(&self) {
-        let _ = self.0.send(Msg::Now);
+        let _ = self.0.try_send(Msg::Now);
     }
 }
 
 /// A running watcher thread; [`WatchHandle::stop`] ends it.
 pub struct WatchHandle {
-    tx: mpsc::Sender<Msg>,
+    tx: mpsc::SyncSender<Msg>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -950,12 +954,14 @@ impl Drop for WatchHandle {
 /// files are checked once more after that, so no change made after `spawn_watcher` returns can
 /// be missed. Call [`FileSources::refresh`] first if the first snapshot must be in place earlier.
 pub fn spawn_watcher(mut sources: FileSources) -> std::io::Result<WatchHandle> {
-    let (tx, rx) = mpsc::channel();
+    // Bounded: notifications and pokes only ask for a check, and a full queue already holds
+    // one, so a flood of them (a publish storm, a churning directory) costs no memory.
+    let (tx, rx) = mpsc::sync_channel(POKES);
     let events = tx.clone();
     let mut watcher =
         match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             if res.is_ok() {
-                let _ = events.send(Msg::Changed);
+                let _ = events.try_send(Msg::Changed);
             }
         }) {
             Ok(w) => Some(w),

@@ -228,7 +228,7 @@ async fn idle_tcp_connections_are_closed() {
 }
 
 #[tokio::test]
-async fn tcp_connection_cap_holds_extra_connections_until_one_closes() {
+async fn at_the_connection_cap_the_longest_idle_connection_makes_room() {
     let mut setup = yaml_fixture();
     setup.config = ServerConfig {
         tcp_max_connections: 1,
@@ -237,19 +237,19 @@ async fn tcp_connection_cap_holds_extra_connections_until_one_closes() {
     let s = TestServer::start(setup).await;
     let mut first = TcpStream::connect(s.tcp).await.unwrap();
     let _ = tcp_on(&mut first, &query("www.example.org.", RecordType::A)).await;
-    // The second connection completes in the kernel backlog but is not served yet.
+    // The cap is one and the first connection idles: the second is served, the first closed.
     let mut second = TcpStream::connect(s.tcp).await.unwrap();
-    let q = query("www.example.org.", RecordType::A).to_vec().unwrap();
-    let mut framed = (q.len() as u16).to_be_bytes().to_vec();
-    framed.extend_from_slice(&q);
-    second.write_all(&framed).await.unwrap();
-    let waiting = tokio::time::timeout(Duration::from_millis(300), read_frame(&mut second)).await;
-    assert!(waiting.is_err(), "served beyond the connection cap");
-    drop(first);
-    let served = tokio::time::timeout(WAIT, read_frame(&mut second))
+    let answered = tokio::time::timeout(
+        WAIT,
+        tcp_on(&mut second, &query("www.example.org.", RecordType::A)),
+    )
+    .await
+    .expect("served at once");
+    assert_eq!(answered.answers.len(), 2);
+    let closed = tokio::time::timeout(WAIT, read_frame(&mut first))
         .await
-        .expect("served once a slot frees");
-    assert!(served.is_some());
+        .expect("the idle connection is closed, not left hanging");
+    assert!(closed.is_none(), "closed without a reply");
     s.stop().await;
 }
 

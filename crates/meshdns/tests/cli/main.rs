@@ -19,6 +19,7 @@ mod dropin;
 mod kubernetes;
 mod malformed;
 mod manifests;
+mod overload;
 mod pkarr;
 mod process;
 mod render;
