@@ -21,6 +21,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::relay::Cidr;
 
+/// The highest rate: tokens (in thousandths) must fit the 32 bits a bucket keeps them in.
+pub const MAX_RATE: u32 = 1_000_000;
 /// Buckets in the table (a power of two): 64 Ki buckets, 512 KiB.
 const BUCKETS: usize = 1 << 16;
 /// Tokens are kept in thousandths, so a refill of a fraction of a response is not lost.
@@ -102,8 +104,10 @@ impl std::fmt::Debug for Rrl {
 }
 
 impl Rrl {
-    /// A limiter with an empty table (every bucket full).
-    pub fn new(config: RrlConfig) -> Rrl {
+    /// A limiter with an empty table (every bucket full); a rate above [`MAX_RATE`] is taken
+    /// as [`MAX_RATE`].
+    pub fn new(mut config: RrlConfig) -> Rrl {
+        config.rate = config.rate.min(MAX_RATE);
         Rrl {
             config,
             table: (0..BUCKETS).map(|_| AtomicU64::new(u64::MAX)).collect(),
@@ -334,6 +338,30 @@ mod tests {
             count(&r, "2001:db8:0:100::1", b"\x01a", &pos, 1, 0),
             [1, 0, 0]
         );
+    }
+
+    #[test]
+    fn a_steady_flood_gets_the_rate_after_the_burst() {
+        let r = rrl(100, 2);
+        let pos = response(0, true, 1, 0);
+        let mut slips = 0;
+        let mut sent = 0;
+        // 50 queries every millisecond for 10 s: a burst of 100, then 100 a second.
+        for ms in 0..10_000u32 {
+            for _ in 0..50 {
+                if r.decide(
+                    "198.51.100.1".parse().unwrap(),
+                    b"\x01a",
+                    &pos,
+                    ms,
+                    &mut slips,
+                ) == Action::Send
+                {
+                    sent += 1;
+                }
+            }
+        }
+        assert!((1099..=1101).contains(&sent), "{sent}");
     }
 
     #[test]

@@ -216,8 +216,10 @@ pub struct ServeConfig {
     pub ixfr_journal_records: Option<usize>,
 
     /// Response rate limiting: UDP responses a second per client prefix and response class
-    /// (positive, NXDOMAIN, NODATA, referral, error); 0 turns it off [default: 0].
-    #[arg(long, value_name = "N", help_heading = "Rate limiting")]
+    /// (positive, NXDOMAIN, NODATA, referral, error), up to 1000000; 0 turns it off
+    /// [default: 0].
+    #[arg(long, value_name = "N", value_parser = values::rrl_rate, help_heading = "Rate limiting")]
+    #[serde(default, deserialize_with = "de::rrl_rate")]
     pub rrl_rate: Option<u32>,
     /// Every Nth limited response is sent truncated, so a real client retries over TCP; 0
     /// drops them all [default: 2].

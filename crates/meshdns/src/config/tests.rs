@@ -241,6 +241,10 @@ fn bad_values_are_refused_before_anything_starts() {
         &["serve", "--trusted-proxy", "10.0.0.0/33"],
         &["serve", "--pkarr-put-burst", "0"],
         &["serve", "--pkarr-commit-window", "soon"],
+        &["serve", "--rrl-rate", "2000000"],
+        &["serve", "--rrl-ipv4-prefix", "33"],
+        &["serve", "--rrl-ipv6-prefix", "129"],
+        &["serve", "--rrl-exempt", "nope"],
         &["controller", "iroh"],
         &["render", "iroh", "-f", "x.yaml"],
     ] {
@@ -281,6 +285,8 @@ fn bad_values_in_the_file_are_refused_naming_key_and_file() {
             "\"nope\" is not an address or prefix",
         ),
         ("serve:\n  pkarrPutBurst: 0\n", "at least 1"),
+        ("serve:\n  rrlRate: 5000000\n", "from 0 (off)"),
+        ("serve:\n  rrlIpv6Prefix: 200\n", "0 to 128"),
         ("serv:\n  listen: []\n", "unknown field `serv`"),
     ] {
         let cfg = write(dir.path(), "c.yaml", text);

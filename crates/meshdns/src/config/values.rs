@@ -54,6 +54,17 @@ pub fn at_least_one(text: &str) -> Result<usize, String> {
     }
 }
 
+/// A response rate limit: responses a second, 0 (off) to 1,000,000.
+pub fn rrl_rate(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(n) if n <= meshdns_server::rrl::MAX_RATE => Ok(n),
+        _ => Err(format!(
+            "{text:?}: expected responses a second from 0 (off) to {}",
+            meshdns_server::rrl::MAX_RATE
+        )),
+    }
+}
+
 /// An IPv4 prefix length, 0 to 32.
 pub fn ipv4_prefix_len(text: &str) -> Result<u8, String> {
     prefix_len(text, 32)
@@ -242,6 +253,11 @@ pub mod de {
     /// An optional [`super::at_least_one_u32`].
     pub fn at_least_one_u32<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
         with(d, super::at_least_one_u32)
+    }
+
+    /// An optional [`super::rrl_rate`].
+    pub fn rrl_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+        with(d, super::rrl_rate)
     }
 
     /// An optional [`super::ipv4_prefix_len`].
