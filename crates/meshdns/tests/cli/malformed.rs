@@ -7,9 +7,6 @@ use std::time::Duration;
 
 use crate::*;
 
-const ZONE: &str = "$ORIGIN example.org.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n\
-                    @ NS ns1\nns1 A 192.0.2.53\nwww A 192.0.2.1\n";
-
 /// A query for www.example.org A with ID 0x4d44 and `tail` appended (no records counted).
 fn query_then(tail: &[u8], arcount: u8) -> Vec<u8> {
     let mut q = vec![0x4d, 0x44, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, arcount];
@@ -79,7 +76,7 @@ impl Rng {
 #[test]
 fn malformed_queries_get_formerr_over_udp_and_tcp() {
     let dir = tempfile::tempdir().unwrap();
-    let zone = write(dir.path(), "example.org.zone", ZONE);
+    let zone = write(dir.path(), "example.org.zone", SMALL_ZONE);
     let m = Meshdns::serve(&["--zone-file", &zone]);
     let good = query_then(&[], 0);
     assert_reply(udp(m.dns, &good), 0, "a good query");

@@ -8,13 +8,10 @@ use std::time::{Duration, Instant};
 
 use crate::*;
 
-const ZONE: &str = "$ORIGIN example.org.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n\
-                    @ NS ns1\nns1 A 192.0.2.53\nwww A 192.0.2.1\n";
-
 #[test]
 fn idle_and_trickling_connections_cannot_keep_fresh_queries_out() {
     let dir = tempfile::tempdir().unwrap();
-    let zone = write(dir.path(), "example.org.zone", ZONE);
+    let zone = write(dir.path(), "example.org.zone", SMALL_ZONE);
     let m = Meshdns::serve(&[
         "--zone-file",
         &zone,
@@ -62,13 +59,7 @@ fn idle_and_trickling_connections_cannot_keep_fresh_queries_out() {
     assert!(started.elapsed() < Duration::from_secs(5));
 
     let (_, metrics) = m.get("/metrics");
-    let value = |name: &str| -> u64 {
-        metrics
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{name} in\n{metrics}"))
-    };
+    let value = |name: &str| metric(&metrics, name);
     assert!(
         value("meshdns_dns_tcp_connections_open ") <= 51,
         "{metrics}"

@@ -293,3 +293,15 @@ fn the_binary_needs_only_the_libraries_of_the_runtime_image() {
     let extra: Vec<&&str> = needed.iter().filter(|l| !provided.contains(l)).collect();
     assert!(extra.is_empty(), "not in the runtime image: {extra:?}");
 }
+
+/// A small zone (SOA, NS, ns1 and www A) for tests of the transports rather than the data.
+pub const SMALL_ZONE: &str = "$ORIGIN example.org.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n\
+                              @ NS ns1\nns1 A 192.0.2.53\nwww A 192.0.2.1\n";
+
+/// The value of the sample `name` (with its labels) on a `/metrics` page.
+pub fn metric(page: &str, name: &str) -> u64 {
+    page.lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{page}"))
+}

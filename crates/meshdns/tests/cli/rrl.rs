@@ -8,9 +8,6 @@ use std::time::{Duration, Instant};
 
 use crate::*;
 
-const ZONE: &str = "$ORIGIN example.org.\n$TTL 300\n@ SOA ns1 hostmaster 1 3600 600 86400 60\n\
-                    @ NS ns1\nns1 A 192.0.2.53\nwww A 192.0.2.1\n";
-
 fn query(id: u16) -> Vec<u8> {
     let mut q = id.to_be_bytes().to_vec();
     q.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
@@ -49,7 +46,7 @@ fn flood(from: &str, server: SocketAddr, n: u16) -> (usize, usize) {
 #[test]
 fn a_flooding_prefix_is_limited_while_others_are_answered() {
     let dir = tempfile::tempdir().unwrap();
-    let zone = write(dir.path(), "example.org.zone", ZONE);
+    let zone = write(dir.path(), "example.org.zone", SMALL_ZONE);
     let m = Meshdns::serve(&[
         "--zone-file",
         &zone,
@@ -86,13 +83,7 @@ fn a_flooding_prefix_is_limited_while_others_are_answered() {
     assert!(out.contains("192.0.2.1"), "{out}");
 
     let (_, metrics) = m.get("/metrics");
-    let value = |name: &str| -> u64 {
-        metrics
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{name} in\n{metrics}"))
-    };
+    let value = |name: &str| metric(&metrics, name);
     let dropped = value(r#"meshdns_rrl_responses_total{action="dropped"}"#);
     let slipped = value(r#"meshdns_rrl_responses_total{action="slipped"}"#);
     assert!(
@@ -108,7 +99,7 @@ fn a_flooding_prefix_is_limited_while_others_are_answered() {
 #[test]
 fn rate_limiting_is_off_by_default() {
     let dir = tempfile::tempdir().unwrap();
-    let zone = write(dir.path(), "example.org.zone", ZONE);
+    let zone = write(dir.path(), "example.org.zone", SMALL_ZONE);
     let m = Meshdns::serve(&["--zone-file", &zone]);
     assert_eq!(flood("127.0.0.1", m.dns, 300), (300, 0));
 }

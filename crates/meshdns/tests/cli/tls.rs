@@ -551,13 +551,6 @@ fn garbage_and_refused_handshakes_fail_cleanly_while_others_are_served() {
     assert!(m.child_alive());
 }
 
-fn metric(text: &str, name: &str) -> u64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
-}
-
 #[test]
 fn certificates_rotate_under_load_with_no_failed_query() {
     let dir = tempfile::tempdir().unwrap();
