@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -236,12 +236,6 @@ struct Session {
     directory: Directory,
 }
 
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 impl Acme {
     /// An ACME client installing into `certs`, answering HTTP-01 through `tokens`.
     pub fn new(
@@ -302,9 +296,9 @@ impl Acme {
         let (cert, key) = self.cert_paths();
         let files = crate::tls::CertFiles { cert, key };
         let (certified, _) = crate::tls::load_files(&files).ok()?;
-        let leaf = certified.end_entity_cert().ok()?.to_vec();
-        let (from, until) = crate::tls::validity(&leaf)?;
-        if until <= now() || !covers(&leaf, &self.config.domains) {
+        let (from, until) = crate::tls::leaf_validity(&certified)?;
+        let leaf = certified.end_entity_cert().ok()?;
+        if until <= crate::tls::unix_now() || !covers(leaf, &self.config.domains) {
             return None;
         }
         self.certs.install(certified);
@@ -320,7 +314,7 @@ impl Acme {
         let mut due = due.unwrap_or(0);
         let mut backoff = Duration::from_secs(5);
         loop {
-            let wait = Duration::from_secs(due.saturating_sub(now()));
+            let wait = Duration::from_secs(due.saturating_sub(crate::tls::unix_now()));
             // Sleep in slices so a wall-clock jump (suspend, NTP) is noticed within an hour.
             let slice = wait.min(Duration::from_secs(3600));
             if !slice.is_zero() {
@@ -343,7 +337,7 @@ impl Acme {
                 Err(e) => {
                     self.certs.metrics.acme_order(false);
                     error!(domains = ?self.config.domains, error = %e, retry_in = ?backoff, "ACME order failed; the certificate in service (if any) keeps serving");
-                    due = now() + backoff.as_secs();
+                    due = crate::tls::unix_now() + backoff.as_secs();
                     backoff = (backoff * 2).min(Duration::from_secs(3600));
                 }
             }
@@ -585,8 +579,7 @@ impl Acme {
         let certified = files
             .parse(&chain, key_pem.as_bytes())
             .map_err(|e| err(format!("the CA's certificate: {e}")))?;
-        let leaf = certified.end_entity_cert().map_err(err)?.to_vec();
-        let (from, until) = crate::tls::validity(&leaf)
+        let (from, until) = crate::tls::leaf_validity(&certified)
             .ok_or_else(|| err("the CA's certificate has no readable validity"))?;
         write_private(&key_path, key_pem.as_bytes())?;
         std::fs::write(&cert_path, &chain)

@@ -519,7 +519,7 @@ where
             conn.idle();
             continue;
         }
-        if proto == Proto::Dot && outcome.reply && padding::requested(&msg) {
+        if proto == Proto::Dot && outcome.reply && outcome.padding {
             padding::pad(&mut out, padding::RESPONSE_BLOCK);
         }
         shared.metrics.record(proto, &outcome, started.elapsed());

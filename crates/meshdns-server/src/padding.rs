@@ -1,8 +1,7 @@
 //! EDNS(0) padding (RFC 7830) of DoT responses, by the block-length policy of RFC 8467 §4.1:
 //! a response is padded to a multiple of 468 bytes, and only when its query carried a Padding
-//! option (RFC 7830 §4: a server must not pad otherwise).
-
-use meshdns_xfr::message;
+//! option (RFC 7830 §4: a server must not pad otherwise), which `answer()` reports in
+//! `Outcome::padding`.
 
 /// The Padding option's code (RFC 7830 §3).
 const PADDING: u16 = 12;
@@ -11,30 +10,6 @@ pub const RESPONSE_BLOCK: usize = 468;
 const OPT: u16 = 41;
 /// An empty OPT record: root owner, type, class, TTL, RDLENGTH.
 const EMPTY_OPT_LEN: usize = 11;
-
-/// Whether `query` carries the Padding option in its OPT record.
-pub fn requested(query: &[u8]) -> bool {
-    // ARCOUNT 0: no OPT, nothing to parse.
-    if query.len() < 12 || query[10] == 0 && query[11] == 0 {
-        return false;
-    }
-    let Ok(msg) = message::parse(query) else {
-        return false;
-    };
-    let Some(opt) = msg.additional.iter().find(|r| r.rtype == OPT) else {
-        return false;
-    };
-    let mut options = msg.rdata(opt);
-    while options.len() >= 4 {
-        let code = u16::from_be_bytes([options[0], options[1]]);
-        let len = usize::from(u16::from_be_bytes([options[2], options[3]]));
-        if code == PADDING {
-            return true;
-        }
-        options = options.get(4 + len..).unwrap_or(&[]);
-    }
-    false
-}
 
 /// Pads `response` (whose last record is the empty OPT `answer()` writes) to a multiple of
 /// `block` bytes with a Padding option. Leaves it alone when it does not end in an empty OPT,
@@ -77,20 +52,6 @@ mod tests {
         q.extend_from_slice(&(options.len() as u16).to_be_bytes());
         q.extend_from_slice(options);
         q
-    }
-
-    #[test]
-    fn padding_is_seen_among_other_options() {
-        assert!(requested(&query(&[0, 12, 0, 3, 0, 0, 0])));
-        // A cookie (10) first, then padding.
-        let mut opts = vec![0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8];
-        opts.extend_from_slice(&[0, 12, 0, 0]);
-        assert!(requested(&query(&opts)));
-        assert!(!requested(&query(&[0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8])));
-        assert!(!requested(&query(&[])));
-        // An option overrunning the RDATA is not a padding request.
-        assert!(!requested(&query(&[0, 10, 0, 200, 0, 12])));
-        assert!(!requested(b"\0\0"));
     }
 
     #[test]

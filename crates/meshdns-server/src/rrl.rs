@@ -214,23 +214,11 @@ pub fn slip(reply: &mut Vec<u8>) {
     if reply.len() < 12 {
         return;
     }
-    let qdcount = u16::from_be_bytes([reply[4], reply[5]]);
-    let mut end = 12;
-    if qdcount == 1 {
-        while let Some(&len) = reply.get(end) {
-            if len == 0 || len > 63 {
-                break;
-            }
-            end += 1 + usize::from(len);
-        }
-        end = (end + 5).min(reply.len());
-    }
-    reply.truncate(end);
+    let question = meshdns_zone::wire::question_end(reply);
+    reply.truncate(question.unwrap_or(12));
     reply[2] |= 0x02; // TC
+    reply[4..6].copy_from_slice(&u16::from(question.is_some()).to_be_bytes());
     reply[6..12].fill(0);
-    if qdcount != 1 {
-        reply[4..6].fill(0);
-    }
 }
 
 #[cfg(test)]

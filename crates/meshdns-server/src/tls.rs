@@ -133,10 +133,8 @@ impl std::fmt::Debug for Certificates {
 impl Certificates {
     /// Puts `key` in service for every handshake from now on.
     pub fn install(&self, key: CertifiedKey) {
-        let not_after = key.end_entity_cert().ok().and_then(|c| not_after(c));
-        self.metrics
-            .not_after
-            .store(not_after.unwrap_or(0), Relaxed);
+        let not_after = leaf_validity(&key).map_or(0, |(_, until)| until);
+        self.metrics.not_after.store(not_after, Relaxed);
         self.metrics.reloads[0].fetch_add(1, Relaxed);
         self.current.store(Some(Arc::new(key)));
     }
@@ -146,17 +144,13 @@ impl Certificates {
         self.metrics.reloads[1].fetch_add(1, Relaxed);
     }
 
-    /// The leaf certificate in service, if any.
-    pub fn serving(&self) -> Option<CertificateDer<'static>> {
-        self.current.load().as_ref().map(|k| k.cert[0].clone())
-    }
-
     /// When the certificate in service expires (unix seconds), if one is and it says.
     pub fn expires(&self) -> Option<u64> {
         self.current
             .load()
             .as_ref()
-            .and_then(|k| k.end_entity_cert().ok().and_then(|c| not_after(c)))
+            .and_then(|k| leaf_validity(k))
+            .map(|(_, until)| until)
     }
 
     /// Answers TLS-ALPN-01 for `domain` with `key` until [`Certificates::end_challenge`].
@@ -316,11 +310,8 @@ pub async fn watch_files(
                 return Ok(None);
             }
             let key = files.parse(&bytes.0, &bytes.1)?;
-            let expired = key.end_entity_cert().ok().and_then(|c| not_after(c));
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
-            if let Some(t) = expired.filter(|&t| t < now) {
+            let now = unix_now();
+            if let Some((_, t)) = leaf_validity(&key).filter(|&(_, t)| t < now) {
                 return Err(CertError::Invalid {
                     path: files.cert.display().to_string(),
                     why: format!("the certificate expired {} s ago (notAfter {t})", now - t),
@@ -331,13 +322,8 @@ pub async fn watch_files(
         match outcome {
             Ok(None) => {}
             Ok(Some((key, bytes))) => {
-                let expires = key
-                    .end_entity_cert()
-                    .ok()
-                    .and_then(|c| not_after(c))
-                    .unwrap_or(0);
                 certs.install(key);
-                info!(cert = %files.cert.display(), not_after = expires, "TLS certificate reloaded");
+                info!(cert = %files.cert.display(), not_after = certs.expires().unwrap_or(0), "TLS certificate reloaded");
                 seen = Some(bytes);
             }
             Err(e) => {
@@ -395,6 +381,18 @@ pub fn certified(cert: CertificateDer<'static>, key: &rcgen::KeyPair) -> io::Res
 /// dependency tree (rustls's webpki does not expose validity).
 pub fn not_after(der: &[u8]) -> Option<u64> {
     validity(der).map(|(_, until)| until)
+}
+
+/// The notBefore and notAfter of `key`'s leaf certificate, in unix seconds.
+pub fn leaf_validity(key: &CertifiedKey) -> Option<(u64, u64)> {
+    validity(key.end_entity_cert().ok()?)
+}
+
+/// Seconds since the unix epoch.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// The notBefore and notAfter of an X.509 certificate, in unix seconds.

@@ -134,14 +134,7 @@ fn limit(
 
 /// The question name of a query as sent (empty when there is none to read).
 fn question_name(packet: &[u8]) -> &[u8] {
-    let mut end = 12;
-    while let Some(&len) = packet.get(end) {
-        if len == 0 || len > 63 {
-            break;
-        }
-        end += 1 + usize::from(len);
-    }
-    packet.get(12..end).unwrap_or(&[])
+    meshdns_zone::wire::question_end(packet).map_or(&[], |end| &packet[12..end - 4])
 }
 
 fn transient(e: &io::Error) -> bool {

@@ -75,6 +75,22 @@ pub struct Outcome {
     pub qtype: Option<RType>,
     /// Whether the answer was truncated (TC set).
     pub truncated: bool,
+    /// Whether the query carried the EDNS Padding option (RFC 7830): a stream transport that
+    /// pads (DoT, RFC 8467) may pad the response.
+    pub padding: bool,
+}
+
+impl Outcome {
+    /// Nothing was written: the packet is dropped.
+    fn dropped() -> Outcome {
+        Outcome {
+            reply: false,
+            rcode: rcode::FORMERR,
+            qtype: None,
+            truncated: false,
+            padding: false,
+        }
+    }
 }
 
 const MAX_CNAME_HOPS: usize = 16;
@@ -99,12 +115,7 @@ pub fn answer(
         Ok(q) => q,
         Err(Malformed::Drop) => {
             out.clear();
-            return Outcome {
-                reply: false,
-                rcode: rcode::FORMERR,
-                qtype: None,
-                truncated: false,
-            };
+            return Outcome::dropped();
         }
         Err(Malformed::Reply {
             rcode,
@@ -130,6 +141,7 @@ pub fn answer(
             rcode: rc,
             qtype: Some(query.qtype),
             truncated,
+            padding: edns.is_some_and(|e| e.padding),
         }
     };
 
@@ -185,12 +197,7 @@ pub fn answer(
 /// even the header is not a query's. The reply is a bare header, so it amplifies nothing.
 pub fn answer_oversized(head: &[u8], out: &mut Vec<u8>) -> Outcome {
     if head.len() < HEADER_LEN || head[2] & 0x80 != 0 {
-        return Outcome {
-            reply: false,
-            rcode: rcode::FORMERR,
-            qtype: None,
-            truncated: false,
-        };
+        return Outcome::dropped();
     }
     malformed_reply(head, rcode::FORMERR as u8, None, out)
 }
@@ -215,6 +222,7 @@ fn malformed_reply(
         rcode: u16::from(rc),
         qtype,
         truncated: false,
+        padding: false,
     }
 }
 

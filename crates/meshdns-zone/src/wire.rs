@@ -19,6 +19,8 @@ pub struct Edns {
     pub version: u8,
     /// DNSSEC OK bit (RFC 3225), echoed.
     pub dnssec_ok: bool,
+    /// The query carries the Padding option (RFC 7830), so a response may be padded.
+    pub padding: bool,
 }
 
 /// A parsed query: the fields the answer needs, borrowing the question from the packet.
@@ -80,6 +82,8 @@ pub enum Malformed {
 
 const FORMERR: u8 = 1;
 const NOTIMP: u8 = 4;
+/// The EDNS Padding option's code (RFC 7830 §3).
+const PADDING_OPTION: u16 = 12;
 
 fn u16_at(p: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_be_bytes([*p.get(at)?, *p.get(at + 1)?]))
@@ -102,6 +106,17 @@ fn read_question_name(p: &[u8], at: usize) -> Option<usize> {
             return None;
         }
     }
+}
+
+/// The end of the question (name, type, class) of a message holding exactly one, read as
+/// [`parse_query`] reads it; `None` when there is no such question.
+pub fn question_end(p: &[u8]) -> Option<usize> {
+    if u16_at(p, 4)? != 1 {
+        return None;
+    }
+    read_question_name(p, HEADER_LEN)
+        .map(|end| end + 4)
+        .filter(|&end| end <= p.len())
 }
 
 /// Skips a possibly compressed name in a record; returns its end and whether it is the root.
@@ -157,7 +172,9 @@ fn find_edns(
                 return None;
             }
             let mut options = &p[end + 10..pos];
+            let mut padding = false;
             while !options.is_empty() {
+                padding |= u16_at(options, 0)? == PADDING_OPTION;
                 let len = usize::from(u16_at(options, 2)?);
                 options = options.get(4 + len..)?;
             }
@@ -165,6 +182,7 @@ fn find_edns(
                 payload: class.max(512),
                 version: (ttl_hi & 0xFF) as u8,
                 dnssec_ok: ttl_lo & 0x8000 != 0,
+                padding,
             });
         }
     }
@@ -500,9 +518,33 @@ mod tests {
             Some(Edns {
                 payload: 4096,
                 version: 0,
-                dnssec_ok: true
+                dnssec_ok: true,
+                padding: false,
             })
         );
+    }
+
+    /// A query for `example.` A whose OPT carries `options`.
+    fn with_options(options: &[u8]) -> Vec<u8> {
+        let mut opt = vec![0, 0, 41, 4, 0xd0, 0, 0, 0, 0];
+        opt.extend_from_slice(&(options.len() as u16).to_be_bytes());
+        opt.extend_from_slice(options);
+        query(b"\x07example\x00", 1, &opt, 1)
+    }
+
+    #[test]
+    fn padding_is_seen_among_other_options() {
+        let padding =
+            |options: &[u8]| parse_query(&with_options(options)).map(|q| q.edns.unwrap().padding);
+        assert_eq!(padding(&[0, 12, 0, 3, 0, 0, 0]), Ok(true));
+        // A cookie (10) first, then padding.
+        let mut opts = vec![0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8];
+        opts.extend_from_slice(&[0, 12, 0, 0]);
+        assert_eq!(padding(&opts), Ok(true));
+        assert_eq!(padding(&[0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8]), Ok(false));
+        assert_eq!(padding(&[]), Ok(false));
+        // An option overrunning the RDATA is no padding request: the query is malformed.
+        assert!(padding(&[0, 10, 0, 200, 0, 12]).is_err());
     }
 
     #[test]
