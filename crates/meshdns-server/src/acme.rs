@@ -60,17 +60,6 @@ impl Challenge {
     }
 }
 
-impl std::str::FromStr for Challenge {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "tls-alpn-01" => Ok(Challenge::TlsAlpn01),
-            "http-01" => Ok(Challenge::Http01),
-            _ => Err(format!("{s:?}: expected tls-alpn-01 or http-01")),
-        }
-    }
-}
-
 /// What to ask for and where.
 #[derive(Debug, Clone)]
 pub struct AcmeConfig {

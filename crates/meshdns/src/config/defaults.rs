@@ -39,7 +39,7 @@ pub const PKARR_PUT_BURST: u32 = 1000;
 /// The pkarr store commits what is queued at once.
 pub const PKARR_COMMIT_WINDOW: Duration = Duration::ZERO;
 /// The ACME directory without --acme-directory: Let's Encrypt's production CA.
-pub const ACME_DIRECTORY: &str = "https://acme-v02.api.letsencrypt.org/directory";
+pub const ACME_DIRECTORY: &str = meshdns_server::acme::LETS_ENCRYPT;
 /// How long a `--tls-self-signed` certificate is valid.
 pub const SELF_SIGNED_DAYS: u32 = 30;
 /// Response rate limiting: off.
