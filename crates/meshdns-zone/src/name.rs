@@ -213,7 +213,12 @@ fn parse_to(
                 i += 1;
             }
             _ => {
-                let ch = text[i..].chars().next().unwrap_or('?');
+                // `i` may be inside a character, after an escape of its first byte.
+                let start = (0..=i)
+                    .rev()
+                    .find(|&j| text.is_char_boundary(j))
+                    .unwrap_or(0);
+                let ch = text[start..].chars().next().unwrap_or('?');
                 return Err(NameError::BadChar(ch));
             }
         }
@@ -362,6 +367,15 @@ impl std::str::FromStr for Name {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Found by fuzzing (fuzz/regressions/keys): an escape before a multi-byte character left
+    // the reader inside the character, and naming the bad character sliced the text there.
+    #[test]
+    fn an_escaped_multibyte_character_is_an_error_not_a_panic() {
+        for text in [r"\ա", r"a\ա.b", r"\\*\ա\\"] {
+            assert!(Name::parse(text, None).is_err(), "{text}");
+        }
+    }
 
     #[test]
     fn parses_absolute_relative_and_apex_names_lowercased() {

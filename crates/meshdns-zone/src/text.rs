@@ -95,6 +95,15 @@ pub fn tokenize(line: &str) -> Result<Vec<Token<'_>>, String> {
             i += 1;
             continue;
         }
+        // Any other delimiter (`;`, `(`, `)`) would make an empty field and no progress; they
+        // have a meaning only in zone files, whose lexer handles them before this.
+        if b[i] != b'"' && is_delimiter(b[i]) {
+            return Err(format!(
+                "unexpected {:?} at column {} (quote or escape it; comments and parentheses belong to zone files)",
+                char::from(b[i]),
+                i + 1
+            ));
+        }
         let (token, next) =
             scan_token(line, i).map_err(|e| format!("{e} starting at column {}", i + 1))?;
         tokens.push(token);
@@ -189,6 +198,17 @@ pub fn looks_like_ttl(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Found by fuzzing (fuzz/regressions/records): a `;` in a structured file's value made an
+    // empty token and no progress, so tokenize pushed tokens until memory ran out.
+    #[test]
+    fn tokenize_refuses_a_bare_delimiter_instead_of_looping() {
+        for line in ["189.0.2;80", "10 (mail)", ")", "a ; b"] {
+            let err = tokenize(line).unwrap_err();
+            assert!(err.contains("unexpected"), "{line}: {err}");
+        }
+        assert_eq!(tokenize(r#"a\;b "c;d""#).unwrap().len(), 2);
+    }
 
     #[test]
     fn tokenizes_quotes_and_escapes() {
