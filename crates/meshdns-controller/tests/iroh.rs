@@ -580,3 +580,82 @@ fn rbac_every_rule_is_exercised() {
         rbac::assert_all_exercised(&policy, |role| role.ends_with("-election"));
     }
 }
+
+const HEX2: &str = "fd1724385aa0c75b64fb78cd602fa1d991fdebf76b13c58ed702eac835e9f618";
+const Z32_2: &str = "9wm1eqn4wddis385xdgsym7b5ge9549zpcjhmdszymicopxj6acy";
+
+/// Every kind of API failure, while Connectors come and one goes: 500s, 409 conflicts, 503s
+/// on reads, requests that hang 2 s and time out (504), watches that drop without a word and
+/// watches that end 410 Gone. The controller retries with backoff and converges once the API
+/// behaves: the live Connector owns its record, the deleted one's record is released and its
+/// finalizer removed (the object is gone), and a record set it does not own is never touched.
+#[tokio::test]
+async fn converges_through_api_faults_and_never_strands_a_finalizer() {
+    let r = start(IrohOptions::new(settings())).await;
+    r.fake
+        .insert(json!({"apiVersion": DNS, "kind": "DNSRecordSet",
+        "metadata": {"name": "foreign", "namespace": "dns"},
+        "spec": {"dnsZoneRef": {"name": "connectors-zone"}, "recordType": "TXT",
+                 "records": [{"name": "x", "txt": {"content": "keep"}}]}}));
+    for path in ["/dnsrecordsets", "/connectors"] {
+        r.fake.fail("PATCH", path, 500, 3);
+        r.fake.fail("PATCH", path, 409, 3);
+        r.fake.fail("POST", path, 500, 2);
+        r.fake.fail("DELETE", path, 500, 2);
+        r.fake.stall("PATCH", path, Duration::from_secs(2), 1);
+        r.fake.stall("GET", path, Duration::from_secs(2), 1);
+    }
+    r.fake.fail("GET", "/connectors", 503, 3);
+    r.fake.insert(connector("a", "datum-connect", Some(HEX)));
+    r.fake.insert(connector("b", "datum-connect", Some(HEX2)));
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        r.fake.disconnect_watches();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        r.fake.expire_watches();
+    }
+    // b goes while the API still fails its cleanup now and then.
+    r.fake.fail("DELETE", "/dnsrecordsets", 500, 1);
+    r.fake.fail("PATCH", "/connectors", 409, 2);
+    let b_rs = format!("iroh-{Z32_2}");
+    r.fake
+        .eventually(Duration::from_secs(30), |f| record_set(f, &b_rs))
+        .await
+        .expect("b published through the faults");
+    r.fake.delete(DATUM, "Connector", Some("default"), "b");
+    r.fake.disconnect_watches();
+    r.fake.expire_watches();
+
+    let a_rs = format!("iroh-{Z32}");
+    let a_uid = uid(&r.fake, "a");
+    // Failed reconciles are retried 5 s later (0.2 s after a conflict).
+    r.fake
+        .eventually(Duration::from_secs(60), |f| {
+            let a = record_set(f, &a_rs)?;
+            let b_gone = f.get(DATUM, "Connector", Some("default"), "b").is_none();
+            (claimed_by(&a) == a_uid && b_gone && record_set(f, &b_rs).is_none()).then_some(())
+        })
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "not converged: a {:?}, b {:?}, b's record {:?}",
+                record_set(&r.fake, &a_rs).map(|rs| claimed_by(&rs)),
+                r.fake.get(DATUM, "Connector", Some("default"), "b"),
+                record_set(&r.fake, &b_rs).is_some()
+            )
+        });
+    wait_reason(&r.fake, "a", "Owner").await;
+    let foreign = record_set(&r.fake, "foreign").expect("never deleted");
+    assert_eq!(foreign["spec"]["records"][0]["txt"]["content"], "keep");
+    let touched: Vec<_> = r
+        .fake
+        .writes()
+        .into_iter()
+        .filter(|w| w.path.ends_with("/foreign"))
+        .collect();
+    assert!(
+        touched.is_empty(),
+        "wrote to a record set it does not own: {touched:?}"
+    );
+    assert!(r.metrics.reconciles("error") >= 1);
+}

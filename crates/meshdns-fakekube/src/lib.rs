@@ -66,6 +66,8 @@ struct Fault {
     method: String,
     path_contains: String,
     status: u16,
+    /// How long the request hangs before the failure is returned.
+    delay: Duration,
     remaining: usize,
 }
 
@@ -83,6 +85,8 @@ struct State {
     expired_before: u64,
     /// Bumped to end every open watch with 410 Gone.
     watch_epoch: u64,
+    /// Bumped to end every open watch without a word, as a dropped connection does.
+    disconnect_epoch: u64,
     /// RBAC the requests are held to, and what it refused.
     policy: Option<rbac::Policy>,
     denied: Vec<String>,
@@ -319,8 +323,28 @@ impl FakeKube {
             method: method.to_string(),
             path_contains: path_contains.to_string(),
             status,
+            delay: Duration::ZERO,
             remaining: times,
         });
+    }
+
+    /// Makes the next `times` matching requests hang for `delay` and then fail with 504
+    /// `Timeout`, as the API server does when a request outlives its deadline.
+    pub fn stall(&self, method: &str, path_contains: &str, delay: Duration, times: usize) {
+        self.inner.lock().faults.push(Fault {
+            method: method.to_string(),
+            path_contains: path_contains.to_string(),
+            status: 504,
+            delay,
+            remaining: times,
+        });
+    }
+
+    /// Ends every open watch stream without an error event, as a dropped connection or an API
+    /// server restart does: clients must watch again from where they were.
+    pub fn disconnect_watches(&self) {
+        self.inner.lock().disconnect_epoch += 1;
+        self.notify();
     }
 
     /// Polls `check` every 20 ms until it returns `Some`, for at most `timeout`.
@@ -688,7 +712,7 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
-    {
+    let fault = {
         let mut st = inner.lock();
         st.requests.push(Request {
             method: method.to_string(),
@@ -699,13 +723,27 @@ async fn handle(
         if let Some(refused) = authorize(&mut st, method.as_str(), &path, &query) {
             return refused.into_response();
         }
-        if let Some(f) = st.faults.iter_mut().find(|f| {
-            f.remaining > 0 && f.method == method.as_str() && path.contains(&f.path_contains)
-        }) {
-            f.remaining -= 1;
-            let status = f.status;
-            return Status::new(status, "InternalError", "injected fault").into_response();
-        }
+        st.faults
+            .iter_mut()
+            .find(|f| {
+                f.remaining > 0 && f.method == method.as_str() && path.contains(&f.path_contains)
+            })
+            .map(|f| {
+                f.remaining -= 1;
+                (f.status, f.delay)
+            })
+    };
+    if let Some((status, delay)) = fault {
+        tokio::time::sleep(delay).await;
+        let reason = match status {
+            409 => "Conflict",
+            410 => "Expired",
+            429 => "TooManyRequests",
+            503 => "ServiceUnavailable",
+            504 => "Timeout",
+            _ => "InternalError",
+        };
+        return Status::new(status, reason, "injected fault").into_response();
     }
     let Some(target) = parse_path(&path) else {
         return Status::new(404, "NotFound", &format!("no route for {path}")).into_response();
@@ -830,9 +868,13 @@ fn watch(inner: Arc<Inner>, t: &Target, params: &BTreeMap<String, String>) -> Re
         json!({"type": "ERROR", "object": {"apiVersion": "v1", "kind": "Status", "status": "Failure",
             "message": "too old resource version", "reason": "Expired", "code": 410}})
     ));
-    let (epoch, expired) = {
+    let (epoch, disconnect, expired) = {
         let st = inner.lock();
-        (st.watch_epoch, since != 0 && since < st.expired_before)
+        (
+            st.watch_epoch,
+            st.disconnect_epoch,
+            since != 0 && since < st.expired_before,
+        )
     };
     tokio::spawn(async move {
         if expired {
@@ -864,6 +906,9 @@ fn watch(inner: Arc<Inner>, t: &Target, params: &BTreeMap<String, String>) -> Re
         loop {
             if inner.lock().watch_epoch != epoch {
                 let _ = tx.send(gone).await;
+                return;
+            }
+            if inner.lock().disconnect_epoch != disconnect {
                 return;
             }
             let events: Vec<Event> = {

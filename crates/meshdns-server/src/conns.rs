@@ -1,4 +1,4 @@
-//! The open stream connections (TCP and DoT), so that when the cap is reached the one idle the
+//! The open stream connections (TCP and DoT; HTTP and HTTPS each have their own), so that when the cap is reached the one idle the
 //! longest is closed for a new one, as Knot does: thousands of idle or trickling connections
 //! cannot keep a fresh client out for longer than it takes to close one.
 //!
@@ -7,9 +7,9 @@
 //! close. The registry is touched on accept and close only; queries do one relaxed store.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
@@ -20,6 +20,8 @@ const BUSY: u64 = u64::MAX;
 pub(crate) struct Conn {
     id: u64,
     last: Arc<AtomicU64>,
+    /// Requests in progress (HTTP/2 has several at once): busy while any is.
+    in_flight: AtomicUsize,
     /// Cancelled when the connection should close (shed, or shutting down).
     pub(crate) close: CancellationToken,
     registry: Arc<Registry>,
@@ -37,6 +39,40 @@ impl Conn {
             self.registry.started.elapsed().as_millis() as u64,
             Ordering::Relaxed,
         );
+    }
+}
+
+impl Conn {
+    /// A request starts: the connection is busy until every guard is dropped.
+    pub(crate) fn request(self: &Arc<Self>) -> Busy {
+        if self.in_flight.fetch_add(1, Ordering::Relaxed) == 0 {
+            self.busy();
+        }
+        Busy(self.clone())
+    }
+
+    /// How long since the connection last finished a request (or opened); `None` while busy.
+    pub(crate) fn idle_for(&self) -> Option<Duration> {
+        match self.last.load(Ordering::Relaxed) {
+            BUSY => None,
+            at => Some(
+                self.registry
+                    .started
+                    .elapsed()
+                    .saturating_sub(Duration::from_millis(at)),
+            ),
+        }
+    }
+}
+
+/// A request in progress on a [`Conn`].
+pub(crate) struct Busy(Arc<Conn>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.0.idle();
+        }
     }
 }
 
@@ -78,6 +114,7 @@ impl Registry {
         Conn {
             id,
             last,
+            in_flight: AtomicUsize::new(0),
             close,
             registry: self.clone(),
         }
@@ -86,6 +123,30 @@ impl Registry {
     /// Connections open (those asked to close included, until they have).
     pub(crate) fn len(&self) -> usize {
         self.open.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Waits until a new connection may be served under `cap`. At the cap the connection idle
+    /// the longest is asked to close (`on_shed` counts it) and the new one is served at once:
+    /// the count goes past the cap only by connections already closing. When every connection
+    /// is busy (or closing) it waits, and later ones wait in the kernel's backlog. False on
+    /// shutdown.
+    pub(crate) async fn admit(
+        &self,
+        cap: usize,
+        shutdown: &CancellationToken,
+        on_shed: impl Fn(),
+    ) -> bool {
+        while self.len() >= cap.max(1) {
+            if self.shed_oldest() {
+                on_shed();
+                break;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                () = shutdown.cancelled() => return false,
+            }
+        }
+        true
     }
 
     /// Asks the connection idle the longest to close; `false` when every one is busy.

@@ -29,9 +29,8 @@ use axum::routing::get;
 use meshdns_zone::{AnswerConfig, Transport, answer};
 
 use crate::SharedCatalog;
-use crate::metrics::{DnsMetrics, Proto};
+use crate::metrics::{DnsMetrics, HttpClose, HttpListener, Proto};
 use crate::tls::{ACME_TLS_ALPN, Certificates, Listener};
-use axum::serve::ListenerExt as _;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -70,6 +69,10 @@ pub struct DohState {
     pub answer: AnswerConfig,
 }
 
+/// The largest request body read (a DNS message or a pkarr payload is far smaller). A larger
+/// declared `Content-Length` gets 413 before any of the body is read.
+pub const MAX_BODY: usize = 65_535;
+
 /// The media type of DNS messages over HTTP (RFC 8484 §6).
 pub const DNS_MESSAGE: &str = "application/dns-message";
 
@@ -96,7 +99,7 @@ pub fn router(state: HttpState, with_metrics: bool) -> Router {
                 .options(crate::relay::preflight),
         );
     }
-    r.layer(DefaultBodyLimit::max(65_535)).with_state(state)
+    r.layer(DefaultBodyLimit::max(MAX_BODY)).with_state(state)
 }
 
 async fn doh_get(
@@ -185,38 +188,61 @@ async fn readyz(State(s): State<HttpState>) -> impl IntoResponse {
     }
 }
 
+/// Limits on each HTTP and HTTPS listener's connections.
+#[derive(Debug, Clone, Copy)]
+pub struct HttpLimits {
+    /// Connections served at once; at the cap the one idle the longest is closed for a new one.
+    pub max_connections: usize,
+    /// A connection with no request in progress for this long is closed, and a request must
+    /// arrive whole and be answered within it (408 otherwise): a trickling client holds a
+    /// connection no longer than this.
+    pub idle_timeout: Duration,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            max_connections: 1024,
+            idle_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
 /// Binds `addr` and serves `router` until `shutdown`; returns the bound address.
 pub async fn serve_http(
     addr: SocketAddr,
     router: Router,
+    limits: HttpLimits,
+    metrics: Arc<DnsMetrics>,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
 ) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
-    tracker.spawn(async move {
-        let service = router.into_make_service_with_connect_info::<SocketAddr>();
-        let served = axum::serve(listener, service)
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await;
-        if let Err(e) = served {
-            warn!(error = %e, "HTTP server ended");
-        }
-    });
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tracker.spawn(accept_plain(listener, tx, shutdown.clone()));
+    tracker.spawn(serve_connections(
+        rx,
+        router,
+        limits,
+        (HttpListener::Http, metrics),
+        shutdown,
+    ));
     Ok(local)
 }
 
 /// Binds `addr` and serves `router` over TLS until `shutdown`; returns the bound address.
 ///
-/// Handshakes run in their own tasks (bounded by `handshake_timeout` and by
-/// [`MAX_HANDSHAKES`] at once), so a slow or silent client holds up nobody; completed
-/// connections are handed to axum, which speaks HTTP/1.1 or HTTP/2 as ALPN chose. A handshake
-/// that negotiated `acme-tls/1` is an ACME validation: it ends after the handshake.
+/// Handshakes run in their own tasks (bounded by the idle timeout and by [`MAX_HANDSHAKES`]
+/// at once), so a slow or silent client holds up nobody; completed connections are served as
+/// on plain HTTP, HTTP/1.1 or HTTP/2 as ALPN chose. A handshake that negotiated `acme-tls/1`
+/// is an ACME validation: it ends after the handshake.
 pub async fn serve_https(
     addr: SocketAddr,
     router: Router,
     certs: Arc<Certificates>,
-    handshake_timeout: Duration,
+    limits: HttpLimits,
+    metrics: Arc<DnsMetrics>,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
 ) -> std::io::Result<SocketAddr> {
@@ -229,21 +255,179 @@ pub async fn serve_https(
         listener,
         acceptor,
         certs,
-        handshake_timeout,
+        limits.idle_timeout,
         tx,
         shutdown.clone(),
     ));
-    tracker.spawn(async move {
-        let listener = TlsListener { rx, local }.tap_io(|_| {});
-        let service = router.into_make_service_with_connect_info::<SocketAddr>();
-        let served = axum::serve(listener, service)
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await;
-        if let Err(e) = served {
-            warn!(error = %e, "HTTPS server ended");
-        }
-    });
+    tracker.spawn(serve_connections(
+        rx,
+        router,
+        limits,
+        (HttpListener::Https, metrics),
+        shutdown,
+    ));
     Ok(local)
+}
+
+/// Accepts plain HTTP connections for [`serve_connections`].
+async fn accept_plain(
+    listener: tokio::net::TcpListener,
+    ready: tokio::sync::mpsc::Sender<(tokio::net::TcpStream, SocketAddr)>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            () = shutdown.cancelled() => return,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                if ready.send((stream, peer)).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                // Usually out of file descriptors: back off instead of spinning.
+                warn!(error = %e, "HTTP accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Serves each connection `incoming` hands over, at most `limits.max_connections` at once
+/// (shedding the one idle the longest), until `shutdown`; then closes them gracefully.
+async fn serve_connections<Io>(
+    mut incoming: tokio::sync::mpsc::Receiver<(Io, SocketAddr)>,
+    router: Router,
+    limits: HttpLimits,
+    (listener, metrics): (HttpListener, Arc<DnsMetrics>),
+    shutdown: CancellationToken,
+) where
+    Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let registry = crate::conns::Registry::new();
+    let tasks = TaskTracker::new();
+    loop {
+        let (io, peer) = tokio::select! {
+            c = incoming.recv() => match c { Some(c) => c, None => break },
+            () = shutdown.cancelled() => break,
+        };
+        let shed = || metrics.http_closed(listener, HttpClose::Shed);
+        if !registry
+            .admit(limits.max_connections, &shutdown, shed)
+            .await
+        {
+            break;
+        }
+        let conn = Arc::new(registry.open(&shutdown));
+        let (router, metrics) = (router.clone(), metrics.clone());
+        tasks.spawn(async move {
+            metrics.http_opened(listener);
+            let idle = serve_connection(io, peer, router, &conn, limits.idle_timeout).await;
+            if idle {
+                metrics.http_closed(listener, HttpClose::Idle);
+            }
+            metrics.http_ended(listener);
+        });
+    }
+    tasks.close();
+    tasks.wait().await;
+}
+
+/// One HTTP/1.1 or HTTP/2 connection, until it ends, is asked to close (shed or shutdown), or
+/// has had no request in progress for `idle`; returns whether it was closed for being idle.
+/// Memory per connection is bounded: HTTP/1.1 buffers at most 64 KiB, HTTP/2 takes at most 64
+/// streams at once with 16 KiB of headers each, and bodies are limited by the router.
+async fn serve_connection<Io>(
+    io: Io,
+    peer: SocketAddr,
+    router: Router,
+    conn: &Arc<crate::conns::Conn>,
+    idle: Duration,
+) -> bool
+where
+    Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use tower::ServiceExt as _;
+    let service = {
+        let conn = conn.clone();
+        hyper::service::service_fn(move |req: axum::http::Request<hyper::body::Incoming>| {
+            let (router, busy) = (router.clone(), conn.request());
+            async move {
+                if declared_length(req.headers()).is_some_and(|n| n > MAX_BODY as u64) {
+                    let refused = (
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        [(header::CONNECTION, "close")],
+                        format!("the body is larger than {MAX_BODY} bytes\n"),
+                    );
+                    return Ok(refused.into_response());
+                }
+                let mut req = req.map(axum::body::Body::new);
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                let response = match tokio::time::timeout(idle, router.oneshot(req)).await {
+                    Ok(Ok(response)) => response,
+                    Ok(Err(never)) => match never {},
+                    Err(_) => (
+                        StatusCode::REQUEST_TIMEOUT,
+                        "the request was not received and answered in time\n",
+                    )
+                        .into_response(),
+                };
+                drop(busy);
+                Ok::<_, std::convert::Infallible>(response)
+            }
+        })
+    };
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(idle)
+        .max_buf_size(64 * 1024);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(64)
+        .max_header_list_size(16 * 1024);
+    let served = builder.serve_connection(TokioIo::new(io), service);
+    tokio::pin!(served);
+    let idle_closed = loop {
+        let left = conn.idle_for().map_or(idle, |d| idle.saturating_sub(d));
+        tokio::select! {
+            r = served.as_mut() => {
+                if let Err(e) = r {
+                    debug!(%peer, error = %e, "HTTP connection ended with an error");
+                }
+                return false;
+            }
+            () = conn.close.cancelled() => break false,
+            () = tokio::time::sleep(left.max(Duration::from_millis(10))) => {
+                if conn.idle_for().is_some_and(|d| d >= idle) {
+                    break true;
+                }
+            }
+        }
+    };
+    // Finish what is in progress (a request being answered), then close; a peer that does
+    // not read is not waited for long.
+    served.as_mut().graceful_shutdown();
+    let _ = tokio::time::timeout(Duration::from_secs(1), served).await;
+    idle_closed
+}
+
+/// The request's `Content-Length`, when it gives one.
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// At most this many TLS handshakes in progress on the HTTPS listener; more wait in the
@@ -300,28 +484,5 @@ async fn handshakes(
                 }
             }
         });
-    }
-}
-
-/// Hands axum the connections whose handshake completed.
-struct TlsListener {
-    rx: tokio::sync::mpsc::Receiver<(TlsStream, SocketAddr)>,
-    local: SocketAddr,
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.rx.recv().await {
-            Some(conn) => conn,
-            // The handshake task ended (shutdown): wait for axum's graceful shutdown.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
     }
 }

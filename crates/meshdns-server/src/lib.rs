@@ -370,20 +370,13 @@ async fn serve_tcp(listener: TcpListener, dot: Dot, shared: Arc<Shared>, tasks: 
                 continue;
             }
         };
-        // At the cap, the connection idle the longest is asked to close for this one, which is
-        // served at once: the count goes past the cap only by connections already closing.
-        // When every connection is answering (or closing), this one waits, and the next ones
-        // wait in the kernel's backlog.
-        let cap = shared.config.tcp_max_connections.max(1);
-        while shared.conns.len() >= cap {
-            if shared.conns.shed_oldest() {
-                shared.metrics.tcp_shed();
-                break;
-            }
-            tokio::select! {
-                () = tokio::time::sleep(Duration::from_millis(20)) => {}
-                () = shared.shutdown.cancelled() => return,
-            }
+        let cap = shared.config.tcp_max_connections;
+        if !shared
+            .conns
+            .admit(cap, &shared.shutdown, || shared.metrics.tcp_shed())
+            .await
+        {
+            return;
         }
         let conn = shared.conns.open(&shared.shutdown);
         let shared = shared.clone();

@@ -70,6 +70,27 @@ pub struct DnsMetrics {
     tcp_max: AtomicU64,
     rrl: [AtomicU64; 2],
     tcp_shed: AtomicU64,
+    http_connections: [AtomicU64; 2],
+    http_open: [AtomicU64; 2],
+    http_closed: [[AtomicU64; 2]; 2],
+}
+
+/// An HTTP listener, for the connection metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpListener {
+    /// `--http`.
+    Http = 0,
+    /// `--https`.
+    Https = 1,
+}
+
+/// Why meshdns closed an HTTP connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpClose {
+    /// No request in progress for the idle timeout.
+    Idle = 0,
+    /// The one idle the longest, to make room at the connection cap.
+    Shed = 1,
 }
 
 impl Default for DnsMetrics {
@@ -88,6 +109,9 @@ impl Default for DnsMetrics {
             tcp_max: AtomicU64::new(0),
             rrl: std::array::from_fn(|_| AtomicU64::new(0)),
             tcp_shed: AtomicU64::new(0),
+            http_connections: std::array::from_fn(|_| AtomicU64::new(0)),
+            http_open: std::array::from_fn(|_| AtomicU64::new(0)),
+            http_closed: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
         }
     }
 }
@@ -131,6 +155,22 @@ impl DnsMetrics {
     /// An idle TCP or DoT connection was closed to make room for a new one at the cap.
     pub fn tcp_shed(&self) {
         self.tcp_shed.fetch_add(1, Relaxed);
+    }
+
+    /// An HTTP or HTTPS connection was accepted (after its TLS handshake).
+    pub fn http_opened(&self, listener: HttpListener) {
+        self.http_connections[listener as usize].fetch_add(1, Relaxed);
+        self.http_open[listener as usize].fetch_add(1, Relaxed);
+    }
+
+    /// An HTTP or HTTPS connection ended.
+    pub fn http_ended(&self, listener: HttpListener) {
+        self.http_open[listener as usize].fetch_sub(1, Relaxed);
+    }
+
+    /// meshdns closed an HTTP or HTTPS connection (idle, or shed at the cap).
+    pub fn http_closed(&self, listener: HttpListener, why: HttpClose) {
+        self.http_closed[listener as usize][why as usize].fetch_add(1, Relaxed);
     }
 
     /// Response rate limiting held back a response: sent truncated (`slipped`) or not at all.
@@ -293,6 +333,49 @@ impl DnsMetrics {
             "meshdns_dns_tcp_connections_shed_total {}",
             self.tcp_shed.load(Relaxed)
         );
+        const HTTP: [&str; 2] = ["http", "https"];
+        header(
+            out,
+            "meshdns_http_connections_total",
+            "HTTP connections accepted, by listener (HTTPS after the handshake).",
+            "counter",
+        );
+        for (l, name) in HTTP.iter().enumerate() {
+            let n = self.http_connections[l].load(Relaxed);
+            let _ = writeln!(
+                out,
+                "meshdns_http_connections_total{{listener=\"{name}\"}} {n}"
+            );
+        }
+        header(
+            out,
+            "meshdns_http_connections_open",
+            "HTTP connections open now, by listener.",
+            "gauge",
+        );
+        for (l, name) in HTTP.iter().enumerate() {
+            let n = self.http_open[l].load(Relaxed);
+            let _ = writeln!(
+                out,
+                "meshdns_http_connections_open{{listener=\"{name}\"}} {n}"
+            );
+        }
+        header(
+            out,
+            "meshdns_http_connections_closed_total",
+            "HTTP connections meshdns closed: idle past the idle timeout, or shed (the one idle \
+             the longest) to make room at the connection cap.",
+            "counter",
+        );
+        for (l, name) in HTTP.iter().enumerate() {
+            for (r, reason) in ["idle", "shed"].iter().enumerate() {
+                let n = self.http_closed[l][r].load(Relaxed);
+                let _ = writeln!(
+                    out,
+                    "meshdns_http_connections_closed_total{{listener=\"{name}\",reason=\"{reason}\"}} {n}"
+                );
+            }
+        }
         header(
             out,
             "meshdns_rrl_responses_total",

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use arc_swap::ArcSwap;
 use meshdns_controller::configmap_source::ConfigMapKey;
-use meshdns_server::http::{DohState, HttpState, router, serve_http, serve_https};
+use meshdns_server::http::{DohState, HttpLimits, HttpState, router, serve_http, serve_https};
 use meshdns_server::relay::PkarrRelay;
 use meshdns_server::tls::{CertFiles, Certificates, PemPair};
 use meshdns_server::{DnsMetrics, Server, ServerConfig, SharedCatalog};
@@ -494,11 +494,26 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
             answer,
         }),
     };
+    let limits = HttpLimits {
+        max_connections: settings
+            .http_max_connections
+            .unwrap_or(defaults::HTTP_MAX_CONNECTIONS),
+        idle_timeout: settings
+            .http_idle_timeout
+            .unwrap_or(defaults::HTTP_IDLE_TIMEOUT),
+    };
     let http_addr = match settings.http {
         Some(addr) => Some(
-            serve_http(addr, router(state.clone(), true), shutdown.clone(), &tasks)
-                .await
-                .with_context(|| format!("cannot serve HTTP on {addr}"))?,
+            serve_http(
+                addr,
+                router(state.clone(), true),
+                limits,
+                metrics.clone(),
+                shutdown.clone(),
+                &tasks,
+            )
+            .await
+            .with_context(|| format!("cannot serve HTTP on {addr}"))?,
         ),
         None => None,
     };
@@ -508,9 +523,8 @@ pub async fn run(settings: ServeConfig) -> Result<()> {
                 addr,
                 router(state, false),
                 certs.clone(),
-                settings
-                    .tcp_idle_timeout
-                    .unwrap_or(defaults::TCP_IDLE_TIMEOUT),
+                limits,
+                metrics.clone(),
                 shutdown.clone(),
                 &tasks,
             )

@@ -21,6 +21,10 @@ pub const EDNS_PAYLOAD: u16 = 1232;
 pub const TCP_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Concurrent TCP connections.
 pub const TCP_MAX_CONNECTIONS: usize = 1024;
+/// HTTP connections with no request in progress are closed after this long.
+pub const HTTP_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Concurrent connections on each HTTP listener.
+pub const HTTP_MAX_CONNECTIONS: usize = 1024;
 /// Files are checked this often without a change notification.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// Records of differences kept per zone for IXFR.

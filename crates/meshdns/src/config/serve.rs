@@ -260,6 +260,16 @@ pub struct ServeConfig {
     #[arg(long, value_name = "N", value_parser = values::at_least_one, help_heading = "Tuning")]
     #[serde(default, deserialize_with = "de::at_least_one")]
     pub tcp_max_connections: Option<usize>,
+    /// Close HTTP and HTTPS connections with no request in progress this long; a request must
+    /// arrive whole and be answered within it (else 408) [default: 30s].
+    #[arg(long, value_name = "DURATION", value_parser = values::duration, help_heading = "Tuning")]
+    #[serde(default, deserialize_with = "de::duration")]
+    pub http_idle_timeout: Option<Duration>,
+    /// Maximum concurrent connections on each of --http and --https; at the cap the one idle
+    /// the longest is closed for a new one [default: 1024].
+    #[arg(long, value_name = "N", value_parser = values::at_least_one, help_heading = "Tuning")]
+    #[serde(default, deserialize_with = "de::at_least_one")]
+    pub http_max_connections: Option<usize>,
 
     /// Log level or filter, e.g. info or meshdns=debug (RUST_LOG wins) [default: info].
     #[arg(
@@ -334,6 +344,8 @@ impl ServeConfig {
                 edns_payload,
                 tcp_idle_timeout,
                 tcp_max_connections,
+                http_idle_timeout,
+                http_max_connections,
                 log_level,
                 log_format,
             }
