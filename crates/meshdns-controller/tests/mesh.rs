@@ -538,3 +538,89 @@ fn rbac_every_rule_is_exercised() {
         rbac::assert_all_exercised(&policy, |role| role.ends_with("-election"));
     }
 }
+
+/// The API fails in every way on all three clusters (500s and 409s on writes, 503s and 2 s
+/// stalls ending in 504 on reads, watches dropped silently and ended 410 Gone) while the mesh
+/// converges and is then deleted. Peers converge once the faults pass, the deletion completes
+/// (no stranded finalizer, every Peer of the mesh removed), and a Peer the controller does not
+/// own is never written.
+#[tokio::test]
+async fn converges_and_deletes_through_api_faults() {
+    let m = start().await;
+    m.a.insert(
+        json!({"apiVersion": KILO, "kind": "Peer", "metadata": {"name": "hand-made"},
+        "spec": {"allowedIPs": ["10.9.0.0/24"], "publicKey": K1}}),
+    );
+    for fake in [&m.hub, &m.a, &m.b] {
+        fake.fail("POST", "/peers", 500, 2);
+        fake.fail("PATCH", "/peers", 409, 2);
+        fake.fail("PATCH", "/peers", 500, 1);
+        fake.fail("GET", "/peers", 503, 2);
+        fake.stall("GET", "/nodes", Duration::from_secs(2), 1);
+    }
+    m.hub.fail("PATCH", "/clustermeshes", 500, 2);
+    m.hub.fail("PATCH", "/clustermeshes", 409, 2);
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for fake in [&m.hub, &m.a, &m.b] {
+            fake.disconnect_watches();
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for fake in [&m.hub, &m.a, &m.b] {
+            fake.expire_watches();
+        }
+    }
+    let converged = m
+        .hub
+        .eventually(Duration::from_secs(60), |hub| {
+            let into_hub = peer(hub, "storage--tenant-a--worker-1")?;
+            let into_a = peer(&m.a, "storage--tenant-b--worker-1")?;
+            (endpoint(&into_hub) == "198.51.100.7:31337"
+                && endpoint(&into_a) == "203.0.113.30:51820")
+                .then_some(())
+        })
+        .await;
+    assert!(
+        converged.is_some(),
+        "Peers did not converge after the faults"
+    );
+
+    for fake in [&m.a, &m.b] {
+        fake.fail("DELETE", "/peers", 500, 2);
+        fake.fail("GET", "/peers", 503, 1);
+    }
+    m.hub.fail("PATCH", "/clustermeshes", 409, 1);
+    m.hub.delete(KILO, "ClusterMesh", Some("kilo"), "storage");
+    m.a.disconnect_watches();
+    m.hub.expire_watches();
+    let gone = m
+        .hub
+        .eventually(Duration::from_secs(60), |hub| {
+            let mesh_gone = hub
+                .get(KILO, "ClusterMesh", Some("kilo"), "storage")
+                .is_none();
+            let ours = |f: &FakeKube| {
+                f.list(KILO, "Peer")
+                    .iter()
+                    .any(|p| p["metadata"]["name"] != "hand-made")
+            };
+            (mesh_gone && !ours(hub) && !ours(&m.a) && !ours(&m.b)).then_some(())
+        })
+        .await;
+    assert!(
+        gone.is_some(),
+        "deletion did not complete: mesh {:?}, Peers in a {:?}",
+        m.hub.get(KILO, "ClusterMesh", Some("kilo"), "storage"),
+        m.a.list(KILO, "Peer")
+    );
+    assert!(peer(&m.a, "hand-made").is_some(), "a Peer it does not own");
+    let touched: Vec<_> =
+        m.a.writes()
+            .into_iter()
+            .filter(|w| w.path.ends_with("/hand-made"))
+            .collect();
+    assert!(
+        touched.is_empty(),
+        "wrote to a Peer it does not own: {touched:?}"
+    );
+}

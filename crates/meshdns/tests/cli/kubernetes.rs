@@ -213,3 +213,91 @@ async fn two_replicas_write_dns_operators_status_once() {
     assert_eq!(fake.denied(), Vec::<String>::new());
     rbac::assert_all_exercised(&policy, |role| role.ends_with("-election"));
 }
+
+/// The API server fails (503 on lists, 2 s stalls ending 504, watches dropped silently and
+/// ended 410 Gone) while `serve --kubernetes` runs: the last good records are answered on
+/// every query throughout, and a change made while the API misbehaved is served once it
+/// recovers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_good_records_are_served_through_api_faults() {
+    let fake = FakeKube::start().await;
+    fake.insert(json!({"apiVersion": DNS, "kind": "DNSZone", "metadata": {"name": "mesh-zone", "namespace": "kilo"},
+        "spec": {"domainName": "mesh.example.org", "dnsZoneClassName": "powerdns"}}));
+    fake.insert(json!({"apiVersion": DNS, "kind": "DNSRecordSet", "metadata": {"name": "nodes", "namespace": "kilo"},
+        "spec": {"dnsZoneRef": {"name": "mesh-zone"}, "recordType": "A",
+                 "records": [{"name": "ceph-1", "ttl": 30, "a": {"content": "100.66.0.1"}}]}}));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write(dir.path(), "kubeconfig", &fake.kubeconfig("fake"));
+    let m = Meshdns::serve(&["--kubernetes", "--kubeconfig", &kubeconfig]);
+    let m = tokio::task::spawn_blocking(move || {
+        wait_for(&m, "ceph-1.mesh.example.org", "100.66.0.1");
+        m
+    })
+    .await
+    .unwrap();
+
+    for path in ["/dnszones", "/dnsrecordsets"] {
+        fake.fail("GET", path, 503, 4);
+        fake.stall("GET", path, Duration::from_secs(2), 1);
+        fake.fail("GET", path, 500, 2);
+    }
+    let asking = tokio::task::spawn_blocking(move || {
+        // Every answer during the faults is the last good one.
+        let mut asked = 0;
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            let got = dig(m.dns, &["ceph-1.mesh.example.org", "A", "+short"]);
+            assert_eq!(got.trim(), "100.66.0.1", "answer {asked} during the faults");
+            asked += 1;
+        }
+        (m, asked)
+    });
+    for i in 0..4 {
+        fake.disconnect_watches();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        // History moves on (an unrelated object), then is compacted: watches must list again.
+        fake.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("noise-{i}"), "namespace": "default"}}));
+        fake.expire_watches();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    let (m, asked) = asking.await.unwrap();
+    assert!(asked > 10, "{asked}");
+    // A change made after the faults is followed: the watches came back.
+    let mut rs = fake
+        .get(DNS, "DNSRecordSet", Some("kilo"), "nodes")
+        .unwrap();
+    rs["spec"]["records"][0]["a"]["content"] = json!("100.66.0.7");
+    fake.replace(rs);
+    tokio::task::spawn_blocking(move || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let got = dig(m.dns, &["ceph-1.mesh.example.org", "A", "+short"]);
+            if got.trim() == "100.66.0.7" {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "not followed after the faults: {got}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    })
+    .await
+    .unwrap();
+    // The faults were met: watches failed, retried, and listed again after 410 Gone.
+    let asked: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/dnsrecordsets"))
+        .collect();
+    let lists = asked
+        .iter()
+        .filter(|r| !r.query.contains("watch=true"))
+        .count();
+    assert!(
+        asked.len() > 8 && lists >= 2,
+        "{} requests, {lists} lists",
+        asked.len()
+    );
+}
