@@ -517,3 +517,95 @@ fn publishes_and_expiry_change_only_their_own_key() {
     );
     assert!(metrics.contains("meshdns_pkarr_packets 2"), "{metrics}");
 }
+
+/// The server's resident memory, from /proc.
+fn rss_kib(m: &Meshdns) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", m.child.id())).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A publish flood (one client putting fresh keys as fast as it can, far past its rate limit)
+/// does not starve DNS: UDP and TCP queries asked meanwhile are all answered. What is accepted
+/// is the burst plus the rate; memory grows with the keys accepted (each is served) and not
+/// with the publishes refused.
+#[test]
+fn a_publish_flood_does_not_starve_dns_answers() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let zone = write(dir.path(), "z.zone", SMALL_ZONE);
+    let m = serve_with(
+        data.path(),
+        &[
+            "--zone-file",
+            &zone,
+            "--pkarr-put-limit",
+            "600",
+            "--pkarr-put-burst",
+            "100",
+        ],
+    );
+    let http_addr = m.http.unwrap();
+    let keys: Vec<(String, Vec<u8>)> = (0..2000).map(|i| fresh_publish(i as u16)).collect();
+    let flooding = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let flood = {
+        let keys = keys.clone();
+        let flooding = flooding.clone();
+        std::thread::spawn(move || {
+            let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
+            let mut sent = 0;
+            let began = std::time::Instant::now();
+            while flooding.load(std::sync::atomic::Ordering::Relaxed) && sent < 8000 {
+                let (z32, body) = &keys[sent % keys.len()];
+                let (status, _, _) = http(http_addr, "PUT", &format!("/pkarr/{z32}"), None, body);
+                *statuses.entry(status).or_default() += 1;
+                sent += 1;
+            }
+            (statuses, began.elapsed())
+        })
+    };
+    let mut asked = 0;
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_secs(4) {
+        let udp = dig(m.dns, &["www.example.org", "A", "+short"]);
+        assert_eq!(
+            udp.trim(),
+            "192.0.2.1",
+            "UDP answer {asked} during the flood"
+        );
+        let tcp = dig(m.dns, &["www.example.org", "A", "+short", "+tcp"]);
+        assert_eq!(
+            tcp.trim(),
+            "192.0.2.1",
+            "TCP answer {asked} during the flood"
+        );
+        asked += 2;
+    }
+    flooding.store(false, std::sync::atomic::Ordering::Relaxed);
+    let (statuses, lasted) = flood.join().unwrap();
+    let accepted = statuses.get(&204).copied().unwrap_or(0);
+    let limited = statuses.get(&429).copied().unwrap_or(0);
+    assert!(limited > accepted, "{statuses:?}");
+    // The burst plus 10 a second for as long as the flood ran.
+    let allowed = 101 + (10.0 * lasted.as_secs_f64()) as usize;
+    assert!(accepted <= allowed, "{statuses:?}, {allowed} allowed");
+    let before = rss_kib(&m);
+    // More refused publishes do not grow memory: another 3000 from the limited address, of
+    // which only the refill (10 a second) is accepted.
+    let again = std::time::Instant::now();
+    let mut refill = 0;
+    for (z32, body) in keys.iter().cycle().take(3000) {
+        let (status, _, _) = http(http_addr, "PUT", &format!("/pkarr/{z32}"), None, body);
+        refill += usize::from(status == 204);
+    }
+    let allowed = 2 + (10.0 * again.elapsed().as_secs_f64()) as usize;
+    assert!(refill <= allowed, "{refill} accepted, {allowed} allowed");
+    let after = rss_kib(&m);
+    assert!(
+        after < before + 8 * 1024,
+        "RSS grew from {before} KiB to {after} KiB over 3000 refused publishes"
+    );
+    eprintln!(
+        "{asked} DNS answers during the flood; publishes {statuses:?}; RSS {before} -> {after} KiB"
+    );
+}
