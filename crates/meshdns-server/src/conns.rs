@@ -1,6 +1,7 @@
-//! The open stream connections (TCP and DoT; HTTP and HTTPS each have their own), so that when the cap is reached the one idle the
-//! longest is closed for a new one, as Knot does: thousands of idle or trickling connections
-//! cannot keep a fresh client out for longer than it takes to close one.
+//! The open stream connections (TCP and DoT; HTTP and HTTPS each have their own), so that
+//! when the cap is reached the one idle the longest is closed for a new one, as Knot does:
+//! thousands of idle or trickling connections cannot keep a fresh client out for longer than
+//! it takes to close one.
 //!
 //! Each connection publishes when it last finished a query (or `BUSY` while it is answering
 //! one, a transfer included, so nothing is cut off mid-reply) and holds a token that asks it to

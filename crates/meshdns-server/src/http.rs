@@ -199,15 +199,6 @@ pub struct HttpLimits {
     pub idle_timeout: Duration,
 }
 
-impl Default for HttpLimits {
-    fn default() -> Self {
-        HttpLimits {
-            max_connections: 1024,
-            idle_timeout: Duration::from_secs(30),
-        }
-    }
-}
-
 /// Binds `addr` and serves `router` until `shutdown`; returns the bound address.
 pub async fn serve_http(
     addr: SocketAddr,
