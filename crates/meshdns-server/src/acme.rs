@@ -186,6 +186,23 @@ impl std::fmt::Display for AcmeError {
 
 impl std::error::Error for AcmeError {}
 
+/// The certificates of a `--acme-ca` PEM file, each one rustls accepts as a trust anchor.
+pub fn read_ca_roots(
+    path: &std::path::Path,
+) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, AcmeError> {
+    use rustls::pki_types::pem::PemObject;
+    let certs = rustls::pki_types::CertificateDer::pem_file_iter(path)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| err(format!("--acme-ca {}: {e}", path.display())))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in &certs {
+        roots
+            .add(c.clone())
+            .map_err(|e| err(format!("--acme-ca {}: {e}", path.display())))?;
+    }
+    Ok(certs)
+}
+
 fn err(what: impl std::fmt::Display) -> AcmeError {
     AcmeError(what.to_string())
 }
@@ -238,11 +255,7 @@ impl Acme {
             let _ = roots.add(cert);
         }
         if let Some(path) = &config.ca_roots {
-            use rustls::pki_types::pem::PemObject;
-            let certs = rustls::pki_types::CertificateDer::pem_file_iter(path)
-                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-                .map_err(|e| err(format!("--acme-ca {}: {e}", path.display())))?;
-            for c in certs {
+            for c in read_ca_roots(path)? {
                 roots
                     .add(c)
                     .map_err(|e| err(format!("--acme-ca {}: {e}", path.display())))?;

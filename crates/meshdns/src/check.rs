@@ -7,21 +7,26 @@ use meshdns_zone::BuildDefaults;
 
 use crate::cli::CheckCmd;
 use crate::config::{ConfigFile, ServeConfig};
+use crate::serve::Refused;
 
 /// `check --config-only`: reads the config file as every command would (unknown keys and bad
-/// values are errors naming the file and key), and the `iroh:` block's rules (a zone reference,
-/// the `_iroh` prefix) when it has one. Nothing the file names is read.
-pub fn config(cmd: &CheckCmd) -> Result<()> {
+/// values are errors naming the file and key), the `iroh:` block's rules (a zone reference,
+/// the `_iroh` prefix) when it has one, and resolves `serve`'s plan from the `serve:` block
+/// (and any flags) as `serve` would: every rule between settings, with the TSIG key file and
+/// certificate files it names read. No records file is read.
+pub fn config(cmd: &CheckCmd) -> Result<(), Refused> {
     // clap requires `-c` with `--config-only`.
     let path = cmd
         .serve
         .config
         .as_deref()
         .unwrap_or(std::path::Path::new(""));
-    let file = ConfigFile::read(path)?;
+    let file = ConfigFile::read(path).map_err(|e| Refused::one(&e))?;
     if let Some(iroh) = &file.iroh {
-        iroh.settings()?;
+        iroh.settings().map_err(|e| Refused::one(&e))?;
     }
+    let settings = cmd.serve.clone().resolve().map_err(|e| Refused::one(&e))?;
+    crate::serve::plan::resolve(&settings)?;
     eprintln!("{}: ok", path.display());
     Ok(())
 }

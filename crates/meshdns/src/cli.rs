@@ -34,7 +34,7 @@ pub enum Command {
     Serve(ServeCmd),
     /// Read everything `serve` would read (the same flags and config file; positional FILEs
     /// are more --records) and print every problem as FILE: ENTRY: REASON; exit 1 if a
-    /// source cannot be used.
+    /// source cannot be used, 2 if the configuration is refused (as `serve` refuses it).
     Check(CheckCmd),
     /// Run a controller's planner on manifest files and print what it would converge to.
     #[command(subcommand)]
@@ -75,7 +75,7 @@ pub enum RenderTarget {
 }
 
 /// `meshdns serve`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct ServeCmd {
     /// Config file (YAML; its `serve:` block is read); flags override it.
     #[arg(long, short = 'c', value_name = "FILE")]
@@ -89,10 +89,8 @@ impl ServeCmd {
     /// The flags over the config file's `serve:` block.
     pub fn resolve(self) -> Result<ServeConfig> {
         let file = ConfigFile::read_optional(self.config.as_deref())?;
-        let settings = self.settings.over(file.serve);
-        // Settings that only make sense together are refused before anything starts.
-        settings.tls().map_err(anyhow::Error::msg)?;
-        Ok(settings)
+        // Settings that only make sense together are checked by `serve::plan::resolve`.
+        Ok(self.settings.over(file.serve))
     }
 }
 
@@ -104,7 +102,8 @@ pub struct CheckCmd {
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// Only check the config file (`-c`): every block, every key and value, as each command
-    /// would read it; nothing it names is read.
+    /// would read it, and every rule `serve` applies before it starts (reading the TSIG key
+    /// and certificate files it names); no records are read.
     #[arg(long, requires = "config")]
     pub config_only: bool,
     /// What `serve` would read.

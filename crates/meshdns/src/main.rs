@@ -25,27 +25,33 @@ use tracing_subscriber::EnvFilter;
 use crate::cli::{Cli, Command, ControllerTarget, RenderTarget};
 use crate::config::defaults;
 use crate::config::values::LogFormat;
+use crate::serve::{EXIT_REFUSED, Refused, ServePlan};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let (what, result) = match cli.command {
-        Command::Serve(cmd) => ("serve", cmd.resolve().and_then(serve)),
+        Command::Serve(cmd) => match plan_serve(cmd) {
+            Ok((settings, plan)) => ("serve", serve(&settings, plan)),
+            Err(refused) => return refuse("serve", &refused),
+        },
         Command::Check(cmd) if cmd.config_only => {
             return match check::config(&cmd) {
                 Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("meshdns check: {e:#}");
-                    ExitCode::FAILURE
-                }
+                Err(refused) => refuse("check", &refused),
             };
         }
         Command::Check(cmd) => {
-            return match cmd.resolve().and_then(|settings| check::check(&settings)) {
+            let plan = cmd.resolve().map_err(|e| Refused::one(&e));
+            let settings = match plan.and_then(|s| serve::plan::resolve(&s).map(|_| s)) {
+                Ok(settings) => settings,
+                Err(refused) => return refuse("check", &refused),
+            };
+            return match check::check(&settings) {
                 Ok(true) => ExitCode::SUCCESS,
                 Ok(false) => ExitCode::FAILURE,
                 Err(e) => {
                     eprintln!("meshdns check: {e:#}");
-                    ExitCode::from(2)
+                    ExitCode::from(EXIT_REFUSED)
                 }
             };
         }
@@ -88,15 +94,28 @@ fn init_logging(level: Option<&str>, format: Option<LogFormat>) {
     }
 }
 
-fn serve(settings: config::ServeConfig) -> Result<()> {
+/// `serve`'s settings (flags over the file) and its plan, or why it cannot start.
+fn plan_serve(cmd: cli::ServeCmd) -> Result<(config::ServeConfig, ServePlan), Refused> {
+    let settings = cmd.resolve().map_err(|e| Refused::one(&e))?;
+    let plan = serve::plan::resolve(&settings)?;
+    Ok((settings, plan))
+}
+
+/// Prints why the configuration is refused; the exit status says so.
+fn refuse(what: &str, refused: &Refused) -> ExitCode {
+    eprintln!("meshdns {what}: {refused}");
+    ExitCode::from(EXIT_REFUSED)
+}
+
+fn serve(settings: &config::ServeConfig, plan: ServePlan) -> Result<()> {
     init_logging(settings.log_level.as_deref(), settings.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(settings.workers.unwrap_or_else(defaults::cores))
+        .worker_threads(plan.workers)
         .thread_name("meshdns-worker")
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve::run(settings))
+    runtime.block_on(serve::run(plan))
 }
 
 /// Waits for SIGTERM or SIGINT.

@@ -9,23 +9,49 @@ use std::sync::atomic::Ordering::Relaxed;
 use meshdns_sources::{PkarrStore, SourceStatus};
 use meshdns_zone::Catalog;
 
+/// What `/metrics` reports on.
+pub struct Sources<'a> {
+    /// The DNS listeners' counters.
+    pub dns: &'a DnsMetrics,
+    /// The snapshot served.
+    pub catalog: &'a Catalog,
+    /// The sources' counters.
+    pub status: &'a SourceStatus,
+    /// The pkarr store, when on.
+    pub pkarr: Option<&'a PkarrStore>,
+    /// Zone transfers out, when on.
+    pub transfers: Option<&'a meshdns_server::xfr::Transfers>,
+    /// Secondary zones.
+    pub secondaries: &'a [std::sync::Arc<meshdns_sources::secondary::SecondaryFeed>],
+    /// The TLS listeners' certificates, when on.
+    pub tls: Option<&'a meshdns_server::tls::Certificates>,
+}
+
 /// Renders every meshdns metric in Prometheus text format.
-pub fn render(
-    dns: &DnsMetrics,
-    catalog: &Catalog,
-    status: &SourceStatus,
-    pkarr: Option<&PkarrStore>,
-    transfers: Option<&meshdns_server::xfr::Transfers>,
-    secondaries: &[std::sync::Arc<meshdns_sources::secondary::SecondaryFeed>],
-    tls: Option<&meshdns_server::tls::Certificates>,
-) -> String {
+pub fn render(m: &Sources<'_>) -> String {
     let mut out = String::with_capacity(8192);
-    dns.render(&mut out);
-    if let Some(tls) = tls {
+    m.dns.render(&mut out);
+    if let Some(tls) = m.tls {
         tls.metrics.render(&mut out);
     }
+    zone_serials(&mut out, m.catalog);
+    if let Some(t) = m.transfers {
+        t.render(&mut out);
+    }
+    if !m.secondaries.is_empty() {
+        secondaries(&mut out, m.secondaries);
+    }
+    zone_records(&mut out, m.catalog);
+    sources(&mut out, m.status);
+    if let Some(store) = m.pkarr {
+        pkarr(&mut out, store);
+    }
+    out
+}
+
+fn zone_serials(out: &mut String, catalog: &Catalog) {
     header(
-        &mut out,
+        out,
         "meshdns_zone_serial",
         "SOA serial served per zone.",
         "gauge",
@@ -40,51 +66,55 @@ pub fn render(
             label_value(&zone)
         );
     }
-    if let Some(t) = transfers {
-        t.render(&mut out);
-    }
-    if !secondaries.is_empty() {
-        header(
-            &mut out,
-            "meshdns_secondary_serial",
-            "SOA serial held per secondary zone (absent before the first transfer).",
-            "gauge",
-        );
-        for f in secondaries {
-            if let (Some(serial), _) = f.status() {
-                let z = label_value(&f.origin().to_string());
-                let _ = writeln!(out, "meshdns_secondary_serial{{zone=\"{z}\"}} {serial}");
-            }
-        }
-        header(
-            &mut out,
-            "meshdns_secondary_last_refresh_seconds",
-            "Unix time of the last successful refresh per secondary zone.",
-            "gauge",
-        );
-        for f in secondaries {
-            if let (_, Some(at)) = f.status() {
-                let z = label_value(&f.origin().to_string());
-                let _ = writeln!(
-                    out,
-                    "meshdns_secondary_last_refresh_seconds{{zone=\"{z}\"}} {at}"
-                );
-            }
-        }
-        header(
-            &mut out,
-            "meshdns_secondary_expired",
-            "1 while a secondary zone is not served (not transferred yet, or expired).",
-            "gauge",
-        );
-        for f in secondaries {
+}
+
+fn secondaries(
+    out: &mut String,
+    secondaries: &[std::sync::Arc<meshdns_sources::secondary::SecondaryFeed>],
+) {
+    header(
+        out,
+        "meshdns_secondary_serial",
+        "SOA serial held per secondary zone (absent before the first transfer).",
+        "gauge",
+    );
+    for f in secondaries {
+        if let (Some(serial), _) = f.status() {
             let z = label_value(&f.origin().to_string());
-            let v = u8::from(f.not_ready().is_some());
-            let _ = writeln!(out, "meshdns_secondary_expired{{zone=\"{z}\"}} {v}");
+            let _ = writeln!(out, "meshdns_secondary_serial{{zone=\"{z}\"}} {serial}");
         }
     }
     header(
-        &mut out,
+        out,
+        "meshdns_secondary_last_refresh_seconds",
+        "Unix time of the last successful refresh per secondary zone.",
+        "gauge",
+    );
+    for f in secondaries {
+        if let (_, Some(at)) = f.status() {
+            let z = label_value(&f.origin().to_string());
+            let _ = writeln!(
+                out,
+                "meshdns_secondary_last_refresh_seconds{{zone=\"{z}\"}} {at}"
+            );
+        }
+    }
+    header(
+        out,
+        "meshdns_secondary_expired",
+        "1 while a secondary zone is not served (not transferred yet, or expired).",
+        "gauge",
+    );
+    for f in secondaries {
+        let z = label_value(&f.origin().to_string());
+        let v = u8::from(f.not_ready().is_some());
+        let _ = writeln!(out, "meshdns_secondary_expired{{zone=\"{z}\"}} {v}");
+    }
+}
+
+fn zone_records(out: &mut String, catalog: &Catalog) {
+    header(
+        out,
         "meshdns_zone_records",
         "Records served per zone, SOA and NS included.",
         "gauge",
@@ -97,9 +127,12 @@ pub fn render(
             zone.record_count()
         );
     }
+}
+
+fn sources(out: &mut String, status: &SourceStatus) {
     let counters = status.counters();
     header(
-        &mut out,
+        out,
         "meshdns_source_reloads_total",
         "Loads of each source, by result (ok, or error when the file could not be used).",
         "counter",
@@ -118,7 +151,7 @@ pub fn render(
         );
     }
     header(
-        &mut out,
+        out,
         "meshdns_source_skipped_entries_total",
         "Entries skipped because they were invalid or conflicted with another source.",
         "counter",
@@ -132,7 +165,7 @@ pub fn render(
         );
     }
     header(
-        &mut out,
+        out,
         "meshdns_source_last_success_timestamp_seconds",
         "Unix time of the last successful load of each source.",
         "gauge",
@@ -147,7 +180,7 @@ pub fn render(
         }
     }
     header(
-        &mut out,
+        out,
         "meshdns_source_up",
         "1 while the source's current file is usable and readable, 0 while it fails or cannot be watched (last good records keep serving).",
         "gauge",
@@ -161,7 +194,7 @@ pub fn render(
         );
     }
     header(
-        &mut out,
+        out,
         "meshdns_source_absent",
         "1 while the source's file does not exist (served as empty, as Tailscale's nameserver does).",
         "gauge",
@@ -174,65 +207,65 @@ pub fn render(
             u8::from(c.absent)
         );
     }
-    if let Some(store) = pkarr {
-        let c = &store.counters;
-        header(
-            &mut out,
-            "meshdns_pkarr_publishes_total",
-            "pkarr publishes, by result (accepted, or the reason for refusing).",
-            "counter",
-        );
+}
+
+fn pkarr(out: &mut String, store: &PkarrStore) {
+    let c = &store.counters;
+    header(
+        out,
+        "meshdns_pkarr_publishes_total",
+        "pkarr publishes, by result (accepted, or the reason for refusing).",
+        "counter",
+    );
+    let _ = writeln!(
+        out,
+        "meshdns_pkarr_publishes_total{{result=\"accepted\"}} {}",
+        c.accepted.load(Relaxed)
+    );
+    for (reason, n) in c.rejected.lock().unwrap_or_else(|e| e.into_inner()).iter() {
         let _ = writeln!(
             out,
-            "meshdns_pkarr_publishes_total{{result=\"accepted\"}} {}",
-            c.accepted.load(Relaxed)
-        );
-        for (reason, n) in c.rejected.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            let _ = writeln!(
-                out,
-                "meshdns_pkarr_publishes_total{{result=\"{reason}\"}} {n}"
-            );
-        }
-        header(
-            &mut out,
-            "meshdns_pkarr_packets",
-            "Signed packets stored.",
-            "gauge",
-        );
-        let _ = writeln!(out, "meshdns_pkarr_packets {}", store.len());
-        header(
-            &mut out,
-            "meshdns_pkarr_expired_total",
-            "Packets dropped for age.",
-            "counter",
-        );
-        let _ = writeln!(
-            out,
-            "meshdns_pkarr_expired_total {}",
-            c.expired.load(Relaxed)
-        );
-        header(
-            &mut out,
-            "meshdns_pkarr_commits_total",
-            "Commits of the pkarr store (each makes a batch of publishes durable).",
-            "counter",
-        );
-        let _ = writeln!(
-            out,
-            "meshdns_pkarr_commits_total {}",
-            c.commits.load(Relaxed)
-        );
-        header(
-            &mut out,
-            "meshdns_pkarr_commit_seconds_total",
-            "Time the pkarr store spent deciding and committing batches (fsync included).",
-            "counter",
-        );
-        let _ = writeln!(
-            out,
-            "meshdns_pkarr_commit_seconds_total {}",
-            c.commit_micros.load(Relaxed) as f64 / 1e6
+            "meshdns_pkarr_publishes_total{{result=\"{reason}\"}} {n}"
         );
     }
-    out
+    header(
+        out,
+        "meshdns_pkarr_packets",
+        "Signed packets stored.",
+        "gauge",
+    );
+    let _ = writeln!(out, "meshdns_pkarr_packets {}", store.len());
+    header(
+        out,
+        "meshdns_pkarr_expired_total",
+        "Packets dropped for age.",
+        "counter",
+    );
+    let _ = writeln!(
+        out,
+        "meshdns_pkarr_expired_total {}",
+        c.expired.load(Relaxed)
+    );
+    header(
+        out,
+        "meshdns_pkarr_commits_total",
+        "Commits of the pkarr store (each makes a batch of publishes durable).",
+        "counter",
+    );
+    let _ = writeln!(
+        out,
+        "meshdns_pkarr_commits_total {}",
+        c.commits.load(Relaxed)
+    );
+    header(
+        out,
+        "meshdns_pkarr_commit_seconds_total",
+        "Time the pkarr store spent deciding and committing batches (fsync included).",
+        "counter",
+    );
+    let _ = writeln!(
+        out,
+        "meshdns_pkarr_commit_seconds_total {}",
+        c.commit_micros.load(Relaxed) as f64 / 1e6
+    );
 }

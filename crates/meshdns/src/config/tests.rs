@@ -423,5 +423,9 @@ fn resolved(args: &[&str]) -> anyhow::Result<ServeConfig> {
     let Command::Serve(cmd) = parse(args) else {
         panic!("serve expected")
     };
-    cmd.resolve()
+    // As `serve` does: the settings, then the rules between them (`serve::plan` applies the
+    // same check, and reads the files it names).
+    let settings = cmd.resolve()?;
+    settings.tls().map_err(anyhow::Error::msg)?;
+    Ok(settings)
 }

@@ -467,6 +467,60 @@ fn every_container_runs_locked_down_with_probes() {
     }
 }
 
+/// The files a workload mounts from Secrets, written under `root` at their mount paths: a
+/// Secret in the rendering with its own data, a TLS Secret made elsewhere (cert-manager's) with
+/// a self-signed pair. Returns the mount paths, to find in a config file.
+fn mounted_secrets(objects: &[Value], config_map: &str, root: &Path) -> Vec<String> {
+    let mut mounts = Vec::new();
+    let uses_config = |w: &&Value| {
+        w["spec"]["template"]["spec"]["volumes"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|v| v["configMap"]["name"] == config_map))
+    };
+    for workload in objects.iter().filter(uses_config) {
+        let pod = &workload["spec"]["template"]["spec"];
+        let volumes = pod["volumes"].as_array().unwrap();
+        for container in pod["containers"].as_array().unwrap() {
+            for mount in container["volumeMounts"].as_array().into_iter().flatten() {
+                let volume = volumes.iter().find(|v| v["name"] == mount["name"]).unwrap();
+                let Some(secret) = volume["secret"]["secretName"].as_str() else {
+                    continue;
+                };
+                let path = mount["mountPath"].as_str().unwrap().to_string();
+                let dir = root.join(path.trim_start_matches('/'));
+                std::fs::create_dir_all(&dir).unwrap();
+                let shipped = objects
+                    .iter()
+                    .find(|o| o["kind"] == "Secret" && o["metadata"]["name"] == secret);
+                match shipped {
+                    Some(s) => {
+                        for (key, value) in s["stringData"].as_object().into_iter().flatten() {
+                            std::fs::write(dir.join(key), value.as_str().unwrap()).unwrap();
+                        }
+                        for (key, value) in s["data"].as_object().into_iter().flatten() {
+                            let bytes = data_encoding::BASE64
+                                .decode(value.as_str().unwrap().as_bytes())
+                                .unwrap();
+                            std::fs::write(dir.join(key), bytes).unwrap();
+                        }
+                    }
+                    None => {
+                        let cert =
+                            rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+                        std::fs::write(dir.join("tls.crt"), cert.cert.pem()).unwrap();
+                        std::fs::write(dir.join("tls.key"), cert.signing_key.serialize_pem())
+                            .unwrap();
+                    }
+                }
+                mounts.push(path);
+            }
+        }
+    }
+    mounts
+}
+
+/// Each config file, checked as `serve` would start with it: the TSIG key and certificate
+/// files it names are read, from the Secrets its workload mounts (at a temporary root).
 #[test]
 fn every_shipped_config_file_is_one_meshdns_reads() {
     let dir = tempfile::tempdir().unwrap();
@@ -476,7 +530,14 @@ fn every_shipped_config_file_is_one_meshdns_reads() {
             let Some(text) = cm["data"]["config.yaml"].as_str() else {
                 continue;
             };
-            let file = write(dir.path(), "config.yaml", text);
+            let name = cm["metadata"]["name"].as_str().unwrap();
+            let root = dir.path().join(format!("root-{checked}"));
+            let mut text = text.to_string();
+            for mount in mounted_secrets(&objects, name, &root) {
+                let moved = format!("{}{mount}/", root.display());
+                text = text.replace(&format!("{mount}/"), &moved);
+            }
+            let file = write(dir.path(), "config.yaml", &text);
             let out = bin()
                 .args(["check", "--config-only", "-c", &file])
                 .output()

@@ -22,6 +22,7 @@ mod manifests;
 mod overload;
 mod pkarr;
 mod process;
+mod refusals;
 mod render;
 mod render_mesh;
 mod rrl;

@@ -1,0 +1,498 @@
+//! `meshdns serve` in two steps: [`plan::resolve`] decides everything from the configuration
+//! (pure but for reading the key and certificate files), then [`run`] starts the subsystems the
+//! plan names, one small function each, and stops them in order on a signal.
+
+pub mod plan;
+mod tls;
+
+use std::sync::{Arc, OnceLock};
+
+use anyhow::{Context, Result};
+use arc_swap::ArcSwap;
+use meshdns_server::http::{DohState, HttpState, router, serve_http, serve_https};
+use meshdns_server::relay::PkarrRelay;
+use meshdns_server::tls::Certificates;
+use meshdns_server::xfr::Transfers;
+use meshdns_server::{
+    DnsMetrics, NotifyHandler, Server, ServerConfig, ServerHandle, SharedCatalog,
+};
+use meshdns_sources::manifests::ManifestFeed;
+use meshdns_sources::secondary::{SecondaryFeed, SecondarySpec};
+use meshdns_sources::{
+    BytesFeed, FileKind, FileSources, PkarrStore, Poker, SourceStatus, WatchHandle, spawn_watcher,
+};
+use meshdns_xfr::Primary;
+use meshdns_zone::Catalog;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+
+use crate::pkarr_http::PkarrHttp;
+use crate::{controller_cmd, telemetry, wait_for_signal};
+pub use plan::{EXIT_REFUSED, Refused, ServePlan};
+use plan::{HttpPlan, KubernetesPlan};
+
+/// What the sources fill and every listener reads.
+struct Shared {
+    catalog: SharedCatalog,
+    status: Arc<SourceStatus>,
+    primary: Arc<Primary>,
+    pkarr: Option<Arc<PkarrStore>>,
+    metrics: Arc<DnsMetrics>,
+}
+
+/// The inputs fed from outside the watcher thread.
+struct Feeds {
+    secondaries: Vec<(Arc<SecondaryFeed>, SecondarySpec)>,
+    configmaps: Vec<(
+        meshdns_controller::configmap_source::ConfigMapKey,
+        Arc<BytesFeed>,
+    )>,
+    /// The cluster's objects (`--kubernetes`), with what is signalled when they are served.
+    kubernetes: Option<(Arc<ManifestFeed>, Arc<Notify>)>,
+}
+
+/// Where long-running tasks are spawned and stopped.
+struct Tasks {
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+}
+
+/// Runs `serve` from `plan` until SIGTERM or SIGINT.
+pub async fn run(mut plan: ServePlan) -> Result<()> {
+    for warning in &plan.warnings {
+        warn!("{warning}");
+    }
+    let shared = open_stores(&plan)?;
+    let feeds = feeds(&plan);
+    let (mut sources, pkarr_poker) = sources(&plan, &shared, &feeds);
+    // The first snapshot is in place before the first socket is bound.
+    sources.refresh();
+    if let Err(reason) = shared.status.readiness() {
+        warn!(%reason, "starting without every records file; /readyz reports 503 until they load");
+    }
+    let http01 = Arc::new(meshdns_server::acme::Http01Tokens::default());
+    let tls = tls::certificates(plan.tls.take(), &http01)?;
+    let certs = tls.as_ref().map(|t| t.certs.clone());
+    let transfers = plan.transfers.as_ref().map(|t| {
+        Arc::new(Transfers {
+            primary: shared.primary.clone(),
+            policy: t.policy.clone(),
+            allow: t.allow.clone(),
+            metrics: Default::default(),
+        })
+    });
+    let server = bind_dns(&plan, &shared, &feeds, transfers.clone(), certs.clone()).await?;
+    let watcher = spawn_watcher(sources).context("cannot start the file watcher")?;
+    if let Some(poker) = &pkarr_poker {
+        let _ = poker.set(watcher.poker());
+    }
+    let tasks = Tasks {
+        shutdown: CancellationToken::new(),
+        tracker: TaskTracker::new(),
+    };
+    let secondary_feeds: Vec<Arc<SecondaryFeed>> =
+        feeds.secondaries.iter().map(|(f, _)| f.clone()).collect();
+    spawn_secondaries(feeds.secondaries, &plan, &watcher, &tasks);
+    if let (Some(t), Some(transfers)) = (&plan.transfers, &transfers) {
+        spawn_notify(&t.notify, transfers, &tasks);
+    }
+    spawn_configmaps(feeds.configmaps, &plan, &watcher, &tasks).await?;
+    if let (Some(k), Some(feed)) = (&plan.kubernetes, feeds.kubernetes) {
+        spawn_kubernetes(k, &plan, feed, &watcher, &tasks).await?;
+    }
+    let state = http_state(
+        &plan.http,
+        &shared,
+        transfers,
+        secondary_feeds,
+        &certs,
+        &http01,
+        &plan,
+    );
+    let (http_addr, https_addr) =
+        serve_http_listeners(&plan.http, state, &certs, &shared, &tasks).await?;
+    // Renewal starts once the listeners a CA validates through are up.
+    if let Some(tls) = tls {
+        tls.spawn_renewal(&tasks.tracker, &tasks.shutdown);
+    }
+    log_ready(&server, http_addr, https_addr);
+
+    wait_for_signal().await;
+    info!("shutting down");
+    server.shutdown();
+    tasks.shutdown.cancel();
+    server.join().await;
+    tasks.tracker.close();
+    tasks.tracker.wait().await;
+    tokio::task::spawn_blocking(move || watcher.stop())
+        .await
+        .ok();
+    info!("stopped");
+    Ok(())
+}
+
+/// The catalog, the zone-transfer primary (serials kept in the data directory), the pkarr
+/// store and the DNS counters.
+fn open_stores(plan: &ServePlan) -> Result<Shared> {
+    if let Some(dir) = &plan.data_dir {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
+    }
+    let primary = Arc::new(Primary::new(
+        plan.data_dir.as_deref(),
+        plan.journal_records,
+        plan.transfers.is_some(),
+    ));
+    let pkarr = match &plan.pkarr {
+        None => None,
+        Some(config) => {
+            let dir = config.data_dir.clone().unwrap_or_default();
+            let store = PkarrStore::open(config.clone())
+                .with_context(|| format!("cannot open the pkarr store in {}", dir.display()))?;
+            Some(Arc::new(store))
+        }
+    };
+    Ok(Shared {
+        catalog: Arc::new(ArcSwap::from_pointee(Catalog::empty())),
+        status: Arc::new(SourceStatus::default()),
+        primary,
+        pkarr,
+        metrics: Arc::new(DnsMetrics::default()),
+    })
+}
+
+fn feeds(plan: &ServePlan) -> Feeds {
+    let secondaries = plan
+        .secondaries
+        .iter()
+        .map(|spec| (SecondaryFeed::new(&spec.origin), spec.clone()))
+        .collect();
+    let configmaps = plan
+        .configmaps
+        .iter()
+        .map(|key| (key.clone(), BytesFeed::new(&key.to_string())))
+        .collect();
+    let kubernetes = plan.kubernetes.as_ref().map(|k| {
+        let feed = ManifestFeed::new("kubernetes");
+        // Signalled from the watcher thread when a snapshot serving new objects is live.
+        let notify = Arc::new(Notify::new());
+        if k.status_lease.is_some() {
+            let n = notify.clone();
+            feed.on_served(move || n.notify_one());
+        }
+        (feed, notify)
+    });
+    Feeds {
+        secondaries,
+        configmaps,
+        kubernetes,
+    }
+}
+
+/// The watcher's inputs in precedence order: files, ConfigMap keys, the cluster's objects,
+/// secondary zones, pkarr. Also the cell the pkarr store pokes the watcher through, once it
+/// runs: a burst of publishes becomes one new serial of the origins.
+fn sources(
+    plan: &ServePlan,
+    shared: &Shared,
+    feeds: &Feeds,
+) -> (FileSources, Option<Arc<OnceLock<Poker>>>) {
+    let mut sources = FileSources::new(
+        plan.sources.clone(),
+        shared.catalog.clone(),
+        shared.status.clone(),
+    )
+    .with_primary(shared.primary.clone());
+    if let Some((feed, _)) = &feeds.kubernetes {
+        sources = sources.with_feed(feed.clone());
+    }
+    for (_, feed) in &feeds.configmaps {
+        sources = sources.with_bytes(feed.clone(), FileKind::Auto);
+    }
+    for (feed, _) in &feeds.secondaries {
+        feed.load_kept(plan.data_dir.as_deref());
+        sources = sources.with_secondary(feed.clone());
+    }
+    let Some(store) = &shared.pkarr else {
+        return (sources, None);
+    };
+    let poker = Arc::new(OnceLock::<Poker>::new());
+    let p = poker.clone();
+    store.track_changes(move || {
+        if let Some(p) = p.get() {
+            p.poke();
+        }
+    });
+    // Only transfers keep a second index of the keys: without them, no copy at start-up. The
+    // keys stored are known before the first snapshot, so a restart keeps the serial.
+    if plan.transfers.is_some() {
+        shared
+            .primary
+            .load_published(store.overlay().entries().into_iter().collect());
+    }
+    (sources.with_pkarr(store.clone()), Some(poker))
+}
+
+/// Binds the DNS listeners (UDP, TCP, DoT). With the default addresses, IPv6 is optional.
+async fn bind_dns(
+    plan: &ServePlan,
+    shared: &Shared,
+    feeds: &Feeds,
+    transfers: Option<Arc<Transfers>>,
+    certs: Option<Arc<Certificates>>,
+) -> Result<ServerHandle> {
+    let p = &plan.server;
+    let notify = (!feeds.secondaries.is_empty()).then(|| {
+        let feeds: Vec<Arc<SecondaryFeed>> =
+            feeds.secondaries.iter().map(|(f, _)| f.clone()).collect();
+        NotifyHandler(Arc::new(move |packet, peer| {
+            meshdns_sources::secondary::answer_notify(&feeds, packet, peer)
+        }))
+    });
+    let rrl = p.rrl.clone().map(|config| {
+        info!(rate = config.rate, "response rate limiting on (UDP)");
+        Arc::new(meshdns_server::rrl::Rrl::new(config))
+    });
+    let mut config = ServerConfig {
+        listen: p.listen.clone(),
+        udp_sockets: p.udp_sockets,
+        tcp_idle_timeout: p.tcp_idle_timeout,
+        tcp_max_connections: p.tcp_max_connections,
+        answer: p.answer,
+        transfers,
+        notify,
+        dot: p.dot.clone(),
+        tls: certs,
+        rrl,
+        ..ServerConfig::default()
+    };
+    let (catalog, metrics) = (shared.catalog.clone(), shared.metrics.clone());
+    match Server::bind(config.clone(), catalog.clone(), metrics.clone()).await {
+        Ok(server) => Ok(server),
+        // Any other bind error (a DoT port in use) fails the retry too.
+        Err(e) if p.ipv4_fallback.is_some() => {
+            let v4 = p.ipv4_fallback.expect("checked");
+            let all = p.listen.iter().map(ToString::to_string).collect::<Vec<_>>();
+            warn!(error = %e, "cannot listen with {}; trying IPv4 only", all.join(","));
+            config.listen = vec![v4];
+            Ok(Server::bind(config, catalog, metrics).await?)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn spawn_secondaries(
+    secondaries: Vec<(Arc<SecondaryFeed>, SecondarySpec)>,
+    plan: &ServePlan,
+    watcher: &WatchHandle,
+    tasks: &Tasks,
+) {
+    for (feed, spec) in secondaries {
+        let poker = watcher.poker();
+        feed.on_change(move || poker.poke_now());
+        info!(zone = %spec.origin, primary = %spec.primary, "secondary zone");
+        tasks.tracker.spawn(meshdns_sources::secondary::run(
+            feed,
+            spec,
+            plan.data_dir.clone(),
+            tasks.shutdown.clone(),
+        ));
+    }
+}
+
+fn spawn_notify(
+    targets: &[meshdns_server::xfr::NotifyTarget],
+    transfers: &Arc<Transfers>,
+    tasks: &Tasks,
+) {
+    for target in targets {
+        info!(target = %target.address, "sending NOTIFY on every serial change");
+        tasks.tracker.spawn(meshdns_server::xfr::notify_loop(
+            transfers.clone(),
+            target.clone(),
+            tasks.shutdown.clone(),
+        ));
+    }
+}
+
+/// ConfigMap keys read through the API: after the files, before the cluster's objects.
+async fn spawn_configmaps(
+    configmaps: Vec<(
+        meshdns_controller::configmap_source::ConfigMapKey,
+        Arc<BytesFeed>,
+    )>,
+    plan: &ServePlan,
+    watcher: &WatchHandle,
+    tasks: &Tasks,
+) -> Result<()> {
+    if configmaps.is_empty() {
+        return Ok(());
+    }
+    let client = controller_cmd::client(plan.kubeconfig.as_deref())
+        .await
+        .context("--configmap")?;
+    for (key, feed) in configmaps {
+        let poker = watcher.poker();
+        info!(source = %key, "watching");
+        tasks
+            .tracker
+            .spawn(meshdns_controller::configmap_source::watch(
+                client.clone(),
+                key,
+                feed,
+                move || poker.poke(),
+                tasks.shutdown.clone(),
+            ));
+    }
+    Ok(())
+}
+
+/// The cluster's DNSZones and DNSRecordSets, reflected into the watcher; their status written
+/// by the Lease's holder when asked.
+async fn spawn_kubernetes(
+    k: &KubernetesPlan,
+    plan: &ServePlan,
+    (feed, served): (Arc<ManifestFeed>, Arc<Notify>),
+    watcher: &WatchHandle,
+    tasks: &Tasks,
+) -> Result<()> {
+    let client = controller_cmd::client(plan.kubeconfig.as_deref())
+        .await
+        .context("--kubernetes")?;
+    info!(
+        namespace = k.namespace.as_deref().unwrap_or("(all)"),
+        "watching DNSZones and DNSRecordSets"
+    );
+    if let Some((namespace, name)) = &k.status_lease {
+        let election = meshdns_controller::leader::Election::new(namespace, name);
+        info!(lease = %election.name, namespace = %election.namespace, "status writing on");
+        tasks
+            .tracker
+            .spawn(meshdns_controller::status_writer::write_statuses(
+                client.clone(),
+                feed.clone(),
+                served,
+                election,
+                tasks.shutdown.clone(),
+            ));
+    }
+    let poker = watcher.poker();
+    tasks.tracker.spawn(meshdns_controller::dns_source::reflect(
+        client,
+        k.namespace.clone(),
+        feed,
+        move || poker.poke(),
+        tasks.shutdown.clone(),
+    ));
+    Ok(())
+}
+
+/// What the HTTP and HTTPS routers serve.
+fn http_state(
+    http: &HttpPlan,
+    shared: &Shared,
+    transfers: Option<Arc<Transfers>>,
+    secondaries: Vec<Arc<SecondaryFeed>>,
+    certs: &Option<Arc<Certificates>>,
+    http01: &Arc<meshdns_server::acme::Http01Tokens>,
+    plan: &ServePlan,
+) -> HttpState {
+    let metrics = {
+        let (metrics, catalog, status, pkarr, certs) = (
+            shared.metrics.clone(),
+            shared.catalog.clone(),
+            shared.status.clone(),
+            shared.pkarr.clone(),
+            certs.clone(),
+        );
+        Arc::new(move || {
+            telemetry::render(&telemetry::Sources {
+                dns: &metrics,
+                catalog: &catalog.load(),
+                status: &status,
+                pkarr: pkarr.as_deref(),
+                transfers: transfers.as_deref(),
+                secondaries: &secondaries,
+                tls: certs.as_deref(),
+            })
+        }) as meshdns_server::http::MetricsFn
+    };
+    let status = shared.status.clone();
+    HttpState {
+        metrics,
+        readiness: Arc::new(move || status.readiness()),
+        pkarr: shared
+            .pkarr
+            .clone()
+            .map(|store| Arc::new(PkarrHttp { store }) as Arc<dyn PkarrRelay>),
+        trusted_proxies: http.trusted_proxies.clone().into(),
+        acme_http01: http.acme_http01.then(|| http01.clone()),
+        doh: http.doh.then(|| DohState {
+            catalog: shared.catalog.clone(),
+            metrics: shared.metrics.clone(),
+            answer: plan.server.answer,
+        }),
+    }
+}
+
+/// Binds `--http` and `--https`; returns their addresses.
+async fn serve_http_listeners(
+    http: &HttpPlan,
+    state: HttpState,
+    certs: &Option<Arc<Certificates>>,
+    shared: &Shared,
+    tasks: &Tasks,
+) -> Result<(Option<std::net::SocketAddr>, Option<std::net::SocketAddr>)> {
+    let (metrics, shutdown, tracker) = (&shared.metrics, &tasks.shutdown, &tasks.tracker);
+    let http_addr = match http.http {
+        Some(addr) => Some(
+            serve_http(
+                addr,
+                router(state.clone(), true),
+                http.limits,
+                metrics.clone(),
+                shutdown.clone(),
+                tracker,
+            )
+            .await
+            .with_context(|| format!("cannot serve HTTP on {addr}"))?,
+        ),
+        None => None,
+    };
+    let https_addr = match (http.https, certs) {
+        (Some(addr), Some(certs)) => Some(
+            serve_https(
+                addr,
+                router(state, false),
+                certs.clone(),
+                http.limits,
+                metrics.clone(),
+                shutdown.clone(),
+                tracker,
+            )
+            .await
+            .with_context(|| format!("cannot serve HTTPS on {addr}"))?,
+        ),
+        _ => None,
+    };
+    Ok((http_addr, https_addr))
+}
+
+fn log_ready(
+    server: &ServerHandle,
+    http: Option<std::net::SocketAddr>,
+    https: Option<std::net::SocketAddr>,
+) {
+    let dns: Vec<String> = server.udp_addrs().iter().map(ToString::to_string).collect();
+    let dot: Vec<String> = server.dot_addrs().iter().map(ToString::to_string).collect();
+    let shown = |a: Option<std::net::SocketAddr>| a.map_or("off".to_string(), |a| a.to_string());
+    info!(
+        dns = %dns.join(","),
+        http = %shown(http),
+        https = %shown(https),
+        dot = %if dot.is_empty() { "off".to_string() } else { dot.join(",") },
+        "meshdns ready"
+    );
+}

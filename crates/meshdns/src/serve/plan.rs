@@ -1,0 +1,488 @@
+//! The first half of `serve`: a [`ServeConfig`] resolved into a [`ServePlan`], every default
+//! applied and every rule between settings checked, or refused with every problem at once.
+//!
+//! Nothing here binds, spawns or writes. The only reads are of the files whose contents decide
+//! whether the configuration can start: the TSIG key file (its key names are referred to by
+//! other settings) and the certificate files (`--tls-cert`/`--tls-key`, `--acme-ca`). `serve`
+//! starts subsystems from the plan and nothing else; `check` and `check --config-only` resolve
+//! the same plan, so a configuration `serve` refuses at start is refused by `check` with the
+//! same message and the exit status [`EXIT_REFUSED`].
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use meshdns_controller::configmap_source::ConfigMapKey;
+use meshdns_server::acme::{AcmeConfig, Challenge};
+use meshdns_server::http::HttpLimits;
+use meshdns_server::relay::Cidr;
+use meshdns_server::rrl::RrlConfig;
+use meshdns_server::tls::{CertFiles, PemPair};
+use meshdns_server::xfr::NotifyTarget;
+use meshdns_sources::secondary::SecondarySpec;
+use meshdns_sources::{PkarrConfig, SourceConfig};
+use meshdns_xfr::{Key, Policy};
+use meshdns_zone::{AnswerConfig, Name};
+use rustls::sign::CertifiedKey;
+
+use crate::config::serve::TlsSource;
+use crate::config::values::AcmeChallenge;
+use crate::config::{ServeConfig, defaults};
+
+/// The exit status of `serve`, `check` and `check --config-only` when the configuration is
+/// refused (as for a flag clap cannot parse). Other failures of `serve` exit with 1.
+pub const EXIT_REFUSED: u8 = 2;
+
+/// Why a configuration cannot start: every problem found, each naming its flag (and key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused(pub Vec<String>);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.as_slice() {
+            [one] => f.write_str(one),
+            all => {
+                write!(f, "{} problems in the configuration:", all.len())?;
+                for p in all {
+                    write!(f, "\n  {p}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for Refused {}
+
+impl Refused {
+    /// A refusal of one problem (a config file that cannot be read, say).
+    pub fn one(error: &anyhow::Error) -> Refused {
+        Refused(vec![format!("{error:#}")])
+    }
+}
+
+/// Everything `serve` starts, decided.
+pub struct ServePlan {
+    /// Records files, zone files, manifest directories, declared zones, parsing.
+    pub sources: SourceConfig,
+    /// ConfigMap keys read through the API.
+    pub configmaps: Vec<ConfigMapKey>,
+    /// A cluster's DNSZones and DNSRecordSets, served live.
+    pub kubernetes: Option<KubernetesPlan>,
+    /// The kubeconfig for `configmaps` and `kubernetes` (`None`: in-cluster, then the usual).
+    pub kubeconfig: Option<PathBuf>,
+    /// Zones served as a secondary.
+    pub secondaries: Vec<SecondarySpec>,
+    /// Where serials, journals, transferred zones and ACME state are kept, when any is.
+    pub data_dir: Option<PathBuf>,
+    /// Records of differences kept per zone for IXFR.
+    pub journal_records: usize,
+    /// Zone transfers out and NOTIFY, when on.
+    pub transfers: Option<TransfersPlan>,
+    /// The pkarr relay's store, when a pkarr origin is set.
+    pub pkarr: Option<PkarrConfig>,
+    /// The DNS listeners.
+    pub server: ServerPlan,
+    /// The certificate of `--https` and `--dot`, when either is on.
+    pub tls: Option<TlsPlan>,
+    /// The HTTP and HTTPS listeners.
+    pub http: HttpPlan,
+    /// Worker threads of the async runtime.
+    pub workers: usize,
+    /// Settings that start but deserve a word in the log.
+    pub warnings: Vec<String>,
+}
+
+/// `--kubernetes`.
+pub struct KubernetesPlan {
+    /// Only this namespace (`None`: all).
+    pub namespace: Option<String>,
+    /// Write the objects' status, from the holder of this Lease (namespace, name).
+    pub status_lease: Option<(String, String)>,
+}
+
+/// Zone transfers out.
+pub struct TransfersPlan {
+    /// Keys known and allowed.
+    pub policy: Policy,
+    /// Addresses allowed without a key.
+    pub allow: Vec<Cidr>,
+    /// Secondaries notified of every serial change.
+    pub notify: Vec<NotifyTarget>,
+}
+
+/// The DNS listeners.
+pub struct ServerPlan {
+    /// Addresses, UDP and TCP.
+    pub listen: Vec<SocketAddr>,
+    /// With the default addresses: the IPv4 one alone, tried when IPv6 cannot be bound.
+    pub ipv4_fallback: Option<SocketAddr>,
+    /// UDP sockets per address.
+    pub udp_sockets: usize,
+    /// Idle TCP connections are closed after this long.
+    pub tcp_idle_timeout: Duration,
+    /// TCP and DoT connections at once.
+    pub tcp_max_connections: usize,
+    /// Answer settings.
+    pub answer: AnswerConfig,
+    /// DoT addresses.
+    pub dot: Vec<SocketAddr>,
+    /// Response rate limiting (`None`: off).
+    pub rrl: Option<RrlConfig>,
+}
+
+/// Where the TLS listeners' certificate comes from, with what is already loaded.
+pub enum TlsPlan {
+    /// PEM files, followed; the certificate they hold now, and their bytes.
+    Files(CertFiles, Box<CertifiedKey>, PemPair),
+    /// Made at start-up for the loopback names.
+    SelfSigned,
+    /// An ACME client's settings; serve a self-signed certificate until the first is issued.
+    Acme(Box<AcmeConfig>, bool),
+}
+
+/// The HTTP listeners and what they serve.
+pub struct HttpPlan {
+    /// `--http`.
+    pub http: Option<SocketAddr>,
+    /// `--https`.
+    pub https: Option<SocketAddr>,
+    /// Connection limits of each.
+    pub limits: HttpLimits,
+    /// DNS over HTTPS at `/dns-query`.
+    pub doh: bool,
+    /// Proxies whose forwarding headers name the client.
+    pub trusted_proxies: Vec<Cidr>,
+    /// ACME HTTP-01 answers on `--http`.
+    pub acme_http01: bool,
+}
+
+/// Problems found so far.
+#[derive(Default)]
+struct Problems(Vec<String>);
+
+impl Problems {
+    /// `Some(value)`, or the problem noted and `None`.
+    fn take<T>(&mut self, result: Result<T, String>) -> Option<T> {
+        result.map_err(|p| self.0.push(p)).ok()
+    }
+}
+
+/// Resolves `settings` into a plan, or every reason it cannot start.
+pub fn resolve(settings: &ServeConfig) -> Result<ServePlan, Refused> {
+    let mut problems = Problems::default();
+    let tls_source = problems.take(settings.tls());
+    // Without a key file that reads, names of keys are not looked up (its problem is enough).
+    let keys = problems.take(tsig_keys(settings));
+    let transfers = transfers(settings, keys.as_deref(), &mut problems);
+    let secondaries = secondaries(settings, keys.as_deref(), &mut problems);
+    let kubernetes = problems.take(kubernetes(settings)).flatten();
+    let data_dir = data_dir(settings);
+    let tls = match tls_source.flatten() {
+        Some(source) => problems.take(tls(settings, source, data_dir.as_deref())),
+        None => None,
+    };
+    if !problems.0.is_empty() {
+        return Err(Refused(problems.0));
+    }
+    let mut warnings = Vec::new();
+    if !settings.pkarr.is_empty() && settings.http.is_none() && settings.https.is_none() {
+        warnings.push(
+            "--pkarr without --http or --https: stored packets are served, but no new ones can \
+             be published"
+                .to_string(),
+        );
+    }
+    Ok(ServePlan {
+        sources: sources(settings),
+        configmaps: configmaps(settings),
+        kubernetes,
+        kubeconfig: settings.kubeconfig.clone(),
+        secondaries,
+        data_dir,
+        journal_records: settings
+            .ixfr_journal_records
+            .unwrap_or(defaults::IXFR_JOURNAL_RECORDS),
+        transfers,
+        pkarr: pkarr(settings),
+        server: server(settings),
+        tls,
+        http: http(settings),
+        workers: settings.workers.unwrap_or_else(defaults::cores),
+        warnings,
+    })
+}
+
+fn key_names(keys: &[Key]) -> String {
+    if keys.is_empty() {
+        return "none".into();
+    }
+    let names: Vec<String> = keys.iter().map(|k| k.name.to_string()).collect();
+    names.join(", ")
+}
+
+/// The keys of `--tsig-keys`, read and parsed.
+fn tsig_keys(settings: &ServeConfig) -> Result<Vec<Key>, String> {
+    let Some(path) = &settings.tsig_keys else {
+        return Ok(Vec::new());
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        format!(
+            "--tsig-keys (tsigKeys): cannot read {}: {e}",
+            path.display()
+        )
+    })?;
+    meshdns_xfr::parse_key_file(&path.display().to_string(), &text)
+        .map_err(|e| format!("--tsig-keys (tsigKeys): {e}"))
+}
+
+/// The key named `name` by `flag`, or the problem noted (`keys` is `None` when the key file
+/// could not be read).
+fn key(keys: Option<&[Key]>, name: &Name, flag: &str, problems: &mut Problems) -> Option<Key> {
+    let keys = keys?;
+    let found = keys.iter().find(|k| &k.name == name).cloned();
+    if found.is_none() {
+        problems.0.push(format!(
+            "{flag} {name}: no such key in --tsig-keys (keys: {})",
+            key_names(keys)
+        ));
+    }
+    found
+}
+
+fn transfers(
+    settings: &ServeConfig,
+    keys: Option<&[Key]>,
+    problems: &mut Problems,
+) -> Option<TransfersPlan> {
+    for name in &settings.allow_transfer_keys {
+        key(
+            keys,
+            name,
+            "--allow-transfer-key (allowTransferKeys)",
+            problems,
+        );
+    }
+    let notify = settings
+        .notify
+        .iter()
+        .map(|n| NotifyTarget {
+            address: n.address.clone(),
+            key: n
+                .key
+                .as_ref()
+                .and_then(|k| key(keys, k, "--notify (notify)", problems)),
+        })
+        .collect();
+    settings.transfers().then(|| TransfersPlan {
+        policy: Policy {
+            keys: keys.unwrap_or_default().to_vec(),
+            allowed_keys: settings.allow_transfer_keys.clone(),
+        },
+        allow: settings.allow_transfer.clone(),
+        notify,
+    })
+}
+
+fn secondaries(
+    settings: &ServeConfig,
+    keys: Option<&[Key]>,
+    problems: &mut Problems,
+) -> Vec<SecondarySpec> {
+    settings
+        .secondaries
+        .iter()
+        .map(|s| SecondarySpec {
+            origin: s.origin.clone(),
+            primary: s.primary.clone(),
+            key: s
+                .key
+                .as_ref()
+                .and_then(|k| key(keys, k, "--secondary (secondaries)", problems)),
+        })
+        .collect()
+}
+
+fn kubernetes(settings: &ServeConfig) -> Result<Option<KubernetesPlan>, String> {
+    let write_status = settings.write_status.unwrap_or(false);
+    match settings.kubernetes() {
+        None if write_status => Err("--write-status (writeStatus) writes the status of a \
+             cluster's objects: it needs --kubernetes (kubernetes: true)"
+            .into()),
+        None => Ok(None),
+        Some(namespace) => Ok(Some(KubernetesPlan {
+            namespace: namespace.map(str::to_string),
+            status_lease: write_status
+                .then(|| (defaults::namespace(), "meshdns-serve-status".to_string())),
+        })),
+    }
+}
+
+/// Serials, journals and transferred zones are kept in the data directory when there is
+/// something to keep.
+fn data_dir(settings: &ServeConfig) -> Option<PathBuf> {
+    let keeps = settings.transfers()
+        || !settings.pkarr.is_empty()
+        || !settings.secondaries.is_empty()
+        || !settings.acme_domains.is_empty();
+    settings
+        .data_dir
+        .clone()
+        .or_else(|| keeps.then(defaults::data_dir))
+}
+
+fn tls(
+    settings: &ServeConfig,
+    source: TlsSource,
+    data_dir: Option<&Path>,
+) -> Result<TlsPlan, String> {
+    Ok(match source {
+        TlsSource::Files(files) => {
+            let (key, seen) = meshdns_server::tls::load_files(&files)
+                .map_err(|e| format!("--tls-cert/--tls-key: no certificate to serve: {e}"))?;
+            TlsPlan::Files(files, Box::new(key), seen)
+        }
+        TlsSource::SelfSigned => TlsPlan::SelfSigned,
+        TlsSource::Acme {
+            challenge,
+            self_signed_first,
+        } => {
+            if let Some(path) = &settings.acme_ca {
+                meshdns_server::acme::read_ca_roots(path).map_err(|e| e.to_string())?;
+            }
+            let data_dir = data_dir.expect("ACME keeps a data directory");
+            TlsPlan::Acme(
+                Box::new(acme(settings, challenge, data_dir)),
+                self_signed_first,
+            )
+        }
+    })
+}
+
+fn acme(settings: &ServeConfig, challenge: AcmeChallenge, data_dir: &Path) -> AcmeConfig {
+    AcmeConfig {
+        domains: settings
+            .acme_domains
+            .iter()
+            .map(|d| d.to_string().trim_end_matches('.').to_string())
+            .collect(),
+        contact: settings
+            .acme_contacts
+            .iter()
+            .map(|c| {
+                if c.contains(':') {
+                    c.clone()
+                } else {
+                    format!("mailto:{c}")
+                }
+            })
+            .collect(),
+        directory: settings
+            .acme_directory
+            .clone()
+            .unwrap_or_else(|| defaults::ACME_DIRECTORY.into()),
+        challenge: match challenge {
+            AcmeChallenge::TlsAlpn01 => Challenge::TlsAlpn01,
+            AcmeChallenge::Http01 => Challenge::Http01,
+        },
+        cache: data_dir.join("acme"),
+        ca_roots: settings.acme_ca.clone(),
+    }
+}
+
+fn sources(settings: &ServeConfig) -> SourceConfig {
+    SourceConfig {
+        files: settings.files(),
+        zones: settings.declared_zones(),
+        settings: settings.parse_settings(),
+        poll_interval: settings.poll_interval.unwrap_or(defaults::POLL_INTERVAL),
+        debounce: defaults::DEBOUNCE,
+    }
+}
+
+fn configmaps(settings: &ServeConfig) -> Vec<ConfigMapKey> {
+    settings
+        .configmaps
+        .iter()
+        .map(|c| ConfigMapKey {
+            namespace: c.namespace.clone(),
+            name: c.name.clone(),
+            key: c.key.clone(),
+        })
+        .collect()
+}
+
+fn pkarr(settings: &ServeConfig) -> Option<PkarrConfig> {
+    if settings.pkarr.is_empty() {
+        return None;
+    }
+    let data_dir = settings.data_dir.clone().unwrap_or_else(defaults::data_dir);
+    let mut config = PkarrConfig::new(settings.pkarr.clone(), Some(data_dir));
+    config.max_age = settings.pkarr_max_age.unwrap_or(defaults::PKARR_MAX_AGE);
+    config.put_per_minute = settings
+        .pkarr_put_limit
+        .unwrap_or(defaults::PKARR_PUT_LIMIT);
+    config.put_burst = settings
+        .pkarr_put_burst
+        .unwrap_or(defaults::PKARR_PUT_BURST);
+    config.commit_window = settings
+        .pkarr_commit_window
+        .unwrap_or(defaults::PKARR_COMMIT_WINDOW);
+    Some(config)
+}
+
+fn server(settings: &ServeConfig) -> ServerPlan {
+    // The default listens on IPv6 too where the host has it.
+    let (listen, ipv4_fallback) = if settings.listen.is_empty() {
+        let [v4, v6] = defaults::listen();
+        (vec![v4, v6], Some(v4))
+    } else {
+        (settings.listen.clone(), None)
+    };
+    ServerPlan {
+        listen,
+        ipv4_fallback,
+        udp_sockets: settings.udp_sockets.unwrap_or_else(defaults::cores),
+        tcp_idle_timeout: settings
+            .tcp_idle_timeout
+            .unwrap_or(defaults::TCP_IDLE_TIMEOUT),
+        tcp_max_connections: settings
+            .tcp_max_connections
+            .unwrap_or(defaults::TCP_MAX_CONNECTIONS),
+        answer: AnswerConfig {
+            edns_payload: settings.edns_payload.unwrap_or(defaults::EDNS_PAYLOAD),
+        },
+        dot: settings.dot.clone(),
+        rrl: Some(settings.rrl_rate.unwrap_or(defaults::RRL_RATE))
+            .filter(|&rate| rate > 0)
+            .map(|rate| RrlConfig {
+                rate,
+                slip: settings.rrl_slip.unwrap_or(defaults::RRL_SLIP),
+                ipv4_prefix: settings
+                    .rrl_ipv4_prefix
+                    .unwrap_or(defaults::RRL_IPV4_PREFIX),
+                ipv6_prefix: settings
+                    .rrl_ipv6_prefix
+                    .unwrap_or(defaults::RRL_IPV6_PREFIX),
+                exempt: settings.rrl_exempt.clone(),
+            }),
+    }
+}
+
+fn http(settings: &ServeConfig) -> HttpPlan {
+    HttpPlan {
+        http: settings.http,
+        https: settings.https,
+        limits: HttpLimits {
+            max_connections: settings
+                .http_max_connections
+                .unwrap_or(defaults::HTTP_MAX_CONNECTIONS),
+            idle_timeout: settings
+                .http_idle_timeout
+                .unwrap_or(defaults::HTTP_IDLE_TIMEOUT),
+        },
+        doh: settings.doh.unwrap_or(defaults::DOH),
+        trusted_proxies: settings.trusted_proxies.clone(),
+        acme_http01: settings.acme_challenge == Some(AcmeChallenge::Http01),
+    }
+}
