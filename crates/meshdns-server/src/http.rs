@@ -53,7 +53,7 @@ pub struct HttpState {
     /// The pkarr relay (`/pkarr/<key>`), when enabled.
     pub pkarr: Option<Arc<dyn crate::relay::PkarrRelay>>,
     /// Peers whose `Forwarded` / `X-Forwarded-For` name the client (reverse proxies).
-    pub trusted_proxies: Arc<[crate::relay::Cidr]>,
+    pub trusted_proxies: Arc<[meshdns_zone::Cidr]>,
     /// ACME HTTP-01 answers (`/.well-known/acme-challenge/<token>`), when ACME uses them.
     pub acme_http01: Option<Arc<crate::acme::Http01Tokens>>,
 }
@@ -91,13 +91,11 @@ pub fn router(state: HttpState, with_metrics: bool) -> Router {
     if state.doh.is_some() {
         r = r.route("/dns-query", get(doh_get).post(doh_post));
     }
-    if state.pkarr.is_some() {
-        r = r.route(
-            "/pkarr/{key}",
-            get(crate::relay::get)
-                .put(crate::relay::put)
-                .options(crate::relay::preflight),
-        );
+    if let Some(relay) = &state.pkarr {
+        r = r.merge(crate::relay::routes(crate::relay::RelayState {
+            relay: relay.clone(),
+            trusted_proxies: state.trusted_proxies.clone(),
+        }));
     }
     r.layer(DefaultBodyLimit::max(MAX_BODY)).with_state(state)
 }

@@ -19,7 +19,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::relay::Cidr;
+use meshdns_zone::Cidr;
 
 /// The highest rate: tokens (in thousandths) must fit the 32 bits a bucket keeps them in.
 pub const MAX_RATE: u32 = 1_000_000;

@@ -15,7 +15,7 @@ use tokio::net::UdpSocket;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::relay::Cidr;
+use meshdns_zone::Cidr;
 
 /// Who may transfer, and what to count.
 #[derive(Debug)]

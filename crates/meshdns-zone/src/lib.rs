@@ -7,6 +7,7 @@
 //! while it is being read.
 
 pub mod answer;
+pub mod cidr;
 pub mod name;
 pub mod rdata;
 pub mod records;
@@ -15,6 +16,7 @@ pub mod wire;
 pub mod zone;
 
 pub use answer::{AnswerConfig, Outcome, Transport, answer, answer_oversized, rcode};
+pub use cidr::Cidr;
 pub use name::{Name, NameError};
 pub use rdata::{RData, RDataError, RType, Soa};
 pub use records::{Record, RecordRef, Records};

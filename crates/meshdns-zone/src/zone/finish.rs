@@ -11,8 +11,8 @@
 use crate::name::Name;
 use crate::rdata::{RData, RType, Soa};
 
-use super::build::{BuildDefaults, Entry, Refused, Rejection, ZoneBuilder};
 use super::compact::{NodeMeta, Zone};
+use super::gather::{BuildDefaults, Entry, Refused, Rejection, ZoneBuilder};
 
 /// Builds the compact zone from what was gathered; records refused on the way are appended to
 /// `refused`.

@@ -23,14 +23,16 @@ mod build;
 mod catalog;
 mod compact;
 mod finish;
+mod gather;
 mod overlay;
 mod view;
 
 #[cfg(test)]
 mod tests;
 
-pub use build::{BuildDefaults, CatalogBuilder, Refused, Rejection, SoaTemplate, SourceId};
+pub use build::CatalogBuilder;
 pub use catalog::{Catalog, Found};
 pub use compact::{Zone, canonical_cmp};
+pub use gather::{BuildDefaults, Refused, Rejection, SoaTemplate, SourceId};
 pub use overlay::{Key, Overlay, OverlayReader, Published, ZoneView, key_of_label, label_of_key};
 pub use view::{Lookup, Node, RRset};

@@ -179,13 +179,13 @@ pub struct ServeConfig {
     /// from other peers [default: none].
     #[arg(long = "trusted-proxy", value_name = "CIDR", value_parser = values::cidr, help_heading = "pkarr relay")]
     #[serde(default, deserialize_with = "de::list")]
-    pub trusted_proxies: Vec<meshdns_server::relay::Cidr>,
+    pub trusted_proxies: Vec<meshdns_zone::Cidr>,
 
     /// An address or prefix allowed to transfer zones (AXFR/IXFR) without a key (repeatable)
     /// [default: none].
     #[arg(long = "allow-transfer", value_name = "PREFIX", value_parser = values::cidr, help_heading = "Zone transfers")]
     #[serde(default, deserialize_with = "de::list")]
-    pub allow_transfer: Vec<meshdns_server::relay::Cidr>,
+    pub allow_transfer: Vec<meshdns_zone::Cidr>,
     /// A TSIG key (from --tsig-keys) whose signed transfer requests are allowed from any
     /// address (repeatable) [default: none].
     #[arg(long = "allow-transfer-key", value_name = "NAME", value_parser = values::name, help_heading = "Zone transfers")]
@@ -237,7 +237,7 @@ pub struct ServeConfig {
     /// yours (repeatable) [default: none].
     #[arg(long = "rrl-exempt", value_name = "PREFIX", value_parser = values::cidr, help_heading = "Rate limiting")]
     #[serde(default, deserialize_with = "de::list")]
-    pub rrl_exempt: Vec<meshdns_server::relay::Cidr>,
+    pub rrl_exempt: Vec<meshdns_zone::Cidr>,
 
     /// UDP sockets per listen address, sharing the port (SO_REUSEPORT) [default: one per core].
     #[arg(long, value_name = "N", value_parser = values::at_least_one, help_heading = "Tuning")]

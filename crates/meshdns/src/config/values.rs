@@ -295,7 +295,7 @@ pub trait FromText: Sized {
     fn from_text(text: &str) -> Result<Self, String>;
 }
 
-impl FromText for meshdns_server::relay::Cidr {
+impl FromText for meshdns_zone::Cidr {
     fn from_text(text: &str) -> Result<Self, String> {
         cidr(text)
     }
@@ -370,7 +370,7 @@ impl FromText for SecondaryArg {
 }
 
 /// An address or prefix (`10.0.0.0/8`, `2001:db8::/32`, `192.0.2.7`).
-pub fn cidr(text: &str) -> Result<meshdns_server::relay::Cidr, String> {
+pub fn cidr(text: &str) -> Result<meshdns_zone::Cidr, String> {
     text.trim().parse()
 }
 

@@ -15,13 +15,13 @@ use std::time::Duration;
 use meshdns_controller::configmap_source::ConfigMapKey;
 use meshdns_server::acme::{AcmeConfig, Challenge};
 use meshdns_server::http::HttpLimits;
-use meshdns_server::relay::Cidr;
 use meshdns_server::rrl::RrlConfig;
 use meshdns_server::tls::{CertFiles, PemPair};
 use meshdns_server::xfr::NotifyTarget;
 use meshdns_sources::secondary::SecondarySpec;
 use meshdns_sources::{PkarrConfig, SourceConfig};
 use meshdns_xfr::{Key, Policy};
+use meshdns_zone::Cidr;
 use meshdns_zone::{AnswerConfig, Name};
 use rustls::sign::CertifiedKey;
 
