@@ -476,7 +476,8 @@ pub fn mesh_plan(data: &[u8]) {
 /// trusted proxy (the client address must be the peer or one the headers name), a
 /// `--trusted-proxy` value, a certificate's DER validity, and a PEM certificate and key pair.
 pub fn http(data: &[u8]) {
-    use meshdns_server::relay::{Cidr, client_address};
+    use meshdns_server::relay::client_address;
+    use meshdns_zone::Cidr;
     let Some((&selector, rest)) = data.split_first() else {
         return;
     };
