@@ -1,15 +1,14 @@
-//! A records file, zone file or manifests file on disk (`--records`, `--zone-file`,
-//! `--manifests`): read again when its identity or content changes, served as empty while
-//! absent.
+//! A records file or zone file on disk (`--records`, `--zone-file`): read again when its
+//! identity or content changes, served as empty while absent. (A manifests path is read by
+//! [`super::manifests`].)
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::source::{
     Fingerprint, Input, Kept, Loader, Rank, content_hash, empty_zones, fingerprint, missing,
     parent_dir, stays_missing,
 };
-use crate::content::{FileKind, Problem};
-use crate::read::{manifest_files, read_source};
+use crate::content::Problem;
 use crate::watch::FileSource;
 
 /// One file and how far it has been read.
@@ -34,15 +33,11 @@ impl RecordsFile {
     /// bytes did.
     fn read(&mut self, kept: &mut Kept, loader: &mut Loader) -> bool {
         let path = &self.file.path;
-        let fp = if path.is_dir() {
-            fingerprint_dir(path)
-        } else {
-            fingerprint(path)
-        };
+        let fp = fingerprint(path);
         if fp.is_some() && fp == self.seen && !kept.failing {
             return false;
         }
-        let bytes = match read_source(path) {
+        let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) => {
                 self.seen = None;
@@ -88,21 +83,6 @@ impl Input for RecordsFile {
     }
 
     fn watch_dir(&self) -> Option<PathBuf> {
-        let path = &self.file.path;
-        Some(if self.file.kind == FileKind::Manifests && path.is_dir() {
-            path.clone()
-        } else {
-            parent_dir(path)
-        })
+        Some(parent_dir(&self.file.path))
     }
-}
-
-/// A directory's fingerprint: its own (entries added, removed, renamed) combined with its
-/// manifest files' sizes and newest modification time.
-fn fingerprint_dir(dir: &Path) -> Option<Fingerprint> {
-    let mut fp = fingerprint(dir)?;
-    for f in manifest_files(dir).ok()? {
-        fp = fp.combine(fingerprint(&f)?);
-    }
-    Some(fp)
 }

@@ -1,7 +1,8 @@
 //! Watching the sources of records and publishing new snapshots.
 //!
 //! Each kind of input is its own type behind the [`source::Input`] trait: a file on disk
-//! ([`file`]: records file, zone file, manifests), a ConfigMap key read through the API
+//! ([`file`]: records file, zone file), a manifests directory read file by file
+//! ([`manifests`]), a ConfigMap key read through the API
 //! ([`configmap`]), DNSZones and DNSRecordSets from a cluster ([`objects`]), a zone transferred
 //! from a primary ([`secondary`]) and the pkarr store ([`pkarr`]). Each knows how to tell
 //! whether it has a new version and how to read it. What they share lives in [`source`]: the
@@ -29,6 +30,7 @@
 mod configmap;
 mod file;
 mod health;
+mod manifests;
 mod objects;
 mod pkarr;
 mod secondary;
@@ -132,10 +134,13 @@ impl FileSources {
             .files
             .iter()
             .map(|f| {
-                Source::new(
-                    f.path.display().to_string(),
-                    file::RecordsFile::new(f.clone()),
-                )
+                let label = f.path.display().to_string();
+                // A directory is read file by file, whatever kind it was given as.
+                if f.kind == FileKind::Manifests || f.path.is_dir() {
+                    Source::new(label, manifests::ManifestDir::new(f.path.clone()))
+                } else {
+                    Source::new(label, file::RecordsFile::new(f.clone()))
+                }
             })
             .collect();
         let loader = Loader::new(config.settings.clone(), config.debounce);
@@ -614,5 +619,152 @@ mod tests {
         std::fs::write(&second, &conflicting).unwrap();
         assert!(s.refresh());
         assert_eq!(skipped(&status), 2, "the returning conflict is counted");
+    }
+}
+
+/// A manifest directory is read file by file: a broken file is named, keeps its own last good
+/// objects, and holds readiness back only while it never gave any.
+#[cfg(test)]
+mod manifest_dir_tests {
+    use super::*;
+    use meshdns_zone::RType;
+    use std::path::Path;
+
+    const ZONE: &str = "apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSZone
+metadata: {name: z, namespace: dns}
+spec: {domainName: example.org}
+";
+
+    fn set(name: &str, ip: &str) -> String {
+        format!(
+            "apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {{name: {name}, namespace: dns}}
+spec:
+  dnsZoneRef: {{name: z}}
+  recordType: A
+  records:
+  - {{name: {name}, a: {{content: {ip}}}}}
+"
+        )
+    }
+
+    /// Broken on its third line, inside its second document. (Rewrites in these tests change
+    /// a file's size, so a change within one timestamp tick is still seen.)
+    const BROKEN: &str = "kind: Note\n---\nkind: [unclosed\n";
+
+    fn sources(dir: &Path) -> (FileSources, Arc<SourceStatus>) {
+        let status = Arc::new(SourceStatus::default());
+        let config = SourceConfig {
+            files: vec![FileSource {
+                path: dir.to_path_buf(),
+                kind: FileKind::Manifests,
+            }],
+            zones: Vec::new(),
+            settings: ParseSettings::default(),
+            poll_interval: Duration::from_secs(3600),
+            debounce: Duration::from_millis(20),
+        };
+        let published = Arc::new(ArcSwap::from_pointee(Catalog::empty()));
+        (FileSources::new(config, published, status.clone()), status)
+    }
+
+    /// The A record served at `name`.example.org, if any.
+    fn served(s: &FileSources, name: &str) -> Option<String> {
+        let origin: Name = "example.org.".parse().unwrap();
+        let owner: Name = format!("{name}.example.org.").parse().unwrap();
+        let catalog = s.published.load();
+        let zone = catalog.zone(&origin)?;
+        let set = zone.node(owner.wire())?.get(RType::A)?;
+        Some(set.decoded()[0].to_string())
+    }
+
+    #[test]
+    fn a_broken_file_keeps_its_last_good_objects_while_the_other_files_update() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |f: &str| dir.path().join(f);
+        std::fs::write(at("zone.yaml"), ZONE).unwrap();
+        std::fs::write(at("a.yaml"), set("www", "192.0.2.1")).unwrap();
+        std::fs::write(at("b.yaml"), set("api", "192.0.2.2")).unwrap();
+        let (mut s, status) = sources(dir.path());
+        assert!(s.refresh());
+        assert_eq!(served(&s, "api").as_deref(), Some("192.0.2.2"));
+
+        std::fs::write(at("b.yaml"), BROKEN).unwrap();
+        std::fs::write(at("a.yaml"), set("www", "192.0.2.19")).unwrap();
+        assert!(s.refresh());
+        assert_eq!(
+            served(&s, "www").as_deref(),
+            Some("192.0.2.19"),
+            "the rest updates"
+        );
+        assert_eq!(
+            served(&s, "api").as_deref(),
+            Some("192.0.2.2"),
+            "last good kept"
+        );
+        let c = &status.counters()[0].1;
+        assert_eq!(c.reloads_error, 1);
+        let error = c.last_error.clone().unwrap();
+        let b = at("b.yaml").display().to_string();
+        assert!(
+            error.starts_with(&format!("{b}: document 2: not YAML or JSON: ")),
+            "{error}"
+        );
+        assert!(error.contains("line 3"), "the file's own line: {error}");
+        assert_eq!(status.readiness(), Ok(()), "it was good once");
+
+        // Still broken, nothing else changed: counted once.
+        s.refresh();
+        assert_eq!(status.counters()[0].1.reloads_error, 1);
+
+        std::fs::write(at("b.yaml"), set("api", "192.0.2.3")).unwrap();
+        assert!(s.refresh());
+        assert_eq!(served(&s, "api").as_deref(), Some("192.0.2.3"));
+        assert_eq!(status.counters()[0].1.last_error, None);
+    }
+
+    #[test]
+    fn a_file_broken_from_the_start_is_reported_and_holds_readiness_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |f: &str| dir.path().join(f);
+        std::fs::write(at("zone.yaml"), ZONE).unwrap();
+        std::fs::write(at("a.yaml"), set("www", "192.0.2.1")).unwrap();
+        std::fs::write(at("bad.yaml"), BROKEN).unwrap();
+        let (mut s, status) = sources(dir.path());
+        assert!(s.refresh());
+        assert_eq!(
+            served(&s, "www").as_deref(),
+            Some("192.0.2.1"),
+            "the rest serves"
+        );
+        let bad = at("bad.yaml").display().to_string();
+        let reason = status.readiness().unwrap_err();
+        assert!(
+            reason.starts_with(&format!("records not loaded: {bad}: document 2: ")),
+            "{reason}"
+        );
+        assert_eq!(status.counters()[0].1.reloads_error, 1);
+
+        // The rest still updates.
+        std::fs::write(at("a.yaml"), set("www", "192.0.2.55")).unwrap();
+        assert!(s.refresh());
+        assert_eq!(served(&s, "www").as_deref(), Some("192.0.2.55"));
+        assert!(status.readiness().is_err());
+
+        // Fixed: ready, and its objects served.
+        std::fs::write(at("bad.yaml"), set("api", "192.0.2.2")).unwrap();
+        assert!(s.refresh());
+        assert_eq!(served(&s, "api").as_deref(), Some("192.0.2.2"));
+        assert_eq!(status.readiness(), Ok(()));
+
+        // Broken from the start, then removed: ready.
+        std::fs::write(at("new.yaml"), BROKEN).unwrap();
+        s.refresh();
+        assert!(status.readiness().is_err());
+        std::fs::remove_file(at("new.yaml")).unwrap();
+        s.refresh();
+        assert_eq!(status.readiness(), Ok(()));
     }
 }

@@ -265,19 +265,6 @@ pub(super) struct Fingerprint {
     mtime_nsec: i64,
 }
 
-impl Fingerprint {
-    /// A directory's fingerprint with one of its files': the file's size and inode folded into
-    /// the size, and the newer modification time.
-    pub fn combine(mut self, file: Fingerprint) -> Fingerprint {
-        self.size = self.size.wrapping_add(file.size).wrapping_add(file.ino);
-        if (file.mtime, file.mtime_nsec) > (self.mtime, self.mtime_nsec) {
-            self.mtime = file.mtime;
-            self.mtime_nsec = file.mtime_nsec;
-        }
-        self
-    }
-}
-
 pub(super) fn fingerprint(path: &Path) -> Option<Fingerprint> {
     let m = std::fs::metadata(path).ok()?;
     Some(Fingerprint {
