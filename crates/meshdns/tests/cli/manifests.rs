@@ -449,3 +449,39 @@ fn serve_keeps_a_broken_manifest_files_last_good_objects_and_serves_the_rest() {
     let (status, body) = m.get("/readyz");
     assert_eq!(status, 200, "{body}");
 }
+
+/// An entry given twice is served once (`serve` drops the duplicate record), and `render zone`
+/// prints it once, as served: both print what the same compiled zone holds.
+#[test]
+fn render_zone_prints_a_repeated_entry_once_as_serve_serves_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let sets = format!(
+        "{ZONE}---
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {{name: www, namespace: dns}}
+spec:
+  dnsZoneRef: {{name: connectors-zone}}
+  recordType: A
+  records:
+  - {{name: www, a: {{content: 192.0.2.1}}}}
+  - {{name: www, a: {{content: 192.0.2.2}}}}
+  - {{name: www, a: {{content: 192.0.2.1}}}}
+"
+    );
+    let f = write(dir.path(), "all.yaml", &sets);
+    let text = stdout_of(&["render", "zone", "-f", &f]);
+    let www: Vec<&str> = text.lines().filter(|l| l.starts_with("www\t")).collect();
+    assert_eq!(
+        www,
+        ["www\t300\tIN\tA\t192.0.2.1", "www\t300\tIN\tA\t192.0.2.2"],
+        "{text}"
+    );
+    let m = Meshdns::serve(&["--manifests", &f]);
+    let mut served: Vec<String> = dig(m.dns, &["www.connectors.example.org", "A", "+short"])
+        .lines()
+        .map(str::to_string)
+        .collect();
+    served.sort();
+    assert_eq!(served, ["192.0.2.1", "192.0.2.2"]);
+}
