@@ -9,7 +9,10 @@
 //! - Names: `@` or empty is the apex, a name ending in `.` is absolute (it must lie in the zone),
 //!   and anything else is relative to the zone.
 //! - TTL: the entry's own `ttl`, else 300 (dns-operator's default). Per owner name and type the
-//!   first entry's TTL wins.
+//!   first entry's TTL wins. A `ttl` that is not an integer from 0 to 4294967295 (a string,
+//!   even `"60"`, a negative number, a unit such as `5m`, a fraction) refuses that entry
+//!   (`InvalidDNSRecordSet`, naming `records[i].ttl`), as the API server refuses a value its
+//!   schema (`type: integer`) does not allow.
 //! - Several DNSRecordSets of one type with the same owner name compete as in dns-operator: the
 //!   oldest set (creation timestamp, then name) is served, and the others' entries are reported
 //!   as `NotOwner`.
@@ -410,6 +413,14 @@ pub fn read(file: &str, objects: &[Value]) -> (Parsed, Verdicts) {
                     continue;
                 }
             };
+            let own_ttl = match entry_ttl(e.get("ttl")) {
+                Ok(t) => t,
+                Err(why) => {
+                    problems.push(Problem::new(file, format!("{at}.ttl"), why.clone()));
+                    verdict.refuse_name(written, ("InvalidDNSRecordSet", why));
+                    continue;
+                }
+            };
             if rtype == RType::CNAME && owners.contains_key(&(zi, rtype, owner.clone())) {
                 problems.push(Problem::new(
                     file,
@@ -443,10 +454,6 @@ pub fn read(file: &str, objects: &[Value]) -> (Parsed, Verdicts) {
                 present.push(rtype);
             }
             owners.insert((zi, rtype, owner.clone()), name.to_string());
-            let own_ttl = e
-                .get("ttl")
-                .and_then(Value::as_i64)
-                .and_then(|t| u32::try_from(t).ok());
             let ttl = *ttls
                 .entry(owner.clone())
                 .or_insert(own_ttl.unwrap_or(DEFAULT_RECORD_TTL));
@@ -466,6 +473,26 @@ pub fn read(file: &str, objects: &[Value]) -> (Parsed, Verdicts) {
         },
         verdicts,
     )
+}
+
+/// An entry's `ttl`: absent (or null, which the API server prunes) is `None`; an integer of
+/// seconds a TTL can hold (0 to 4294967295) is taken. Anything else is refused: a string (even
+/// `"60"`), a unit such as `5m` or a fraction, as the API server refuses them (the CRD's
+/// `type: integer`), and a negative number or one too large for a TTL, which the CRD's
+/// `format: int64` lets through but no TTL can hold.
+fn entry_ttl(value: Option<&Value>) -> Result<Option<u32>, String> {
+    let accepted = "an integer number of seconds from 0 to 4294967295 is accepted";
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => match n.as_u64().map(u32::try_from) {
+            Some(Ok(t)) => Ok(Some(t)),
+            _ => Err(format!("{n} is not a TTL: {accepted}")),
+        },
+        Some(Value::String(s)) => Err(format!(
+            "{s:?} is a string, not a TTL: {accepted}, unquoted"
+        )),
+        Some(other) => Err(format!("{other} is not a TTL: {accepted}")),
+    }
 }
 
 fn owner_name(name: &str, origin: &Name) -> Result<Name, String> {
@@ -648,5 +675,71 @@ items:
         )
         .unwrap();
         assert_eq!(parsed.zones[0].origin.to_string(), "example.org.");
+    }
+
+    /// Every `ttl` that is not an integer a TTL can hold refuses its entry, naming the field;
+    /// before, each of these was served silently with TTL 300.
+    #[test]
+    fn a_ttl_that_is_not_an_integer_of_seconds_refuses_its_entry() {
+        let refused = [
+            ("'60'", "\"60\" is a string, not a TTL"),
+            ("'5m'", "\"5m\" is a string, not a TTL"),
+            ("-1", "-1 is not a TTL"),
+            ("1.5", "1.5 is not a TTL"),
+            ("60.0", "60.0 is not a TTL"),
+            ("4294967296", "4294967296 is not a TTL"),
+            ("true", "true is not a TTL"),
+            ("[60]", "[60] is not a TTL"),
+        ];
+        for (ttl, why) in refused {
+            let text = [
+                ZONES.to_string(),
+                set(
+                    "A",
+                    &format!("[{{name: www, ttl: {ttl}, a: {{content: 192.0.2.1}}}}, {{name: ok, ttl: 60, a: {{content: 192.0.2.2}}}}]"),
+                ),
+            ]
+            .concat();
+            let objects = objects("m.yaml", &text).unwrap();
+            let (parsed, verdicts) = read("m.yaml", &objects);
+            let served: Vec<String> = parsed.zones[0]
+                .records
+                .to_vec()
+                .iter()
+                .map(|r| format!("{} {}", r.name, r.ttl))
+                .collect();
+            assert_eq!(served, ["ok.example.org. 60"], "ttl {ttl}");
+            let problems: Vec<String> = parsed.problems.iter().map(ToString::to_string).collect();
+            let want = format!(
+                "m.yaml: DNSRecordSet dns/s-a records[0].ttl: {why}: an integer number of seconds from 0 to 4294967295 is accepted"
+            );
+            assert!(
+                problems.iter().any(|p| p.starts_with(&want)),
+                "ttl {ttl}: {want} missing from {problems:#?}"
+            );
+            let set = &verdicts.sets[0];
+            let www = set.names.iter().find(|(n, _)| n == "www").unwrap();
+            assert_eq!(
+                www.1.as_ref().map(|r| r.0),
+                Some("InvalidDNSRecordSet"),
+                "ttl {ttl}"
+            );
+        }
+        for (ttl, want) in [("0", 0), ("4294967295", 4294967295), ("null", 300)] {
+            let text = [
+                ZONES.to_string(),
+                set(
+                    "A",
+                    &format!("[{{name: www, ttl: {ttl}, a: {{content: 192.0.2.1}}}}]"),
+                ),
+            ]
+            .concat();
+            let parsed = parse(&text);
+            assert!(
+                parsed.problems.iter().all(|p| !p.entry.ends_with(".ttl")),
+                "{ttl}"
+            );
+            assert_eq!(parsed.zones[0].records.to_vec()[0].ttl, want, "ttl {ttl}");
+        }
     }
 }

@@ -74,6 +74,9 @@ pub struct Loaded {
     pub compiled: CompiledSource,
     /// Entries skipped while parsing and compiling, in that order.
     pub problems: Vec<Problem>,
+    /// Files of the source that could not be used at all (a manifest directory's broken
+    /// files, each named with the line at fault); their objects are not in `compiled`.
+    pub unusable: Vec<Problem>,
 }
 
 impl Loaded {
@@ -88,7 +91,11 @@ pub fn load_parsed(label: &str, parsed: Parsed, defaults: BuildDefaults) -> Load
     let (compiled, refused) = compile(label, parsed.zones, defaults);
     let mut problems = parsed.problems;
     problems.extend(refused);
-    Loaded { compiled, problems }
+    Loaded {
+        compiled,
+        problems,
+        unusable: Vec::new(),
+    }
 }
 
 /// Parses and compiles one source's bytes; `Err` when the source is unusable as a whole.

@@ -2,7 +2,7 @@
 //! instead of served.
 
 use anyhow::Result;
-use meshdns_sources::{Loaded, Problem, SourceInput, assemble, load, read_source};
+use meshdns_sources::{Loaded, SourceInput, assemble, load_source};
 use meshdns_zone::BuildDefaults;
 
 use crate::cli::CheckCmd;
@@ -43,11 +43,14 @@ pub fn check(settings: &ServeConfig) -> Result<bool> {
     let mut loaded: Vec<(String, Loaded)> = Vec::new();
     for source in settings.files() {
         let label = source.path.display().to_string();
-        let result = read_source(&source.path)
-            .map_err(|e| Problem::new(&label, "file", format!("cannot read: {e}")))
-            .and_then(|bytes| load(&label, &source.kind, &bytes, &parse, defaults));
-        match result {
+        match load_source(&source, &parse, defaults) {
             Ok(l) => {
+                // A directory's broken files: each unusable, the rest of it loaded.
+                for problem in &l.unusable {
+                    println!("{problem}");
+                    eprintln!("{}: unusable", problem.file);
+                    usable = false;
+                }
                 for problem in &l.problems {
                     println!("{problem}");
                 }

@@ -179,70 +179,67 @@ pub fn render_iroh(objects: &[Value], settings: &IrohSettings, cluster: &str) ->
 /// (one `$ORIGIN` section per zone, ordered by origin), with the SOA and NS that `serve` would
 /// synthesise where the manifests give none. Entries that cannot be served are returned as
 /// problems (`FILE: ENTRY: REASON`), not printed.
+///
+/// What is printed is what the compiled zone holds, the zone `serve` builds from the same
+/// objects with the same [`meshdns_sources::compile`]: each record once (a repeated entry is
+/// one record), each RRset with the TTL it is served with.
 pub fn render_zone(objects: &[Value], default_ttl: u32) -> (String, Vec<String>) {
+    use meshdns_zone::RType;
     let parsed = meshdns_sources::manifests::zones("manifests", objects);
     let mut problems: Vec<String> = parsed.problems.iter().map(ToString::to_string).collect();
-    let contents = parsed.zones;
-    // The records each zone was given, by origin: the compiled zones come back in their own
-    // order, and each must be printed with its own records.
-    let records: BTreeMap<Name, Vec<meshdns_zone::Record>> = contents
+    // Zones whose manifests give the apex NS: it is printed among the records, in their order;
+    // a synthesised one right after the SOA.
+    let given_apex_ns: std::collections::BTreeSet<Name> = parsed
+        .zones
         .iter()
-        .map(|z| (z.origin.clone(), z.records.to_vec()))
+        .filter(|z| {
+            z.records
+                .to_vec()
+                .iter()
+                .any(|r| r.name == z.origin && r.data.rtype() == RType::NS)
+        })
+        .map(|z| z.origin.clone())
         .collect();
     let defaults = meshdns_zone::BuildDefaults {
         default_ttl,
         serial: 1,
     };
-    let (compiled, refused) = meshdns_sources::compile("manifests", contents, defaults);
+    let (compiled, refused) = meshdns_sources::compile("manifests", parsed.zones, defaults);
     problems.extend(refused.iter().map(ToString::to_string));
     let mut zones: Vec<&meshdns_zone::Zone> = compiled.zones.iter().map(|z| &**z).collect();
     zones.sort_by_key(|z| z.origin().to_string());
     let mut out = String::new();
     for zone in zones {
         let origin = zone.origin();
-        let recs = records.get(origin).map_or(&[][..], Vec::as_slice);
+        let given_ns = given_apex_ns.contains(origin);
         out.push_str(&format!("$ORIGIN {origin}\n"));
         let soa = zone.soa_rrset();
         for data in soa.decoded() {
             out.push_str(&format!("@\t{}\tIN\tSOA\t{data}\n", soa.ttl));
         }
-        let given_apex_ns = recs
-            .iter()
-            .any(|r| &r.name == origin && r.data.rtype() == meshdns_zone::RType::NS);
-        if !given_apex_ns
-            && let Some(ns) = zone
-                .node(origin.wire())
-                .and_then(|n| n.get(meshdns_zone::RType::NS))
-        {
+        if !given_ns && let Some(ns) = zone.node(origin.wire()).and_then(|n| n.get(RType::NS)) {
             for data in ns.decoded() {
                 out.push_str(&format!("@\t{}\tIN\tNS\t{data}\n", ns.ttl));
             }
         }
         // The apex first, then names in alphabetical order of their relative form.
-        let mut lines: Vec<((bool, String), String)> = recs
-            .iter()
-            .filter(|r| r.data.rtype() != meshdns_zone::RType::SOA)
-            // Only what the compiled zone serves (refused records are in `problems`).
-            .filter(|r| {
-                let mut wire = Vec::new();
-                r.data.to_wire(&mut wire);
-                zone.node(r.name.wire())
-                    .and_then(|n| n.get(r.data.rtype()))
-                    .is_some_and(|set| set.rdatas().any(|d| d == wire.as_slice()))
-            })
-            .map(|r| {
-                let rtype = r.data.rtype();
-                (
-                    (&r.name != origin, r.name.relative_to(origin)),
-                    format!(
-                        "{}\t{}\tIN\t{rtype}\t{}\n",
-                        r.name.relative_to(origin),
-                        r.ttl,
-                        r.data
-                    ),
-                )
-            })
-            .collect();
+        let mut lines: Vec<((bool, String), String)> = Vec::new();
+        for node in zone.nodes() {
+            let Some(name) = Name::from_wire(node.name()) else {
+                continue;
+            };
+            let apex = &name == origin;
+            let relative = name.relative_to(origin);
+            for set in node.rrsets() {
+                if set.rtype == RType::SOA || (apex && set.rtype == RType::NS && !given_ns) {
+                    continue;
+                }
+                for data in set.decoded() {
+                    let line = format!("{relative}\t{}\tIN\t{}\t{data}\n", set.ttl, set.rtype);
+                    lines.push(((!apex, relative.clone()), line));
+                }
+            }
+        }
         lines.sort();
         for (_, line) in lines {
             out.push_str(&line);

@@ -335,3 +335,153 @@ spec:
         .unwrap();
     assert!(t.len() == 20 && t.ends_with('Z'), "{t}");
 }
+
+/// A DNSRecordSet of one A record at `name`, in the DNSZone `connectors-zone`.
+fn a_set(name: &str, ip: &str) -> String {
+    format!(
+        "apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {{name: {name}, namespace: dns}}
+spec:
+  dnsZoneRef: {{name: connectors-zone}}
+  recordType: A
+  records:
+  - {{name: {name}, a: {{content: {ip}}}}}
+"
+    )
+}
+
+/// A manifests file whose second document is broken on the file's fourth line.
+const BROKEN: &str = "# notes\nkind: Note\n---\nkind: [unclosed\n";
+
+/// Polls `dig +short` until it prints `want` (10 s at most).
+fn until_short(m: &Meshdns, name: &str, want: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = dig(m.dns, &[name, "A", "+short"]);
+        if got.trim() == want {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name}: never {want:?}, still {got:?}\nlog:\n{}",
+            m.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `check DIR` names a broken file and the line within it (not the directory and a line of
+/// all its files run together), calls that file unusable, and still checks the rest.
+#[test]
+fn check_names_a_broken_manifest_file_and_its_own_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("manifests");
+    std::fs::create_dir(&m).unwrap();
+    write(&m, "a-zone.yaml", ZONE);
+    write(&m, "b-www.yaml", &a_set("www", "192.0.2.1"));
+    write(&m, "c-broken.yaml", BROKEN);
+    let out = bin().args(["check", m.to_str().unwrap()]).output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    let broken = m.join("c-broken.yaml").display().to_string();
+    let line = stdout.lines().next().unwrap_or_default();
+    assert!(
+        line.starts_with(&format!("{broken}: document 2: not YAML or JSON: ")),
+        "{stdout}"
+    );
+    assert!(line.contains("line 4"), "the file's own line: {line}");
+    assert!(stderr.contains(&format!("{broken}: unusable")), "{stderr}");
+    // The rest is read: the zone, its SOA, NS and www.
+    assert!(
+        stderr.contains(&format!(
+            "{}: ok: 3 records served (SOA and NS included) in 1 zone(s), 0 skipped",
+            m.display()
+        )),
+        "{stderr}"
+    );
+}
+
+/// `serve --manifests DIR` with a broken file: the other files' changes are served, the broken
+/// file's last good objects still are; a file broken from the start is reported (named, with
+/// its line) and counted, holds `/readyz` back while it gave nothing, and the rest serves.
+#[test]
+fn serve_keeps_a_broken_manifest_files_last_good_objects_and_serves_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("manifests");
+    std::fs::create_dir(&d).unwrap();
+    write(&d, "a-zone.yaml", ZONE);
+    write(&d, "b-www.yaml", &a_set("www", "192.0.2.1"));
+    write(&d, "c-api.yaml", &a_set("api", "192.0.2.2"));
+    write(&d, "d-new.yaml", BROKEN);
+    let m = Meshdns::serve(&["--manifests", d.to_str().unwrap(), "--http", "127.0.0.1:0"]);
+    let new = d.join("d-new.yaml").display().to_string();
+
+    // Broken from the start: the rest serves, the file is named and counted, not ready.
+    until_short(&m, "www.connectors.example.org", "192.0.2.1");
+    until_short(&m, "api.connectors.example.org", "192.0.2.2");
+    let (status, body) = m.get("/readyz");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains(&format!("{new}: document 2: ")), "{body}");
+    m.wait_log(&format!("file={new}"));
+    let label = d.display().to_string();
+    let errors = |m: &Meshdns| {
+        metric(
+            &m.get("/metrics").1,
+            &format!("meshdns_source_reloads_total{{source=\"{label}\",result=\"error\"}}"),
+        )
+    };
+    assert_eq!(errors(&m), 1);
+
+    // A file that breaks after it was good keeps its objects while another file changes.
+    write(&d, "c-api.yaml", BROKEN);
+    write(&d, "b-www.yaml", &a_set("www", "192.0.2.111"));
+    until_short(&m, "www.connectors.example.org", "192.0.2.111");
+    until_short(&m, "api.connectors.example.org", "192.0.2.2");
+    assert_eq!(errors(&m), 2);
+
+    // Fixing the file broken from the start makes the server ready and serves its objects.
+    write(&d, "d-new.yaml", &a_set("new", "192.0.2.3"));
+    until_short(&m, "new.connectors.example.org", "192.0.2.3");
+    let (status, body) = m.get("/readyz");
+    assert_eq!(status, 200, "{body}");
+}
+
+/// An entry given twice is served once (`serve` drops the duplicate record), and `render zone`
+/// prints it once, as served: both print what the same compiled zone holds.
+#[test]
+fn render_zone_prints_a_repeated_entry_once_as_serve_serves_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let sets = format!(
+        "{ZONE}---
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {{name: www, namespace: dns}}
+spec:
+  dnsZoneRef: {{name: connectors-zone}}
+  recordType: A
+  records:
+  - {{name: www, a: {{content: 192.0.2.1}}}}
+  - {{name: www, a: {{content: 192.0.2.2}}}}
+  - {{name: www, a: {{content: 192.0.2.1}}}}
+"
+    );
+    let f = write(dir.path(), "all.yaml", &sets);
+    let text = stdout_of(&["render", "zone", "-f", &f]);
+    let www: Vec<&str> = text.lines().filter(|l| l.starts_with("www\t")).collect();
+    assert_eq!(
+        www,
+        ["www\t300\tIN\tA\t192.0.2.1", "www\t300\tIN\tA\t192.0.2.2"],
+        "{text}"
+    );
+    let m = Meshdns::serve(&["--manifests", &f]);
+    let mut served: Vec<String> = dig(m.dns, &["www.connectors.example.org", "A", "+short"])
+        .lines()
+        .map(str::to_string)
+        .collect();
+    served.sort();
+    assert_eq!(served, ["192.0.2.1", "192.0.2.2"]);
+}

@@ -1,0 +1,72 @@
+//! A zone transferred from a primary (`serve --secondary`): its records as the last transfer
+//! gave them, nothing before the first transfer or once it expired.
+
+use std::sync::Arc;
+
+use meshdns_zone::Records;
+
+use super::source::{Input, Kept, Loader, Rank, log_skipped};
+use crate::content::{Parsed, ZoneContent};
+use crate::secondary::SecondaryFeed;
+use crate::snapshot::load_parsed;
+
+/// The feed and the version last taken.
+pub(super) struct SecondaryZone {
+    feed: Arc<SecondaryFeed>,
+    version: u64,
+}
+
+impl SecondaryZone {
+    pub fn new(feed: Arc<SecondaryFeed>) -> SecondaryZone {
+        SecondaryZone { feed, version: 0 }
+    }
+}
+
+impl Input for SecondaryZone {
+    fn rank(&self) -> Rank {
+        Rank::Secondary
+    }
+
+    fn check(&mut self, kept: &mut Kept, loader: &mut Loader) -> bool {
+        let Some((now, records)) = self.feed.take_if_newer(self.version) else {
+            return false;
+        };
+        self.version = now;
+        let zones = match records {
+            Some(rrs) => {
+                let mut records =
+                    Records::with_capacity(rrs.len(), rrs.iter().map(|r| r.rdata.len()).sum());
+                for r in rrs.iter() {
+                    let _ = records.push_with(&r.owner, r.rtype, r.ttl, |buf| {
+                        buf.extend_from_slice(&r.rdata);
+                        Ok::<(), ()>(())
+                    });
+                }
+                vec![ZoneContent {
+                    origin: self.feed.origin().clone(),
+                    soa: None,
+                    records,
+                }]
+            }
+            // Not transferred yet, or expired: the zone is not served.
+            None => Vec::new(),
+        };
+        let parsed = Parsed {
+            zones,
+            problems: Vec::new(),
+        };
+        let loaded = load_parsed(&kept.label, parsed, loader.defaults());
+        loaded.problems.iter().for_each(log_skipped);
+        kept.succeed(loaded);
+        true
+    }
+
+    /// A secondary zone's readiness is its transfer's, not a first load's.
+    fn not_loaded(&self, _kept: &Kept) -> Option<String> {
+        None
+    }
+
+    fn not_ready(&self) -> Option<String> {
+        self.feed.not_ready()
+    }
+}

@@ -1,0 +1,341 @@
+//! What every input kind shares: the [`Input`] trait the loop drives, the state a source keeps
+//! between loads ([`Kept`]: last good content, counters, reported problems), and the steps
+//! several inputs take alike (loading bytes as a file, serving an absent file as empty,
+//! recording success and failure).
+
+use std::collections::HashSet;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use meshdns_zone::{BuildDefaults, Catalog, Name};
+use tracing::{debug, error, info, warn};
+
+use super::health::SourceCounters;
+use crate::content::{FileKind, ParseSettings, Parsed, Problem, ZoneContent};
+use crate::records::parse;
+use crate::snapshot::{CompiledSource, Loaded, load_parsed};
+
+/// Where an input kind goes in precedence order (a (name, type) given twice is won by the
+/// source listed first): files, then ConfigMap keys, then secondary zones, then the live
+/// manifest feeds, then the pkarr store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Rank {
+    File,
+    Bytes,
+    Secondary,
+    Feed,
+    Pkarr,
+}
+
+/// One kind of input: it knows how to tell whether it has a new version, and how to read it
+/// into its source's [`Kept`] state. The loop in [`super::FileSources`] drives every input the
+/// same way and never asks which kind it is.
+pub(super) trait Input: Send {
+    /// Where this input goes in precedence order.
+    fn rank(&self) -> Rank;
+
+    /// Checks for a new version and loads it into `kept`; whether the content to serve changed.
+    fn check(&mut self, kept: &mut Kept, loader: &mut Loader) -> bool;
+
+    /// The directory whose change notifications concern this input, if it reads files.
+    fn watch_dir(&self) -> Option<PathBuf> {
+        None
+    }
+
+    /// Why this source holds readiness back as records not loaded yet (`None`: it does not).
+    /// By default: nothing loaded yet, with the last error or the reader's.
+    fn not_loaded(&self, kept: &Kept) -> Option<String> {
+        kept.last_good.is_none().then(|| kept.unloaded_reason())
+    }
+
+    /// Why this source holds readiness back otherwise (a secondary zone not transferred yet,
+    /// or expired).
+    fn not_ready(&self) -> Option<String> {
+        None
+    }
+
+    /// A snapshot holding what this input last loaded is live now.
+    fn published(&mut self, _live: &Catalog) {}
+}
+
+/// What a source keeps between loads.
+pub(super) struct Kept {
+    /// How logs, metrics and problems name it (a path, `kubernetes`, `pkarr`).
+    pub label: String,
+    /// The last content that loaded; kept while the input is unusable.
+    pub last_good: Option<CompiledSource>,
+    pub counters: SourceCounters,
+    /// The problems its last load reported (a live feed's are logged when they appear).
+    pub reported: Reported,
+    /// Whether its current content is unusable (its last good content serving meanwhile).
+    pub failing: bool,
+}
+
+impl Kept {
+    pub fn new(label: String) -> Kept {
+        Kept {
+            label,
+            last_good: None,
+            counters: SourceCounters::default(),
+            reported: Reported::default(),
+            failing: false,
+        }
+    }
+
+    /// Why nothing is loaded yet: the last error, else why the reader cannot read.
+    pub fn unloaded_reason(&self) -> String {
+        let c = &self.counters;
+        c.last_error
+            .clone()
+            .unwrap_or_else(|| match &c.watch_error {
+                Some(e) => format!("{}: not read yet: {e}", self.label),
+                None => format!("{}: not loaded yet", self.label),
+            })
+    }
+
+    /// Records a load: its content becomes the last good one, and it is counted.
+    pub fn succeed(&mut self, loaded: Loaded) {
+        let c = &mut self.counters;
+        c.reloads_ok += 1;
+        c.skipped_entries += loaded.problems.len() as u64;
+        c.last_success_unix = Some(unix_now());
+        c.last_error = None;
+        self.failing = false;
+        self.last_good = Some(loaded.compiled);
+    }
+
+    /// Records that the input cannot be used: its last good records keep serving. The same
+    /// error again is counted and logged once.
+    pub fn fail(&mut self, problem: Problem) {
+        let text = problem.to_string();
+        if self.failing && self.counters.last_error.as_deref() == Some(text.as_str()) {
+            debug!(%problem, "records file still unusable");
+            return;
+        }
+        self.failing = true;
+        let keeping = if self.last_good.is_some() {
+            "keeping the last good records"
+        } else {
+            "no records from it yet"
+        };
+        error!(file = %problem.file, entry = %problem.entry, reason = %problem.reason, "records file unusable; {keeping}");
+        self.counters.reloads_error += 1;
+        self.counters.last_error = Some(text);
+    }
+
+    /// Serves an absent input as an empty one: its records go, its zones stay served (names in
+    /// them get NXDOMAIN rather than REFUSED), and the source counts as loaded. `never_read` is
+    /// what it gives when it was never read (the Tailscale zones, a zone file's origin).
+    pub fn set_absent(&mut self, never_read: Vec<ZoneContent>, loader: &mut Loader) -> bool {
+        let zones = match &self.last_good {
+            Some(previous) => empty_like(previous),
+            None => never_read,
+        };
+        let parsed = Parsed {
+            zones,
+            problems: Vec::new(),
+        };
+        let loaded = load_parsed(&self.label, parsed, loader.defaults());
+        warn!(file = %self.label, "records file absent; serving no records from it until it exists");
+        self.succeed(loaded);
+        self.counters.absent = true;
+        true
+    }
+
+    /// Notes that an absent input exists again.
+    pub fn set_present(&mut self) {
+        if self.counters.absent {
+            self.counters.absent = false;
+            info!(file = %self.label, "records file present again");
+        }
+    }
+
+    /// Parses and compiles a new version of a file's (or a ConfigMap key's) bytes; an unusable
+    /// one keeps the last good content serving.
+    pub fn load_bytes(&mut self, kind: &FileKind, bytes: Vec<u8>, loader: &mut Loader) -> bool {
+        let started = Instant::now();
+        let parsed = match parse(&self.label, kind, &bytes, &loader.settings) {
+            Ok(parsed) => parsed,
+            Err(problem) => {
+                self.fail(problem);
+                return false;
+            }
+        };
+        drop(bytes);
+        self.load_parsed_file(parsed, loader, started);
+        true
+    }
+
+    /// Compiles a file's parsed content and keeps it; every problem is logged (each load is a
+    /// new version of the file).
+    pub fn load_parsed_file(&mut self, mut parsed: Parsed, loader: &mut Loader, started: Instant) {
+        if parsed.zones.is_empty()
+            && let Some(previous) = &self.last_good
+        {
+            // An emptied file clears its records but keeps its zones served, so names in them
+            // get NXDOMAIN rather than REFUSED (as Tailscale's nameserver does).
+            parsed.zones = empty_like(previous);
+        }
+        let loaded = load_parsed(&self.label, parsed, loader.defaults());
+        loaded.problems.iter().for_each(log_skipped);
+        info!(file = %self.label, records = loaded.records(), skipped = loaded.problems.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64, "records file loaded");
+        self.succeed(loaded);
+    }
+}
+
+/// The zones of `previous`, each with no records.
+fn empty_like(previous: &CompiledSource) -> Vec<ZoneContent> {
+    previous
+        .zones
+        .iter()
+        .map(|z| ZoneContent::empty(z.origin()))
+        .collect()
+}
+
+/// What loading needs besides the input: the parse settings, the debounce, and the serial that
+/// every build takes a new one of.
+pub(super) struct Loader {
+    pub settings: ParseSettings,
+    /// Quiet time that ends a burst of events (and that an absence must outlast).
+    pub debounce: Duration,
+    serial: u32,
+}
+
+impl Loader {
+    pub fn new(settings: ParseSettings, debounce: Duration) -> Loader {
+        Loader {
+            settings,
+            debounce,
+            serial: 0,
+        }
+    }
+
+    /// Whether nothing was built yet.
+    pub fn first(&self) -> bool {
+        self.serial == 0
+    }
+
+    /// Defaults for a build, with a serial that grows with every build (unix time, or one more
+    /// than the last when builds come faster than once a second).
+    pub fn defaults(&mut self) -> BuildDefaults {
+        self.serial = self.serial.saturating_add(1).max(unix_now() as u32);
+        BuildDefaults {
+            default_ttl: self.settings.default_ttl,
+            serial: self.serial,
+        }
+    }
+}
+
+/// Problems reported while they last: each is logged (and counted) when it appears, and again
+/// only if it comes back after it cleared.
+#[derive(Debug, Default)]
+pub(super) struct Reported(HashSet<String>);
+
+impl Reported {
+    /// Makes `now` the current problems and returns those that were not current before.
+    pub fn update<'p>(&mut self, now: impl IntoIterator<Item = &'p Problem>) -> Vec<&'p Problem> {
+        let mut current = HashSet::new();
+        let mut new = Vec::new();
+        for p in now {
+            let text = p.to_string();
+            if !self.0.contains(&text) && !current.contains(&text) {
+                new.push(p);
+            }
+            current.insert(text);
+        }
+        self.0 = current;
+        new
+    }
+}
+
+pub(super) fn log_skipped(p: &Problem) {
+    warn!(file = %p.file, entry = %p.entry, reason = %p.reason, "records entry skipped");
+}
+
+/// A file's identity: a file whose identity did not change is not read again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Fingerprint {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: i64,
+    mtime_nsec: i64,
+}
+
+pub(super) fn fingerprint(path: &Path) -> Option<Fingerprint> {
+    let m = std::fs::metadata(path).ok()?;
+    Some(Fingerprint {
+        dev: m.dev(),
+        ino: m.ino(),
+        size: m.size(),
+        mtime: m.mtime(),
+        mtime_nsec: m.mtime_nsec(),
+    })
+}
+
+/// A hash of a file's bytes: a file rewritten with the same bytes is not parsed again.
+pub(super) fn content_hash(bytes: &[u8]) -> u64 {
+    let mut h = DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+/// Whether `path` does not exist (an unreadable one exists).
+pub(super) fn missing(path: &Path) -> bool {
+    std::fs::metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// Whether a missing file is to be served as absent now: at once when nothing was served from
+/// it yet; otherwise only when it stays missing through the debounce, so an editor's
+/// delete-and-recreate (or a swap) never blinks.
+pub(super) fn stays_missing(path: &Path, served: bool, debounce: Duration) -> bool {
+    !served
+        || (0..5).all(|_| {
+            std::thread::sleep(debounce / 5);
+            missing(path)
+        })
+}
+
+/// The directory to watch for a file: its parent (the working directory for a bare name).
+pub(super) fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// The zones a source of `kind` serves when empty and never read: a records file may be
+/// Tailscale's, whose zones are always served; a zone file names its origin.
+pub(super) fn empty_zones(kind: &FileKind, tailscale_zones: &[Name]) -> Vec<ZoneContent> {
+    match kind {
+        FileKind::Auto => tailscale_zones.iter().map(ZoneContent::empty).collect(),
+        FileKind::ZoneFile { origin: Some(o) } => vec![ZoneContent::empty(o)],
+        _ => Vec::new(),
+    }
+}
+
+pub(super) fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reported_problems_are_new_only_once_while_they_last() {
+        let a = Problem::new("f", "x", "bad");
+        let b = Problem::new("f", "y", "bad");
+        let mut r = Reported::default();
+        assert_eq!(r.update([&a, &b, &a]), vec![&a, &b]);
+        assert!(r.update([&a, &b]).is_empty());
+        assert!(r.update([&b]).is_empty());
+        assert_eq!(r.update([&a, &b]), vec![&a]);
+    }
+}
