@@ -25,5 +25,5 @@ pub mod serial;
 pub mod tsig;
 
 pub use primary::{Ixfr, Primary};
-pub use respond::{Kind, Outcome, Policy, Reply, respond, respond_collected};
+pub use respond::{Kind, Outcome, Policy, Reply, respond, respond_collected, sign_answer};
 pub use tsig::{Key, parse_key_file};
