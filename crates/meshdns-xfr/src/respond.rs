@@ -378,15 +378,15 @@ fn tsig_error(
 /// Signs `answer`, the reply `answer()` wrote to the ordinary query `request`, when `request`
 /// carries a TSIG (RFC 8945 §5.3). A secondary with a key signs the SOA query of each refresh
 /// and accepts only a signed reply to it (meshdns does, as BIND, NSD and Knot do). A TSIG that
-/// does not verify replaces the answer with NOTAUTH and the TSIG error, as for transfers, and
-/// is returned for counting (an unreadable one: FORMERR). An unsigned request's answer is left
-/// as it is (`None`).
+/// does not verify replaces the answer with NOTAUTH and the TSIG error, as for transfers
+/// (`Some(Err)`, with the outcome to count; an unreadable TSIG: FORMERR). `None`: the request
+/// is unsigned, and its answer is left as it is.
 pub fn sign_answer(
     policy: &Policy,
     request: &[u8],
     answer: &mut Vec<u8>,
     now: u64,
-) -> Option<Outcome> {
+) -> Option<Result<(), Outcome>> {
     // No additional records: no TSIG, and nothing to parse.
     if request.get(10..12).is_none_or(|ar| ar == [0, 0]) || answer.len() < message::HEADER_LEN {
         return None;
@@ -396,11 +396,11 @@ pub fn sign_answer(
         Check::Unsigned => None,
         Check::Signed(v) => {
             Signer::reply(&v, now).sign(answer, 0, &[]);
-            None
+            Some(Ok(()))
         }
         Check::Malformed => {
             *answer = error(&msg, rcode::FORMERR, None, now);
-            Some(Outcome::FormErr)
+            Some(Err(Outcome::FormErr))
         }
         Check::Failed {
             error: e,
@@ -408,7 +408,7 @@ pub fn sign_answer(
             tsig,
         } => {
             *answer = tsig_error(&msg, e, signer, &tsig, now);
-            Some(Outcome::Tsig(e))
+            Some(Err(Outcome::Tsig(e)))
         }
     }
 }
@@ -508,13 +508,13 @@ mod tests {
         let mut signer = Signer::request(&key, now);
         signer.sign(&mut signed, 0, &[]);
         let mut out = answer.clone();
-        assert!(sign_answer(&policy, &signed, &mut out, now).is_none());
+        assert_eq!(sign_answer(&policy, &signed, &mut out, now), Some(Ok(())));
         let mut verifier = tsig::ReplyVerifier::new(&key, signer.last_mac().unwrap().to_vec());
         verifier.check(&parse(&out).unwrap()).unwrap();
 
         let mut out = answer.clone();
         let outcome = sign_answer(&Policy::default(), &signed, &mut out, now);
-        assert_eq!(outcome, Some(Outcome::Tsig(tsig::error::BADKEY)));
+        assert_eq!(outcome, Some(Err(Outcome::Tsig(tsig::error::BADKEY))));
         assert_eq!(parse(&out).unwrap().rcode(), rcode::NOTAUTH);
     }
 

@@ -428,7 +428,9 @@ mod tests {
         let key = Key::new("xfr.".parse().unwrap(), Algorithm::HmacSha256, b"secret");
         let other = Key::new("xfr.".parse().unwrap(), Algorithm::HmacSha256, b"guess");
         let (q, verifier) = soa_query(Some(&key));
-        let Check::Signed(verified) = tsig::check(&parse(&q).unwrap(), &[key.clone()], NOW) else {
+        let Check::Signed(verified) =
+            tsig::check(&parse(&q).unwrap(), std::slice::from_ref(&key), NOW)
+        else {
             panic!("the query is signed")
         };
         let zone = b"\x07example\x00";
