@@ -358,7 +358,7 @@ impl NotifySockets {
     /// Opens both families with `open`, logging each failure once (with the target).
     fn open(
         target: &str,
-        open: &dyn Fn(SocketAddr) -> std::io::Result<std::net::UdpSocket>,
+        open: &(dyn Fn(SocketAddr) -> std::io::Result<std::net::UdpSocket> + Sync),
     ) -> NotifySockets {
         let one = |bind: SocketAddr, family: &str| {
             let sock = open(bind).and_then(|s| {
@@ -420,7 +420,7 @@ pub async fn notify_loop_with(
     transfers: Arc<Transfers>,
     target: NotifyTarget,
     shutdown: CancellationToken,
-    open: &dyn Fn(SocketAddr) -> std::io::Result<std::net::UdpSocket>,
+    open: &(dyn Fn(SocketAddr) -> std::io::Result<std::net::UdpSocket> + Sync),
 ) {
     let mut serials = transfers.primary.subscribe();
     let mut book = NotifyBook::default();

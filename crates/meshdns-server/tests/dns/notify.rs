@@ -57,6 +57,10 @@ async fn notify_reaches_an_ipv4_secondary_when_no_ipv6_socket_opens() {
         }
     };
     let sender = notify_loop_with(t.clone(), target, shutdown.clone(), &no_ipv6);
+    fn spawnable(f: &impl Send) {
+        let _ = f;
+    }
+    spawnable(&sender);
     tokio::pin!(sender);
     let mut buf = [0u8; 512];
     let (n, _) = tokio::select! {
