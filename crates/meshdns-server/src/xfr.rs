@@ -1,5 +1,6 @@
 //! Zone transfers out: AXFR/IXFR replies on the DNS listeners (access by address or TSIG key),
-//! and NOTIFY to the secondaries when a serial changes.
+//! signed answers to signed SOA queries, and NOTIFY to the secondaries when a serial changes
+//! ([`notify_loop`]: the sockets, one per address family; [`NotifyBook`]: its decisions).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -271,7 +272,7 @@ impl NotifyBook {
     }
 
     /// Records that the NOTIFY with `id` went to `key` at `now`: it waits for its
-    /// acknowledgement until [`NOTIFY_TIMEOUT`] from `now`.
+    /// acknowledgement for two seconds from `now`.
     pub fn sent(&mut self, key: &NotifyKey, id: u16, now: Instant) {
         if let Some(p) = self.pending.get_mut(key) {
             p.id = id;
@@ -282,8 +283,8 @@ impl NotifyBook {
     }
 
     /// Every NOTIFY whose acknowledgement is overdue at `now`: sent again after the next wait of
-    /// [`BACKOFF`], or, after the last, given up on (settled like an acknowledgement, so only
-    /// the next serial is sent).
+    /// the backoff (1, 2, 4, 8, 16, 32 s), or, after the last, given up on (settled like an
+    /// acknowledgement, so only the next serial is sent).
     pub fn expire(&mut self, now: Instant) -> Vec<Unacknowledged> {
         let mut out = Vec::new();
         for (key, p) in &mut self.pending {
@@ -326,7 +327,7 @@ impl NotifyBook {
         Some((k, p.serial))
     }
 
-    /// How long from `now` until something is due (at most [`RECHECK`]).
+    /// How long from `now` until something is due (at most 30 s).
     pub fn wake(&self, now: Instant) -> Duration {
         self.pending
             .values()
