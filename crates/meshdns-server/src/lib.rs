@@ -512,9 +512,26 @@ where
             conn.idle();
             continue;
         }
-        if proto == Proto::Dot && outcome.reply && outcome.padding {
-            padding::pad(&mut out, padding::RESPONSE_BLOCK);
-        }
+        // A signed SOA query (a secondary with a key) gets a signed answer, not padded: the MAC
+        // covers its bytes.
+        let signed = match &shared.config.transfers {
+            Some(t) if outcome.reply && outcome.qtype == Some(meshdns_zone::RType::SOA) => {
+                t.signed_answer(&msg, &out, peer.ip())
+            }
+            _ => None,
+        };
+        let outcome = match signed {
+            Some(reply) => {
+                out = reply;
+                replied(outcome, &out)
+            }
+            None => {
+                if proto == Proto::Dot && outcome.reply && outcome.padding {
+                    padding::pad(&mut out, padding::RESPONSE_BLOCK);
+                }
+                outcome
+            }
+        };
         shared.metrics.record(proto, &outcome, started.elapsed());
         if outcome.reply {
             writer.write_all(&(out.len() as u16).to_be_bytes()).await?;

@@ -72,6 +72,13 @@ fn handle(
             })?;
             first
         })
+    } else if outcome.reply && outcome.qtype == Some(meshdns_zone::RType::SOA) {
+        // A signed SOA query (a secondary with a key, before each refresh) gets a signed answer.
+        shared
+            .config
+            .transfers
+            .as_ref()
+            .and_then(|t| t.signed_answer(packet, out, peer()?))
     } else {
         None
     };

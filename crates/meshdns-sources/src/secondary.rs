@@ -7,6 +7,11 @@
 //! the watcher through a [`SecondaryFeed`]. Past the SOA's expire time without a successful
 //! refresh the zone stops being served (REFUSED, and `/readyz` says why) until the primary
 //! answers again.
+//!
+//! The SOA query decides whether the zone is fresh, so only the real reply counts: it has a
+//! random ID, is signed with the zone's key when there is one, and a reply must come from the
+//! address asked, carry the ID and question, and verify (a forged one is ignored while the wait
+//! goes on). A truncated reply is asked again over TCP.
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
@@ -17,7 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use meshdns_xfr::content::Rr;
 use meshdns_xfr::journal::Delta;
 use meshdns_xfr::message::{self, CLASS_IN, MessageWriter};
-use meshdns_xfr::secondary::{Received, ReplyReader, apply, soa_serial};
+use meshdns_xfr::secondary::{Received, ReplyReader, SoaReply, apply, check_soa_reply, soa_serial};
 use meshdns_xfr::serial::serial_gt;
 use meshdns_xfr::tsig::{Key, ReplyVerifier, Signer};
 use meshdns_zone::{Name, RType};
@@ -25,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 /// A zone to transfer: `ORIGIN=HOST:PORT`, optionally signed with a TSIG key.
 #[derive(Debug, Clone)]
@@ -452,7 +457,7 @@ fn request(
     qtype: RType,
     serial: Option<u32>,
 ) -> (Vec<u8>, Option<ReplyVerifier>) {
-    let id = (unix_now() as u16) ^ (std::process::id() as u16);
+    let id = message::random_id();
     let mut w = MessageWriter::new(id, 0, Some((spec.origin.wire(), qtype.0, CLASS_IN)));
     if let Some(serial) = serial {
         // IXFR: the serial held, in an SOA in the authority section (RFC 1995 §3).
@@ -471,14 +476,27 @@ fn request(
     (msg, verifier)
 }
 
-/// The primary's SOA serial, over UDP. Unsigned: the SOA is public, and a primary answers an
-/// ordinary query whether or not it signs them; the transfer that follows is signed.
+/// How long each UDP attempt of the SOA query waits for a valid reply, and how many are made.
+const SOA_WAIT: Duration = Duration::from_secs(2);
+const SOA_ATTEMPTS: usize = 3;
+
+/// The primary's SOA serial: the query that starts each refresh, whose "nothing newer" resets
+/// the refresh timer (and so the expire timer). Only a reply that is the reply counts
+/// ([`check_soa_reply`]): from the address asked, with the query's random ID and question, and
+/// with a key, signed over the query (RFC 8945 §5.3). Anything else is logged at debug and
+/// ignored while the wait goes on, so a forged datagram can neither end the wait nor refresh
+/// the zone. A truncated reply is asked again over TCP.
 async fn soa_query(addr: SocketAddr, spec: &SecondarySpec) -> Result<u32, String> {
-    let unsigned = SecondarySpec {
-        key: None,
-        ..spec.clone()
-    };
-    let (msg, mut verifier) = request(&unsigned, RType::SOA, None);
+    soa_query_with(addr, spec, SOA_WAIT, SOA_ATTEMPTS).await
+}
+
+async fn soa_query_with(
+    addr: SocketAddr,
+    spec: &SecondarySpec,
+    wait: Duration,
+    attempts: usize,
+) -> Result<u32, String> {
+    let (msg, verifier) = request(spec, RType::SOA, None);
     let sock = UdpSocket::bind(if addr.is_ipv4() {
         "0.0.0.0:0"
     } else {
@@ -486,39 +504,82 @@ async fn soa_query(addr: SocketAddr, spec: &SecondarySpec) -> Result<u32, String
     })
     .await
     .map_err(|e| e.to_string())?;
+    // Connected: the kernel delivers only datagrams from `addr` (checked again below).
     sock.connect(addr).await.map_err(|e| e.to_string())?;
     let mut buf = vec![0u8; 4096];
-    for _ in 0..3 {
+    for _ in 0..attempts {
         sock.send(&msg)
             .await
             .map_err(|e| format!("SOA query: {e}"))?;
-        let Ok(r) = tokio::time::timeout(Duration::from_secs(2), sock.recv(&mut buf)).await else {
-            continue;
-        };
-        let n = r.map_err(|e| format!("SOA query: {e}"))?;
-        let reply = message::parse(&buf[..n]).map_err(|e| e.to_string())?;
-        if reply.id != u16::from_be_bytes([msg[0], msg[1]]) || !reply.is_response() {
-            continue;
+        let deadline = tokio::time::Instant::now() + wait;
+        while let Ok(r) = tokio::time::timeout_at(deadline, sock.recv_from(&mut buf)).await {
+            let (n, from) = r.map_err(|e| format!("SOA query: {e}"))?;
+            let checked =
+                if canonical(from.ip()) != canonical(addr.ip()) || from.port() != addr.port() {
+                    Err(format!("from {from}, not the primary"))
+                } else {
+                    check_soa_reply(&msg, &buf[..n], &spec.origin, verifier.as_ref())
+                };
+            match checked {
+                Ok(SoaReply::Serial(serial)) => return Ok(serial),
+                Ok(SoaReply::Failed(e)) => return Err(e),
+                Ok(SoaReply::Truncated) => {
+                    debug!(zone = %spec.origin, primary = %addr, "SOA reply truncated; asking over TCP");
+                    return soa_query_tcp(addr, spec, &msg, verifier.as_ref()).await;
+                }
+                Err(why) => {
+                    debug!(zone = %spec.origin, primary = %addr, reason = %why, "a datagram that is not the reply to the SOA query: ignored")
+                }
+            }
         }
-        if let Some(v) = verifier.as_mut() {
-            v.check(&reply)?;
-        }
-        if reply.rcode() != 0 {
-            return Err(format!(
-                "the primary answered the SOA query with rcode {}",
-                reply.rcode()
-            ));
-        }
-        return reply
-            .answers
-            .iter()
-            .find(|r| r.rtype == RType::SOA.0 && r.owner == spec.origin.wire())
-            .and_then(|r| reply.soa_serial(r))
-            .ok_or_else(|| {
-                "no SOA in the primary's answer (is it authoritative for the zone?)".to_string()
-            });
     }
     Err(format!("no answer from {addr}"))
+}
+
+/// The SOA query `msg` again over TCP (after a truncated UDP reply), its reply checked as over
+/// UDP.
+async fn soa_query_tcp(
+    addr: SocketAddr,
+    spec: &SecondarySpec,
+    msg: &[u8],
+    verifier: Option<&ReplyVerifier>,
+) -> Result<u32, String> {
+    let mut stream = connect_and_send(addr, msg).await?;
+    let mut buf = Vec::new();
+    read_message(&mut stream, &mut buf, "the SOA query over TCP").await?;
+    match check_soa_reply(msg, &buf, &spec.origin, verifier)
+        .map_err(|e| format!("the SOA reply over TCP: {e}"))?
+    {
+        SoaReply::Serial(serial) => Ok(serial),
+        SoaReply::Failed(e) => Err(e),
+        SoaReply::Truncated => Err("the SOA reply over TCP is truncated".into()),
+    }
+}
+
+/// Connects to `addr` and sends `msg` framed (RFC 1035 §4.2.2).
+async fn connect_and_send(addr: SocketAddr, msg: &[u8]) -> Result<TcpStream, String> {
+    let mut stream = tokio::time::timeout(TIMEOUT, TcpStream::connect(addr))
+        .await
+        .map_err(|_| format!("connecting to {addr} timed out"))?
+        .map_err(|e| format!("connecting to {addr}: {e}"))?;
+    let mut framed = (msg.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(msg);
+    stream.write_all(&framed).await.map_err(|e| e.to_string())?;
+    Ok(stream)
+}
+
+/// Reads one framed message into `buf`; `what` names the exchange in errors.
+async fn read_message(stream: &mut TcpStream, buf: &mut Vec<u8>, what: &str) -> Result<(), String> {
+    let len = tokio::time::timeout(TIMEOUT, stream.read_u16())
+        .await
+        .map_err(|_| format!("{what} stalled"))?
+        .map_err(|e| format!("{what} ended early: {e}"))?;
+    buf.resize(usize::from(len), 0);
+    tokio::time::timeout(TIMEOUT, stream.read_exact(buf))
+        .await
+        .map_err(|_| format!("{what} stalled"))?
+        .map_err(|e| format!("{what} ended early: {e}"))?;
+    Ok(())
 }
 
 /// One AXFR (`serial` `None`) or IXFR over TCP.
@@ -533,25 +594,11 @@ async fn transfer(
         RType::AXFR
     };
     let (msg, mut verifier) = request(spec, qtype, serial);
-    let mut stream = tokio::time::timeout(TIMEOUT, TcpStream::connect(addr))
-        .await
-        .map_err(|_| format!("connecting to {addr} timed out"))?
-        .map_err(|e| format!("connecting to {addr}: {e}"))?;
-    let mut framed = (msg.len() as u16).to_be_bytes().to_vec();
-    framed.extend_from_slice(&msg);
-    stream.write_all(&framed).await.map_err(|e| e.to_string())?;
+    let mut stream = connect_and_send(addr, &msg).await?;
     let mut reader = ReplyReader::new();
     let mut buf = Vec::new();
     loop {
-        let len = tokio::time::timeout(TIMEOUT, stream.read_u16())
-            .await
-            .map_err(|_| "the transfer stalled".to_string())?
-            .map_err(|e| format!("the transfer ended early: {e}"))?;
-        buf.resize(usize::from(len), 0);
-        tokio::time::timeout(TIMEOUT, stream.read_exact(&mut buf))
-            .await
-            .map_err(|_| "the transfer stalled".to_string())?
-            .map_err(|e| format!("the transfer ended early: {e}"))?;
+        read_message(&mut stream, &mut buf, "the transfer").await?;
         let m = message::parse(&buf).map_err(|e| e.to_string())?;
         if let Some(v) = verifier.as_mut() {
             v.check(&m)?;
@@ -562,3 +609,6 @@ async fn transfer(
     }
     reader.finish()
 }
+
+#[cfg(test)]
+mod tests;

@@ -7,10 +7,14 @@
 //!   pkarr origin, with the answers' precedence) and differences between versions;
 //! - [`journal`]: the bounded IXFR journal of one zone, condensed on the way out;
 //! - [`primary`]: every zone's current version, serial and journal, updated by the loader;
-//! - [`message`]: reading transfer and NOTIFY messages, writing multi-record replies;
+//! - [`message`]: reading transfer and NOTIFY messages, writing multi-record replies, random
+//!   message IDs;
 //! - [`tsig`]: RFC 8945 signatures and BIND-format key files;
-//! - [`respond`]: AXFR and IXFR replies with access control;
-//! - [`notify`]: the NOTIFY message (RFC 1996) and its acknowledgement.
+//! - [`respond`]: AXFR and IXFR replies with access control, and signed answers to signed
+//!   queries;
+//! - [`notify`]: the NOTIFY message (RFC 1996) and its acknowledgement;
+//! - [`secondary`]: checking the reply to a secondary's SOA query, reading transfer replies,
+//!   applying differences.
 //!
 //! No sockets here: the server crate sends and receives.
 
@@ -25,5 +29,5 @@ pub mod serial;
 pub mod tsig;
 
 pub use primary::{Ixfr, Primary};
-pub use respond::{Kind, Outcome, Policy, Reply, respond, respond_collected};
+pub use respond::{Kind, Outcome, Policy, Reply, respond, respond_collected, sign_answer};
 pub use tsig::{Key, parse_key_file};

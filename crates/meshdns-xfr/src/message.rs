@@ -29,6 +29,23 @@ pub enum ParseError {
     Malformed(&'static str),
 }
 
+/// A message ID nobody can predict (RFC 5452 §9.2: an off-path attacker who cannot guess the
+/// ID cannot forge a reply), from the operating system's random source.
+pub fn random_id() -> u16 {
+    use ring::rand::SecureRandom;
+    let mut id = [0u8; 2];
+    if ring::rand::SystemRandom::new().fill(&mut id).is_err() {
+        // getrandom(2) does not fail once the kernel's pool is ready; should it, std's hasher
+        // keys are random per process too.
+        use std::hash::{BuildHasher, Hasher};
+        let h = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        return h as u16;
+    }
+    u16::from_be_bytes(id)
+}
+
 fn bad(what: &'static str) -> ParseError {
     ParseError::Malformed(what)
 }

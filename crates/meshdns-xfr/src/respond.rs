@@ -143,15 +143,10 @@ pub fn respond(
             signer,
             tsig,
         } => {
-            let mut m = header_only(&msg, rcode::NOTAUTH);
-            match signer {
-                Some(v) => {
-                    let mut s = Signer::reply(&v, now);
-                    s.sign(&mut m, e, &now.to_be_bytes()[2..]);
-                }
-                None => tsig::append_unsigned(&mut m, &tsig, now, e),
-            }
-            return reply(vec![m], Outcome::Tsig(e));
+            return reply(
+                vec![tsig_error(&msg, e, signer, &tsig, now)],
+                Outcome::Tsig(e),
+            );
         }
     };
     let key_allowed = verified
@@ -363,6 +358,61 @@ fn header_only(request: &Message<'_>, rcode: u8) -> Vec<u8> {
     .finish()
 }
 
+/// NOTAUTH with TSIG error `e`: unsigned for BADKEY and BADSIG, signed for BADTIME
+/// (RFC 8945 §5.2).
+fn tsig_error(
+    request: &Message<'_>,
+    e: u16,
+    signer: Option<Verified>,
+    tsig: &tsig::Tsig,
+    now: u64,
+) -> Vec<u8> {
+    let mut m = header_only(request, rcode::NOTAUTH);
+    match signer {
+        Some(v) => Signer::reply(&v, now).sign(&mut m, e, &now.to_be_bytes()[2..]),
+        None => tsig::append_unsigned(&mut m, tsig, now, e),
+    }
+    m
+}
+
+/// Signs `answer`, the reply `answer()` wrote to the ordinary query `request`, when `request`
+/// carries a TSIG (RFC 8945 §5.3). A secondary with a key signs the SOA query of each refresh
+/// and accepts only a signed reply to it (meshdns does, as BIND, NSD and Knot do). A TSIG that
+/// does not verify replaces the answer with NOTAUTH and the TSIG error, as for transfers
+/// (`Some(Err)`, with the outcome to count; an unreadable TSIG: FORMERR). `None`: the request
+/// is unsigned, and its answer is left as it is.
+pub fn sign_answer(
+    policy: &Policy,
+    request: &[u8],
+    answer: &mut Vec<u8>,
+    now: u64,
+) -> Option<Result<(), Outcome>> {
+    // No additional records: no TSIG, and nothing to parse.
+    if request.get(10..12).is_none_or(|ar| ar == [0, 0]) || answer.len() < message::HEADER_LEN {
+        return None;
+    }
+    let msg = message::parse(request).ok()?;
+    match tsig::check(&msg, &policy.keys, now) {
+        Check::Unsigned => None,
+        Check::Signed(v) => {
+            Signer::reply(&v, now).sign(answer, 0, &[]);
+            Some(Ok(()))
+        }
+        Check::Malformed => {
+            *answer = error(&msg, rcode::FORMERR, None, now);
+            Some(Err(Outcome::FormErr))
+        }
+        Check::Failed {
+            error: e,
+            signer,
+            tsig,
+        } => {
+            *answer = tsig_error(&msg, e, signer, &tsig, now);
+            Some(Err(Outcome::Tsig(e)))
+        }
+    }
+}
+
 fn error(request: &Message<'_>, rcode: u8, verified: Option<&Verified>, now: u64) -> Vec<u8> {
     let mut m = header_only(request, rcode);
     if let Some(v) = verified {
@@ -433,6 +483,39 @@ mod tests {
             .map(|m| parse(m).unwrap().answers.len())
             .sum();
         assert_eq!(records, 40 + 3, "SOA, NS, 40 TXT, SOA");
+    }
+
+    #[test]
+    fn answers_to_signed_queries_are_signed_and_bad_signatures_refused() {
+        let key = Key::new(
+            "xfr.".parse().unwrap(),
+            tsig::Algorithm::HmacSha256,
+            b"secret",
+        );
+        let policy = Policy {
+            keys: vec![key.clone()],
+            allowed_keys: Vec::new(),
+        };
+        let now = 1_800_000_000;
+        let query = MessageWriter::new(7, 0, Some((b"\x07example\x00", 6, 1))).finish();
+        let answer = MessageWriter::new(7, 0x8400, Some((b"\x07example\x00", 6, 1))).finish();
+
+        let mut out = answer.clone();
+        assert!(sign_answer(&policy, &query, &mut out, now).is_none());
+        assert_eq!(out, answer, "an unsigned query's answer is left alone");
+
+        let mut signed = query.clone();
+        let mut signer = Signer::request(&key, now);
+        signer.sign(&mut signed, 0, &[]);
+        let mut out = answer.clone();
+        assert_eq!(sign_answer(&policy, &signed, &mut out, now), Some(Ok(())));
+        let mut verifier = tsig::ReplyVerifier::new(&key, signer.last_mac().unwrap().to_vec());
+        verifier.check(&parse(&out).unwrap()).unwrap();
+
+        let mut out = answer.clone();
+        let outcome = sign_answer(&Policy::default(), &signed, &mut out, now);
+        assert_eq!(outcome, Some(Err(Outcome::Tsig(tsig::error::BADKEY))));
+        assert_eq!(parse(&out).unwrap().rcode(), rcode::NOTAUTH);
     }
 
     #[test]

@@ -1,14 +1,16 @@
-//! The secondary side of a transfer: reading an AXFR or IXFR reply (RFC 5936, RFC 1995) into
-//! the records it holds, and applying differences to the records kept.
+//! The secondary side of a transfer: checking the reply to the SOA query that starts each
+//! refresh, reading an AXFR or IXFR reply (RFC 5936, RFC 1995) into the records it holds, and
+//! applying differences to the records kept.
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 
-use meshdns_zone::RType;
+use meshdns_zone::{Name, RType};
 
 use crate::content::Rr;
 use crate::journal::Delta;
-use crate::message::{Message, read_name};
+use crate::message::{CLASS_IN, Message, OPCODE_QUERY, parse, read_name};
+use crate::tsig::ReplyVerifier;
 
 /// What a reply brought.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,6 +168,67 @@ impl ReplyReader {
     }
 }
 
+/// What a reply to the SOA query said, once [`check_soa_reply`] found it is the reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SoaReply {
+    /// The primary's serial: the refresh may count it.
+    Serial(u32),
+    /// TC set: ask again over TCP (RFC 1035 §4.2.1). Not signature-checked; the TCP answer is.
+    Truncated,
+    /// The primary answered, but not with the zone's SOA (an error rcode, no SOA).
+    Failed(String),
+}
+
+/// Checks that `reply` answers the SOA query `query` for `origin` (RFC 5452 §9.1: the same ID
+/// and question; a response with opcode QUERY), and, when the query was signed, that the reply
+/// verifies with `verifier` (RFC 8945 §5.3.2). `Err` says why the reply is not the one waited
+/// for: the caller ignores it and keeps waiting, as resolvers do, so a forged datagram can
+/// neither end the wait nor count as a refresh.
+///
+/// The verifier is used on a copy: a forged reply does not disturb the chain of MACs.
+pub fn check_soa_reply(
+    query: &[u8],
+    reply: &[u8],
+    origin: &Name,
+    verifier: Option<&ReplyVerifier>,
+) -> Result<SoaReply, String> {
+    let q = parse(query).map_err(|e| format!("the query: {e}"))?;
+    let m = parse(reply).map_err(|e| e.to_string())?;
+    if !m.is_response() || m.opcode() != OPCODE_QUERY {
+        return Err("not a response to a query".into());
+    }
+    if m.id != q.id {
+        return Err(format!("ID {} where the query had {}", m.id, q.id));
+    }
+    if m.qname_lower != origin.wire() || m.qtype != RType::SOA.0 || m.qclass != CLASS_IN {
+        return Err("another question than the query's".into());
+    }
+    if m.flags & 0x0200 != 0 {
+        return Ok(SoaReply::Truncated);
+    }
+    if let Some(v) = verifier {
+        v.clone().check(&m)?;
+    }
+    if m.rcode() != 0 {
+        return Ok(SoaReply::Failed(format!(
+            "the primary answered the SOA query with rcode {}",
+            m.rcode()
+        )));
+    }
+    Ok(m.answers
+        .iter()
+        .find(|r| r.rtype == RType::SOA.0 && r.owner == origin.wire())
+        .and_then(|r| m.soa_serial(r))
+        .map_or_else(
+            || {
+                SoaReply::Failed(
+                    "no SOA in the primary's answer (is it authoritative for the zone?)".into(),
+                )
+            },
+            SoaReply::Serial,
+        ))
+}
+
 /// Applies `deltas` (each removing its old SOA and adding its new one) to `records`, the zone
 /// as kept (the SOA among them). Fails, changing nothing, when a difference does not start
 /// at the serial kept or removes a record that is not there: the caller then asks for AXFR.
@@ -209,7 +272,8 @@ pub fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::{MessageWriter, parse};
+    use crate::message::MessageWriter;
+    use crate::tsig::{self, Algorithm, Check, Key, Signer, Verified};
 
     fn soa(serial: u32) -> Vec<u8> {
         let mut rd = b"\x02ns\x07example\x00\x0ahostmaster\x07example\x00".to_vec();
@@ -292,6 +356,101 @@ mod tests {
             panic!()
         };
         assert_eq!(rrs.len(), 2);
+    }
+
+    /// The SOA query for `example.` with ID 0x1234, signed with `key` when given.
+    fn soa_query(key: Option<&Key>) -> (Vec<u8>, Option<ReplyVerifier>) {
+        let mut q = MessageWriter::new(0x1234, 0, Some((b"\x07example\x00", 6, 1))).finish();
+        let verifier = key.map(|k| {
+            let mut s = Signer::request(k, NOW);
+            s.sign(&mut q, 0, &[]);
+            ReplyVerifier::new(k, s.last_mac().unwrap().to_vec())
+        });
+        (q, verifier)
+    }
+
+    const NOW: u64 = 1_800_000_000;
+
+    /// A reply: `id`, `flags`, question (`qname`, `qtype`), and the SOA at `serial`.
+    fn soa_reply(id: u16, flags: u16, qname: &[u8], qtype: u16, serial: u32) -> Vec<u8> {
+        let mut w = MessageWriter::new(id, flags, Some((qname, qtype, 1)));
+        w.put_record(0, b"\x07example\x00", RType::SOA, 1, 60, &soa(serial));
+        w.finish()
+    }
+
+    #[test]
+    fn an_soa_reply_counts_only_with_the_query_s_id_and_question() {
+        let origin: Name = "example.".parse().unwrap();
+        let (q, _) = soa_query(None);
+        let check = |r: &[u8]| check_soa_reply(&q, r, &origin, None);
+        let zone = b"\x07example\x00";
+        assert_eq!(
+            check(&soa_reply(0x1234, 0x8400, zone, 6, 5)),
+            Ok(SoaReply::Serial(5))
+        );
+        // Case in the question does not matter (0x20).
+        assert_eq!(
+            check(&soa_reply(0x1234, 0x8400, b"\x07EXAMPLE\x00", 6, 5)),
+            Ok(SoaReply::Serial(5))
+        );
+        let refused = [
+            ("another ID", soa_reply(0x1235, 0x8400, zone, 6, 5)),
+            ("not a response", soa_reply(0x1234, 0x0400, zone, 6, 5)),
+            ("opcode NOTIFY", soa_reply(0x1234, 0xA400, zone, 6, 5)),
+            (
+                "another name",
+                soa_reply(0x1234, 0x8400, b"\x05other\x00", 6, 5),
+            ),
+            ("another type", soa_reply(0x1234, 0x8400, zone, 1, 5)),
+            ("no question", {
+                let mut w = MessageWriter::new(0x1234, 0x8400, None);
+                w.put_record(0, zone, RType::SOA, 1, 60, &soa(5));
+                w.finish()
+            }),
+            ("garbage", vec![0x12, 0x34, 0x84]),
+        ];
+        for (what, reply) in refused {
+            assert!(check(&reply).is_err(), "{what} is not the reply");
+        }
+        assert_eq!(
+            check(&soa_reply(0x1234, 0x8600, zone, 6, 5)),
+            Ok(SoaReply::Truncated)
+        );
+        assert!(matches!(
+            check(&soa_reply(0x1234, 0x8405, zone, 6, 5)),
+            Ok(SoaReply::Failed(_))
+        ));
+    }
+
+    #[test]
+    fn with_a_key_only_a_reply_signed_over_the_query_counts() {
+        let origin: Name = "example.".parse().unwrap();
+        let key = Key::new("xfr.".parse().unwrap(), Algorithm::HmacSha256, b"secret");
+        let other = Key::new("xfr.".parse().unwrap(), Algorithm::HmacSha256, b"guess");
+        let (q, verifier) = soa_query(Some(&key));
+        let Check::Signed(verified) =
+            tsig::check(&parse(&q).unwrap(), std::slice::from_ref(&key), NOW)
+        else {
+            panic!("the query is signed")
+        };
+        let zone = b"\x07example\x00";
+        let unsigned = soa_reply(0x1234, 0x8400, zone, 6, 5);
+        let mut forged = unsigned.clone();
+        let forger = Verified {
+            key: other,
+            request_mac: verified.request_mac.clone(),
+        };
+        Signer::reply(&forger, NOW).sign(&mut forged, 0, &[]);
+        let mut good = unsigned.clone();
+        Signer::reply(&verified, NOW).sign(&mut good, 0, &[]);
+        let check = |r: &[u8]| check_soa_reply(&q, r, &origin, verifier.as_ref());
+        assert!(check(&unsigned).is_err(), "unsigned");
+        assert!(check(&forged).is_err(), "signed with another secret");
+        // The forgeries left the verifier as it was: the real reply still verifies.
+        assert_eq!(check(&good), Ok(SoaReply::Serial(5)));
+        let mut tampered = good.clone();
+        tampered[14] ^= 0x20; // the question's case: the same question, another MAC
+        assert!(check(&tampered).is_err(), "changed after signing");
     }
 
     #[test]

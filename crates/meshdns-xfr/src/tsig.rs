@@ -490,7 +490,9 @@ impl Signer {
 
 /// Checks the TSIG of each message of a reply to a request signed with `key` (RFC 8945 §5.3.1):
 /// the first must be signed; up to 99 unsigned ones may follow a signed one, covered by the
-/// next signature.
+/// next signature. Cloned to try a message that may not be the reply (a datagram that could be
+/// forged) without advancing the chain.
+#[derive(Clone)]
 pub struct ReplyVerifier {
     key: Key,
     prior_mac: Vec<u8>,

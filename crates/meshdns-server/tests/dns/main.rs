@@ -4,6 +4,7 @@
 
 mod behaviour;
 mod iroh;
+mod notify;
 mod protocol;
 mod reload;
 mod seed;

@@ -29,5 +29,6 @@ mod rrl;
 mod secondaries;
 mod tls;
 mod xfr;
+mod xfr_tsig;
 
 pub use process::*;
