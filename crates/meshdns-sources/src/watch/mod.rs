@@ -527,15 +527,18 @@ mod tests {
     use std::path::Path;
 
     fn sources(files: &[&Path]) -> (FileSources, Arc<SourceStatus>) {
+        let files = files.iter().map(|p| FileSource {
+            path: p.to_path_buf(),
+            kind: FileKind::Auto,
+        });
+        with_files(files.collect())
+    }
+
+    /// A watcher over `files` (never polled: tests call `refresh`), and its status.
+    pub(super) fn with_files(files: Vec<FileSource>) -> (FileSources, Arc<SourceStatus>) {
         let status = Arc::new(SourceStatus::default());
         let config = SourceConfig {
-            files: files
-                .iter()
-                .map(|p| FileSource {
-                    path: p.to_path_buf(),
-                    kind: FileKind::Auto,
-                })
-                .collect(),
+            files,
             zones: Vec::new(),
             settings: ParseSettings::default(),
             poll_interval: Duration::from_secs(3600),
@@ -655,19 +658,10 @@ spec:
     const BROKEN: &str = "kind: Note\n---\nkind: [unclosed\n";
 
     fn sources(dir: &Path) -> (FileSources, Arc<SourceStatus>) {
-        let status = Arc::new(SourceStatus::default());
-        let config = SourceConfig {
-            files: vec![FileSource {
-                path: dir.to_path_buf(),
-                kind: FileKind::Manifests,
-            }],
-            zones: Vec::new(),
-            settings: ParseSettings::default(),
-            poll_interval: Duration::from_secs(3600),
-            debounce: Duration::from_millis(20),
-        };
-        let published = Arc::new(ArcSwap::from_pointee(Catalog::empty()));
-        (FileSources::new(config, published, status.clone()), status)
+        super::tests::with_files(vec![FileSource {
+            path: dir.to_path_buf(),
+            kind: FileKind::Manifests,
+        }])
     }
 
     /// The A record served at `name`.example.org, if any.
