@@ -393,11 +393,11 @@ pub fn iroh_plan(data: &[u8]) {
     let settings = iroh_settings();
     let mut owned: BTreeMap<String, RecordSetPlan> = BTreeMap::new();
     for o in objects {
-        let Ok(c) = serde_json::from_value::<meshdns_api::Connector>(o) else {
+        let Ok(c) = serde_json::from_value::<meshdns_objects::Connector>(o) else {
             continue;
         };
         let class = Some(meshdns_iroh::connector::IROH_CLASSES[0].to_string());
-        let input = meshdns_controller::iroh::connector_input(&c, class, "fuzz");
+        let input = meshdns_kube::controllers::iroh::connector_input(&c, class, "fuzz");
         let first = plan(&input, &settings);
         assert_eq!(
             first,

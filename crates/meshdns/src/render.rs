@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
 use kube::ResourceExt;
-use meshdns_api::{Connector, ConnectorClass};
-use meshdns_controller::iroh::connector_input;
 use meshdns_iroh::connector::{
     ClaimAction, ConditionPlan, ConnectorInput, Decision, IrohSettings, RecordSetPlan, claim, plan,
 };
+use meshdns_kube::controllers::iroh::connector_input;
+use meshdns_objects::{Connector, ConnectorClass};
 use meshdns_sources::read_manifests;
 use meshdns_zone::Name;
 use serde_json::{Value, json};
@@ -51,11 +51,11 @@ pub fn status(cmd: &RenderZoneCmd) -> Result<String> {
         let zone = compiled.zones.iter().find(|z| z.origin() == origin);
         zone.map(|z| status::nameservers(z)).unwrap_or_default()
     };
-    let now = meshdns_controller::status_writer::now();
+    let now = meshdns_kube::serve::status::now();
     let plans = status::plan(&verdicts, &objects, nameservers, &now);
     yaml_documents(plans.into_iter().map(|p| {
         serde_json::json!({
-            "apiVersion": meshdns_api::DNS_API_VERSION,
+            "apiVersion": meshdns_objects::DNS_API_VERSION,
             "kind": p.kind,
             "metadata": {"name": p.name, "namespace": p.namespace},
             "status": p.status,
@@ -82,7 +82,7 @@ pub(crate) fn text<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
 
 /// Connectors (with their class's controller) from the objects, each with its creation
 /// timestamp as written (RFC 3339 in UTC sorts as text; an absent one sorts last). They are
-/// read as the controller reads them (`meshdns_api`), and a Connector without a namespace is
+/// read as the controller reads them (`meshdns_objects`), and a Connector without a namespace is
 /// in `default`, as `kubectl apply` would put it.
 fn connectors(objects: &[Value], cluster: &str) -> Result<Vec<(String, ConnectorInput)>> {
     let of_kind = |kind: &'static str| {
@@ -122,7 +122,7 @@ fn object_name(o: &Value) -> String {
 /// A Connector with only its `IrohDNSPublished` condition, as the controller would set it.
 fn connector_status(c: &ConnectorInput, cond: &ConditionPlan) -> Value {
     json!({
-        "apiVersion": meshdns_api::DATUM_API_VERSION, "kind": "Connector",
+        "apiVersion": meshdns_objects::DATUM_API_VERSION, "kind": "Connector",
         "metadata": {"name": c.name, "namespace": c.namespace},
         "status": {"conditions": [{
             "type": meshdns_iroh::connector::CONDITION_TYPE,

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource};
-use meshdns_api::{DNSRecordSet, DNSZone};
+use meshdns_objects::{DNSRecordSet, DNSZone};
 use meshdns_sources::manifests::{ManifestFeed, Served};
 use meshdns_sources::status::{StatusPlan, plan};
 use tokio::sync::Notify;

@@ -26,12 +26,12 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
-use meshdns_api::{Connector, ConnectorClass, DNSRecordSet};
 use meshdns_iroh::connector::{
     CONDITION_TYPE, ClaimAction, ConditionPlan, ConnectorInput, Decision, FIELD_MANAGER, FINALIZER,
     IrohSettings, LABEL_CLAIMED_BY_UID, LABEL_MANAGED_BY, MANAGED_BY, RecordSetPlan, claim, plan,
     record_set_name,
 };
+use meshdns_objects::{Connector, ConnectorClass, DNSRecordSet};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};

@@ -29,13 +29,13 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
-use meshdns_api::{ClusterMesh, DNSRecordSet, Peer};
 use meshdns_mesh::dns::node_record_sets;
 use meshdns_mesh::plan::peer_owner;
 use meshdns_mesh::{
     ClusterMeshSpec, ClusterNodes, FINALIZER, LABEL_MESH, MeshPlan, Node, PeerAction, diff_target,
     discovered_endpoints, enrich, merge_same_key, plan_meshes,
 };
+use meshdns_objects::{ClusterMesh, DNSRecordSet, Peer};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
