@@ -20,9 +20,6 @@
 //! Shared here: [`Error`], [`set_finalizer`] (the one finalizer patch) and the kubeconfig
 //! client for remote clusters.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use k8s_openapi::jiff::Timestamp;
-
 pub mod controllers;
 pub mod leader;
 pub mod metrics;
@@ -104,49 +101,6 @@ pub fn is_not_found(e: &kube::Error) -> bool {
 /// Whether an API error is `409` (AlreadyExists or Conflict).
 pub fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
-}
-
-/// The conditions after setting one (matched by type). `lastTransitionTime` moves only when
-/// the status changes. Returns `None` when nothing would change, so the caller writes nothing.
-pub fn set_condition(current: &[Condition], want: Condition) -> Option<Vec<Condition>> {
-    let mut out = current.to_vec();
-    match out.iter_mut().find(|c| c.type_ == want.type_) {
-        Some(have) => {
-            if have.status == want.status
-                && have.reason == want.reason
-                && have.message == want.message
-                && have.observed_generation == want.observed_generation
-            {
-                return None;
-            }
-            let moved = have.status != want.status;
-            let since = have.last_transition_time.clone();
-            *have = want;
-            if !moved {
-                have.last_transition_time = since;
-            }
-        }
-        None => out.push(want),
-    }
-    Some(out)
-}
-
-/// A condition stamped now.
-pub fn condition(
-    type_: &str,
-    status: &str,
-    reason: &str,
-    message: &str,
-    generation: Option<i64>,
-) -> Condition {
-    Condition {
-        type_: type_.to_string(),
-        status: status.to_string(),
-        reason: reason.to_string(),
-        message: message.to_string(),
-        observed_generation: generation,
-        last_transition_time: Time(Timestamp::now()),
-    }
 }
 
 /// A client from kubeconfig text (a Secret's value).

@@ -57,17 +57,9 @@ pub async fn write_statuses(
     }
 }
 
-/// Now, as metav1.Time is written (RFC 3339, whole seconds): the time of new condition
-/// transitions.
-pub fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
-}
-
 /// Plans every status and writes those that changed. Returns how many were written.
 pub async fn write_once(client: &Client, served: &Served) -> usize {
-    let now = now();
+    let now = meshdns_objects::conditions::now();
     let mut written = 0;
     let plans = plan(
         &served.verdicts,
