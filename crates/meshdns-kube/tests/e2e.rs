@@ -1,7 +1,7 @@
 //! Opt-in: the iroh controller against a real cluster.
 //!
 //! ```sh
-//! MESHDNS_E2E_KUBECONFIG=~/.kube/config cargo test -p meshdns-controller --test e2e -- --ignored
+//! MESHDNS_E2E_KUBECONFIG=~/.kube/config cargo test -p meshdns-kube --test e2e -- --ignored
 //! ```
 //!
 //! It installs the CRDs from `meshdns crds` (server-side apply), works in a fresh namespace,

@@ -1,5 +1,5 @@
 //! `meshdns controller iroh|mesh`: clients, leader election, the metrics endpoint and
-//! shutdown around the controllers of `meshdns-controller`.
+//! shutdown around the controllers of `meshdns-kube`.
 
 use std::net::SocketAddr;
 use std::path::Path;
