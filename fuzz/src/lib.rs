@@ -393,11 +393,11 @@ pub fn iroh_plan(data: &[u8]) {
     let settings = iroh_settings();
     let mut owned: BTreeMap<String, RecordSetPlan> = BTreeMap::new();
     for o in objects {
-        let Ok(c) = serde_json::from_value::<meshdns_api::Connector>(o) else {
+        let Ok(c) = serde_json::from_value::<meshdns_objects::Connector>(o) else {
             continue;
         };
         let class = Some(meshdns_iroh::connector::IROH_CLASSES[0].to_string());
-        let input = meshdns_controller::iroh::connector_input(&c, class, "fuzz");
+        let input = c.to_input(class, "fuzz");
         let first = plan(&input, &settings);
         assert_eq!(
             first,
@@ -408,7 +408,7 @@ pub fn iroh_plan(data: &[u8]) {
             let existing = owned.get(&p.name).map(|o| (&o.labels, &o.annotations));
             let action = claim(&input.uid, existing);
             assert_eq!(action, claim(&input.uid, existing));
-            let _ = p.to_object();
+            let _ = meshdns_objects::dns::iroh_record_set(&p);
             owned.entry(p.name.clone()).or_insert(p);
         }
     }
@@ -421,7 +421,9 @@ pub fn mesh_plan(data: &[u8]) {
     use meshdns_mesh::plan::{
         ClusterNodes, discovered_endpoints, enrich, merge_same_key, plan_meshes,
     };
-    use meshdns_mesh::types::{ClusterMeshSpec, Node};
+    use meshdns_mesh::MeshSpec;
+    use meshdns_objects::ClusterMeshSpec;
+    use meshdns_objects::core::Node;
     let Ok(Value::Object(top)) = serde_json::from_slice::<Value>(data) else {
         return;
     };
@@ -440,10 +442,14 @@ pub fn mesh_plan(data: &[u8]) {
         .get("nodes")
         .and_then(|n| serde_json::from_value(n.clone()).ok())
         .unwrap_or_default();
-    let specs: Vec<(&str, &ClusterMeshSpec)> =
-        meshes.iter().map(|(n, s)| (n.as_str(), s)).collect();
+    let planned: Vec<MeshSpec> = meshes.iter().map(|(_, s)| s.to_plan()).collect();
+    let specs: Vec<(&str, &MeshSpec)> = meshes
+        .iter()
+        .zip(&planned)
+        .map(|((n, _), s)| (n.as_str(), s))
+        .collect();
     let lookup = |_: &str, cluster: &str| match nodes.get(cluster) {
-        Some(list) => ClusterNodes::Listed(list.clone()),
+        Some(list) => ClusterNodes::Listed(list.iter().map(Node::to_plan).collect()),
         None => ClusterNodes::Unavailable("not listed".into()),
     };
     let plans = plan_meshes(&specs, &lookup);
@@ -458,15 +464,18 @@ pub fn mesh_plan(data: &[u8]) {
         .collect();
     for target in targets {
         let wanted: Vec<_> = plans.iter().flat_map(|p| p.peers_for(target)).collect();
-        let listed = nodes.get(target).map(Vec::as_slice).unwrap_or(&[]);
-        let _ = enrich(merge_same_key(wanted), &discovered_endpoints(listed));
+        let listed: Vec<_> = nodes
+            .get(target)
+            .map(|l| l.iter().map(Node::to_plan).collect())
+            .unwrap_or_default();
+        let _ = enrich(merge_same_key(wanted), &discovered_endpoints(&listed));
     }
     for ((_, spec), plan) in meshes.iter().zip(&plans) {
-        let _ = plan.status(Some(1));
+        let _ = meshdns_objects::ClusterMeshStatus::from_plan(&plan.status(Some(1)));
         let _ = plan.bootstrapping();
         if let Some(dns) = &spec.dns {
-            for set in meshdns_mesh::dns::node_record_sets(plan, dns) {
-                let _ = set.to_object("fuzz");
+            for set in meshdns_mesh::dns::node_record_sets(plan, &dns.to_plan()) {
+                let _ = meshdns_objects::dns::node_record_set(&set, "fuzz");
             }
         }
     }

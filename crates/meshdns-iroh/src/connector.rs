@@ -1,4 +1,6 @@
-//! What the iroh controller wants for a datum `Connector` (pure; no API calls).
+//! What the iroh controller wants for a datum `Connector` (pure; no API calls). The planner
+//! takes the fields that decide ([`ConnectorInput`], read from a Connector by
+//! `meshdns-objects`) and returns a [`Decision`]; it knows no Kubernetes object.
 //!
 //! Every identifier matches datum's network-services-operator (iroh DNS controller, PR #147),
 //! so meshdns can run beside datum's own operators and dns-operator:
@@ -18,14 +20,10 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use serde_json::json;
-
 use crate::{EndpointInfo, parse_endpoint_id, txt_strings};
 
 /// Finalizer datum's controller puts on Connectors it publishes.
 pub const FINALIZER: &str = "networking.datumapis.com/iroh-dns-cleanup";
-/// `apiVersion` of dns-operator's DNSRecordSet.
-pub const DNS_API_VERSION: &str = "dns.networking.miloapis.com/v1alpha1";
 /// Server-side apply field manager.
 pub const FIELD_MANAGER: &str = "network-services-operator/iroh-dns";
 /// The Connector condition type this controller owns.
@@ -117,7 +115,8 @@ pub struct TxtEntry {
     pub content: String,
 }
 
-/// The DNSRecordSet a Connector should have.
+/// The DNSRecordSet a Connector should have, as plain data (`meshdns-objects` writes it as
+/// the object the controller applies and `meshdns render iroh` prints).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordSetPlan {
     /// `iroh-<z32>`.
@@ -132,26 +131,6 @@ pub struct RecordSetPlan {
     pub annotations: BTreeMap<String, String>,
     /// `spec.records`, all TXT.
     pub records: Vec<TxtEntry>,
-}
-
-impl RecordSetPlan {
-    /// The DNSRecordSet object: what the controller applies and `meshdns render iroh` prints.
-    pub fn to_object(&self) -> serde_json::Value {
-        let records: Vec<serde_json::Value> = self
-            .records
-            .iter()
-            .map(|r| json!({"name": r.name, "ttl": r.ttl, "txt": {"content": r.content}}))
-            .collect();
-        let mut metadata =
-            json!({"name": self.name, "namespace": self.namespace, "labels": self.labels});
-        if !self.annotations.is_empty() {
-            metadata["annotations"] = json!(self.annotations);
-        }
-        json!({
-            "apiVersion": DNS_API_VERSION, "kind": "DNSRecordSet", "metadata": metadata,
-            "spec": {"dnsZoneRef": {"name": self.zone_name}, "recordType": "TXT", "records": records},
-        })
-    }
 }
 
 /// What to do for a Connector.

@@ -1,6 +1,10 @@
-//! Kilo cluster mesh planning: from a `ClusterMesh` and the Nodes of every member cluster,
-//! the WireGuard `Peer`s each member must hold, NAT-aware. Pure functions, no I/O: the
-//! controller, `meshdns render mesh` and the tests all call the same code.
+//! Kilo cluster mesh planning: from a mesh's member clusters and the Nodes of each, the
+//! WireGuard Peers each member must hold, NAT-aware. Pure functions, no I/O: the controller,
+//! `meshdns render mesh` and the tests all call the same code.
+//!
+//! The planner takes and returns its own plain data ([`types`]); it knows no Kubernetes
+//! object. `meshdns-objects` reads ClusterMeshes, Peers and Nodes into that data and writes
+//! the planned Peers, record sets and status back as objects.
 //!
 //! The rules are kilo-clustermesh-operator's (newest, with discovered-endpoint enrichment and
 //! per-cluster keepalive), so meshdns can replace it in place: the same Peer names, labels,
@@ -31,16 +35,15 @@ pub use plan::{
     diff_target, discovered_endpoints, enrich, merge_same_key, mesh_keepalive, plan_meshes,
     plan_source,
 };
-pub use types::{ClusterEntry, ClusterMeshSpec, ClusterMeshStatus, Node, Peer, PeerSpec};
-pub use validate::{Skip, SkipReason, spec_problems};
+pub use types::{
+    ClusterEntry, ClusterStatus, Condition, DnsOrIp, MeshSpec, MeshStatus, Node, NodeNames, Peer,
+    PeerEndpoint, PeerSpec,
+};
+pub use validate::{Skip, SkipReason};
 
 /// The finalizer on every ClusterMesh: its Peers are removed from every cluster before the
 /// mesh goes.
 pub const FINALIZER: &str = "kilo-clustermesh.io/cleanup";
-/// `apiVersion` of dns-operator's DNSRecordSet.
-pub const DNS_API_VERSION: &str = "dns.networking.miloapis.com/v1alpha1";
-/// `apiVersion` of Kilo's Peer and of the ClusterMesh.
-pub const KILO_API_VERSION: &str = "kilo.squat.ai/v1alpha1";
 
 /// Kilo's node annotations (prefix `kilo.squat.ai/`).
 pub mod annotations {

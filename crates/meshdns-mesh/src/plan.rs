@@ -7,8 +7,8 @@ use std::net::{IpAddr, SocketAddr};
 use crate::naming::{LABEL_MESH, LABEL_SOURCE_CLUSTER, peer_labels, peer_name};
 use crate::net::{host_route, parse_cidr};
 use crate::types::{
-    ClusterEntry, ClusterMeshSpec, ClusterMeshStatus, ClusterStatus, Condition, DnsOrIp, Node,
-    Peer, PeerEndpoint, PeerSpec,
+    ClusterEntry, ClusterStatus, Condition, DnsOrIp, MeshSpec, MeshStatus, Node, Peer,
+    PeerEndpoint, PeerSpec,
 };
 use crate::validate::{Skip, ValidNode, validate_nodes};
 
@@ -28,7 +28,7 @@ impl ClusterEntry {
 /// The mesh-wide keepalive floor: the largest `persistentKeepalive` of any entry (clamped to
 /// 0..65535). Every Peer of the mesh gets at least this, so the side that is not behind NAT
 /// also refreshes the NAT mapping of the side that is.
-pub fn mesh_keepalive(spec: &ClusterMeshSpec) -> i64 {
+pub fn mesh_keepalive(spec: &MeshSpec) -> i64 {
     spec.clusters
         .iter()
         .filter_map(|c| c.persistent_keepalive)
@@ -164,7 +164,7 @@ fn endpoint(host: &str, port: u16) -> PeerEndpoint {
 /// cluster's Nodes; a cluster missing from it is unavailable. Network problems block only the
 /// meshes involved.
 pub fn plan_meshes(
-    meshes: &[(&str, &ClusterMeshSpec)],
+    meshes: &[(&str, &MeshSpec)],
     nodes: &dyn Fn(&str, &str) -> ClusterNodes,
 ) -> Vec<MeshPlan> {
     let problems = crate::validate::network_problems(meshes);
@@ -237,20 +237,19 @@ impl MeshPlan {
         self.sources.iter().any(|s| s.bootstrapping)
     }
 
-    /// The ClusterMesh status this plan gives: counts per source cluster, `NetworksOverlap`,
+    /// The mesh status this plan gives: counts per source cluster, `NetworksOverlap`,
     /// and `Ready` (the reference's reasons, plus `ClusterUnavailable` when a member could not
     /// be read).
-    pub fn status(&self, generation: Option<i64>) -> ClusterMeshStatus {
+    pub fn status(&self, generation: Option<i64>) -> MeshStatus {
         let cond = |type_: &str, status: &str, reason: &str, message: String| Condition {
             type_: type_.to_string(),
             status: status.to_string(),
             reason: reason.to_string(),
             message,
             observed_generation: generation,
-            last_transition_time: None,
         };
         if let Some(problem) = &self.blocked {
-            return ClusterMeshStatus {
+            return MeshStatus {
                 clusters: Vec::new(),
                 conditions: vec![
                     cond(
@@ -287,7 +286,7 @@ impl MeshPlan {
                 format!("cannot read nodes of {}", unavailable.join("; ")),
             )
         };
-        ClusterMeshStatus {
+        MeshStatus {
             clusters: self
                 .sources
                 .iter()

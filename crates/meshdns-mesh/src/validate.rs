@@ -8,7 +8,7 @@ use ipnet::IpNet;
 
 use crate::annotations;
 use crate::net::{HostPort, is_dns1123_subdomain, parse_cidr, parse_host_in_cidr};
-use crate::types::{ClusterEntry, ClusterMeshSpec, Node};
+use crate::types::{ClusterEntry, MeshSpec, Node};
 
 /// Why a node gets no Peer. The strings are the reference operator's (the Event reason), plus
 /// `NodePublicKeyInvalid`, a check it lacks.
@@ -219,7 +219,7 @@ fn validate_node(
         public_key: public_key.to_string(),
         endpoint,
         internal_ips: node
-            .addresses("InternalIP")
+            .addresses_of("InternalIP")
             .filter_map(|a| a.parse().ok())
             .collect(),
     })
@@ -254,7 +254,7 @@ pub fn resolve_endpoint(node: &Node, port: u16) -> Result<Option<HostPort>, Stri
         return Ok(Some(hp));
     }
     let external: Vec<IpAddr> = node
-        .addresses("ExternalIP")
+        .addresses_of("ExternalIP")
         .filter_map(|a| a.parse().ok())
         .collect();
     let ip = external
@@ -274,7 +274,7 @@ pub fn resolve_endpoint(node: &Node, port: u16) -> Result<Option<HostPort>, Stri
 /// reference operator's. Unlike the reference, which stops every mesh of the namespace at the
 /// first problem, only the meshes involved are named here, so one bad mesh blocks itself and
 /// the mesh it collides with, not its neighbours.
-pub fn network_problems(meshes: &[(&str, &ClusterMeshSpec)]) -> BTreeMap<String, String> {
+pub fn network_problems(meshes: &[(&str, &MeshSpec)]) -> BTreeMap<String, String> {
     let mut out: BTreeMap<String, String> = BTreeMap::new();
     let mut note = |mesh: &str, msg: String| {
         out.entry(mesh.to_string()).or_insert(msg);
@@ -330,63 +330,6 @@ pub fn network_problems(meshes: &[(&str, &ClusterMeshSpec)]) -> BTreeMap<String,
             note(ma, msg.clone());
             note(mb, msg);
         }
-    }
-    out
-}
-
-/// What the ClusterMesh CRD's schema rejects, checked again here for manifests that never
-/// met an API server (`meshdns render mesh`) and for clusters that run an older CRD: at least
-/// two clusters, each name a DNS label of at most 63 characters and unique in the mesh, at
-/// least one allowed network, `wireguardPort` 1..65535, `persistentKeepalive` 0..65535, both
-/// keys of `kubeconfigSecretRef`. Each problem names its field.
-pub fn spec_problems(spec: &ClusterMeshSpec) -> Vec<String> {
-    let mut out = Vec::new();
-    if spec.clusters.len() < 2 {
-        out.push(format!(
-            "spec.clusters: a mesh needs at least 2 clusters, found {}",
-            spec.clusters.len()
-        ));
-    }
-    let mut names = HashSet::new();
-    for (i, c) in spec.clusters.iter().enumerate() {
-        let at = format!("spec.clusters[{i}]");
-        let label_ok = c.name.len() <= 63 && is_dns1123_subdomain(&c.name) && !c.name.contains('.');
-        if !label_ok {
-            out.push(format!(
-                "{at}.name: {:?} is not a DNS label (lowercase letters, digits and '-', at most 63)",
-                c.name
-            ));
-        }
-        if !names.insert(c.name.as_str()) {
-            out.push(format!("{at}.name: {:?} appears twice", c.name));
-        }
-        if c.allowed_networks.is_empty() {
-            out.push(format!(
-                "{at}.allowedNetworks: at least one CIDR is required"
-            ));
-        }
-        if let Some(p) = c.wireguard_port
-            && !(1..=65535).contains(&p)
-        {
-            out.push(format!("{at}.wireguardPort: {p} is not 1..65535"));
-        }
-        if let Some(k) = c.persistent_keepalive
-            && !(0..=65535).contains(&k)
-        {
-            out.push(format!("{at}.persistentKeepalive: {k} is not 0..65535"));
-        }
-        if let Some(r) = &c.kubeconfig_secret_ref
-            && (r.name.is_empty() || r.key.is_empty())
-        {
-            out.push(format!(
-                "{at}.kubeconfigSecretRef: both name and key are required"
-            ));
-        }
-    }
-    if let Some(dns) = &spec.dns
-        && dns.dns_zone_ref.name.is_empty()
-    {
-        out.push("spec.dns.dnsZoneRef.name: must be set".to_string());
     }
     out
 }

@@ -1,5 +1,5 @@
 //! `meshdns controller iroh|mesh`: clients, leader election, the metrics endpoint and
-//! shutdown around the controllers of `meshdns-controller`.
+//! shutdown around the controllers of `meshdns-kube`.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -10,8 +10,8 @@ use axum::routing::get;
 use k8s_openapi::api::core::v1::Secret;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
-use meshdns_controller::leader::{Election, lead};
-use meshdns_controller::metrics::Metrics;
+use meshdns_kube::leader::{Election, lead};
+use meshdns_kube::metrics::Metrics;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
@@ -58,7 +58,7 @@ pub async fn cluster_client(local: &Client, c: &ClusterRef) -> Result<Client> {
                         c.name, r.namespace, r.name, r.key
                     )
                 })?;
-            meshdns_controller::client_from_kubeconfig(&bytes.0)
+            meshdns_kube::client_from_kubeconfig(&bytes.0)
                 .await
                 .map_err(anyhow::Error::msg)
                 .with_context(|| {
@@ -148,7 +148,7 @@ where
 
 /// `meshdns controller iroh`.
 pub async fn run_iroh(cmd: &IrohCmd, shutdown: CancellationToken) -> Result<()> {
-    use meshdns_controller::iroh::{IrohOptions, SourceCluster, run};
+    use meshdns_kube::controllers::iroh::{IrohOptions, SourceCluster, run};
     let iroh = cmd.resolve()?;
     let at = crate::cli::iroh_origin(cmd.config.as_deref());
     let mut opts = IrohOptions::new(iroh.settings().with_context(|| at.clone())?);
@@ -205,7 +205,7 @@ pub async fn run_iroh(cmd: &IrohCmd, shutdown: CancellationToken) -> Result<()> 
 
 /// `meshdns controller mesh`.
 pub async fn run_mesh(cmd: &MeshCmd, shutdown: CancellationToken) -> Result<()> {
-    use meshdns_controller::mesh::{MeshOptions, run};
+    use meshdns_kube::controllers::mesh::{MeshOptions, run};
     let mesh = cmd.resolve()?;
     let namespace = mesh.namespace();
     let mut opts = MeshOptions::new(&namespace);

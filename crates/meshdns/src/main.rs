@@ -65,7 +65,7 @@ fn main() -> ExitCode {
         }
         Command::Controller(target) => ("controller", run_controller(target)),
         Command::Crds => {
-            print(meshdns_api::crds());
+            print(meshdns_objects::crds());
             ("crds", Ok(()))
         }
     };

@@ -5,14 +5,15 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
 use kube::ResourceExt;
-use meshdns_api::{Connector, ConnectorClass};
-use meshdns_controller::iroh::connector_input;
 use meshdns_iroh::connector::{
     ClaimAction, ConditionPlan, ConnectorInput, Decision, IrohSettings, RecordSetPlan, claim, plan,
 };
+use meshdns_objects::datum::connector_status;
+use meshdns_objects::dns::iroh_record_set;
+use meshdns_objects::{Connector, ConnectorClass};
 use meshdns_sources::read_manifests;
 use meshdns_zone::Name;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::cli::{RenderIrohCmd, RenderZoneCmd};
 use crate::config::defaults;
@@ -51,11 +52,11 @@ pub fn status(cmd: &RenderZoneCmd) -> Result<String> {
         let zone = compiled.zones.iter().find(|z| z.origin() == origin);
         zone.map(|z| status::nameservers(z)).unwrap_or_default()
     };
-    let now = meshdns_controller::status_writer::now();
+    let now = meshdns_objects::conditions::now();
     let plans = status::plan(&verdicts, &objects, nameservers, &now);
     yaml_documents(plans.into_iter().map(|p| {
         serde_json::json!({
-            "apiVersion": meshdns_api::DNS_API_VERSION,
+            "apiVersion": meshdns_objects::DNS_API_VERSION,
             "kind": p.kind,
             "metadata": {"name": p.name, "namespace": p.namespace},
             "status": p.status,
@@ -82,7 +83,7 @@ pub(crate) fn text<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
 
 /// Connectors (with their class's controller) from the objects, each with its creation
 /// timestamp as written (RFC 3339 in UTC sorts as text; an absent one sorts last). They are
-/// read as the controller reads them (`meshdns_api`), and a Connector without a namespace is
+/// read as the controller reads them (`meshdns_objects`), and a Connector without a namespace is
 /// in `default`, as `kubectl apply` would put it.
 fn connectors(objects: &[Value], cluster: &str) -> Result<Vec<(String, ConnectorInput)>> {
     let of_kind = |kind: &'static str| {
@@ -102,7 +103,7 @@ fn connectors(objects: &[Value], cluster: &str) -> Result<Vec<(String, Connector
             let c: Connector = serde_json::from_value(o.clone())
                 .with_context(|| format!("Connector {}", object_name(o)))?;
             let class = classes.get(&c.spec.connector_class_name).cloned();
-            let mut input = connector_input(&c, class, cluster);
+            let mut input = c.to_input(class, cluster);
             if input.namespace.is_empty() {
                 input.namespace = "default".into();
             }
@@ -117,19 +118,6 @@ fn object_name(o: &Value) -> String {
     let namespace = text(o, &["metadata", "namespace"]).unwrap_or("default");
     let name = text(o, &["metadata", "name"]).unwrap_or("(unnamed)");
     format!("{namespace}/{name}")
-}
-
-/// A Connector with only its `IrohDNSPublished` condition, as the controller would set it.
-fn connector_status(c: &ConnectorInput, cond: &ConditionPlan) -> Value {
-    json!({
-        "apiVersion": meshdns_api::DATUM_API_VERSION, "kind": "Connector",
-        "metadata": {"name": c.name, "namespace": c.namespace},
-        "status": {"conditions": [{
-            "type": meshdns_iroh::connector::CONDITION_TYPE,
-            "status": cond.status, "reason": cond.reason, "message": cond.message,
-            "observedGeneration": c.generation,
-        }]},
-    })
 }
 
 /// What the iroh controller would converge to, as multi-document YAML: the DNSRecordSets
@@ -170,9 +158,9 @@ pub fn render_iroh(objects: &[Value], settings: &IrohSettings, cluster: &str) ->
     shown.sort_by(|a: &(String, String, Value), b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
     let docs = owned
         .values()
-        .map(RecordSetPlan::to_object)
-        .chain(shown.into_iter().map(|s| s.2));
-    yaml_documents(docs)
+        .map(|p| serde_json::to_value(iroh_record_set(p)))
+        .collect::<Result<Vec<_>, _>>()?;
+    yaml_documents(docs.into_iter().chain(shown.into_iter().map(|s| s.2)))
 }
 
 /// The zones the DNSZones and DNSRecordSets among `objects` make, as RFC 1035 zone-file text

@@ -10,9 +10,12 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use meshdns_mesh::dns::node_record_sets;
 use meshdns_mesh::{
-    ClusterMeshSpec, ClusterNodes, MeshPlan, Node, Peer, discovered_endpoints, enrich,
-    merge_same_key, plan_meshes, spec_problems,
+    ClusterNodes, MeshPlan, MeshSpec, Node, Peer, discovered_endpoints, enrich, merge_same_key,
+    plan_meshes,
 };
+use meshdns_objects::dns::node_record_set;
+use meshdns_objects::kilo::cluster_mesh_status;
+use meshdns_objects::{ClusterMeshSpec, ClusterMeshStatus, events};
 use meshdns_sources::read_manifests;
 use serde_json::{Value, json};
 
@@ -55,8 +58,12 @@ pub fn render_mesh(dir: &Path) -> Result<String> {
             }
         }
     }
-    let specs: Vec<(&str, &ClusterMeshSpec)> =
-        meshes.iter().map(|m| (m.name.as_str(), &m.spec)).collect();
+    let planned: Vec<MeshSpec> = meshes.iter().map(|m| m.spec.to_plan()).collect();
+    let specs: Vec<(&str, &MeshSpec)> = meshes
+        .iter()
+        .zip(&planned)
+        .map(|(m, s)| (m.name.as_str(), s))
+        .collect();
     let plans = plan_meshes(&specs, &|_, cluster| match nodes.get(cluster) {
         Some(Ok(list)) => ClusterNodes::Listed(list.clone()),
         Some(Err(why)) => ClusterNodes::Unavailable(why.clone()),
@@ -76,15 +83,13 @@ pub fn render_mesh(dir: &Path) -> Result<String> {
             _ => &[],
         };
         let peers = enrich(merge_same_key(wanted), &discovered_endpoints(target_nodes));
-        docs.push(peer_list(target, &peers));
+        docs.push(peer_list(target, &peers)?);
     }
     for (m, plan) in meshes.iter().zip(&plans) {
         if let Some(dns) = &m.spec.dns {
-            docs.extend(
-                node_record_sets(plan, dns)
-                    .iter()
-                    .map(|s| s.to_object(&m.namespace)),
-            );
+            for set in node_record_sets(plan, &dns.to_plan()) {
+                docs.push(serde_json::to_value(node_record_set(&set, &m.namespace))?);
+            }
         }
     }
     for (m, plan) in meshes.iter().zip(&plans) {
@@ -117,7 +122,7 @@ fn load_meshes(dir: &Path) -> Result<Vec<MeshObject>> {
         let spec: ClusterMeshSpec =
             serde_json::from_value(object.get("spec").cloned().unwrap_or(Value::Null))
                 .with_context(|| format!("{at}: spec"))?;
-        let problems = spec_problems(&spec);
+        let problems = spec.problems();
         if !problems.is_empty() {
             bail!("{at}: {}", problems.join("; "));
         }
@@ -152,52 +157,40 @@ fn load_nodes(dir: &Path) -> std::result::Result<Vec<Node>, String> {
             let name = text(&o, &["metadata", "name"])
                 .unwrap_or_default()
                 .to_string();
-            serde_json::from_value::<Node>(o)
+            serde_json::from_value::<meshdns_objects::core::Node>(o)
+                .map(|n| n.to_plan())
                 .map_err(|e| format!("{}: Node {name}: {e}", dir.display()))
         })
         .collect()
 }
 
 /// The Peers a target keeps, as one `List` annotated with the target's name.
-fn peer_list(target: &str, peers: &[Peer]) -> Value {
-    json!({
+fn peer_list(target: &str, peers: &[Peer]) -> Result<Value> {
+    let items = peers
+        .iter()
+        .map(|p| serde_json::to_value(meshdns_objects::Peer::from_plan(p)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(json!({
         "apiVersion": "v1", "kind": "List",
         "metadata": {"annotations": {"meshdns.io/target-cluster": target}},
-        "items": peers.iter().map(Peer::to_object).collect::<Vec<_>>(),
-    })
+        "items": items,
+    }))
 }
 
 /// A ClusterMesh with only the status the controller would write.
 fn mesh_status(m: &MeshObject, plan: &MeshPlan) -> Value {
-    json!({
-        "apiVersion": meshdns_mesh::KILO_API_VERSION, "kind": "ClusterMesh",
-        "metadata": {"name": m.name, "namespace": m.namespace},
-        "status": plan.status(m.generation),
-    })
+    let status = ClusterMeshStatus::from_plan(&plan.status(m.generation));
+    cluster_mesh_status(&m.name, &m.namespace, &status)
 }
 
 /// One Warning Event per skipped node, as the controller records them.
 fn skip_events(m: &MeshObject, plan: &MeshPlan) -> Vec<Value> {
-    let mut events = Vec::new();
-    for source in &plan.sources {
-        for skip in &source.skipped {
-            let name = meshdns_mesh::naming::object_name(&format!(
-                "{}.{}.{}.{}",
-                m.name,
-                source.cluster,
-                skip.node,
-                skip.reason.as_str().to_ascii_lowercase()
-            ));
-            events.push(json!({
-                "apiVersion": "v1", "kind": "Event",
-                "metadata": {"name": name, "namespace": m.namespace},
-                "type": "Warning", "reason": skip.reason.as_str(), "action": "SkipNodePeering",
-                "message": format!("{}/{}: {}", source.cluster, skip.node, skip.message),
-                "involvedObject": {"apiVersion": meshdns_mesh::KILO_API_VERSION, "kind": "ClusterMesh",
-                    "name": m.name, "namespace": m.namespace},
-                "reportingComponent": "meshdns",
-            }));
-        }
-    }
-    events
+    plan.sources
+        .iter()
+        .flat_map(|source| {
+            source.skipped.iter().map(|skip| {
+                events::node_skipped_object(&m.name, &m.namespace, &source.cluster, skip)
+            })
+        })
+        .collect()
 }

@@ -10,7 +10,7 @@ use super::*;
 /// handshook with; each target's Peers carry what *that target* saw.
 #[test]
 fn nat_scenario_enriches_per_target() {
-    let spec = ClusterMeshSpec {
+    let spec = MeshSpec {
         clusters: vec![
             ClusterEntry {
                 persistent_keepalive: Some(0),
@@ -25,7 +25,6 @@ fn nat_scenario_enriches_per_target() {
                 ..entry("nat-b", &["10.30.0.0/16", "10.4.2.0/24"])
             },
         ],
-        dns: None,
     };
     let mk = |name: &str,
               pod: &str,

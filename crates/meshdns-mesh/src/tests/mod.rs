@@ -31,26 +31,17 @@ pub(super) fn node(
     addrs: &[(&str, &str)],
 ) -> Node {
     Node {
-        metadata: NodeMeta {
-            name: name.into(),
-            annotations: annotations
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        },
-        spec: NodeSpec {
-            pod_cidrs: pod.iter().map(|s| s.to_string()).collect(),
-            pod_cidr: None,
-        },
-        status: NodeStatus {
-            addresses: addrs
-                .iter()
-                .map(|(t, a)| NodeAddress {
-                    type_: t.to_string(),
-                    address: a.to_string(),
-                })
-                .collect(),
-        },
+        name: name.into(),
+        annotations: annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        pod_cidrs: pod.iter().map(|s| s.to_string()).collect(),
+        pod_cidr: None,
+        addresses: addrs
+            .iter()
+            .map(|(t, a)| (t.to_string(), a.to_string()))
+            .collect(),
     }
 }
 
@@ -101,9 +92,6 @@ pub(super) fn peer_with_endpoint(
     }
 }
 
-pub(super) fn mesh_spec(clusters: Vec<ClusterEntry>) -> ClusterMeshSpec {
-    ClusterMeshSpec {
-        clusters,
-        dns: None,
-    }
+pub(super) fn mesh_spec(clusters: Vec<ClusterEntry>) -> MeshSpec {
+    MeshSpec { clusters }
 }

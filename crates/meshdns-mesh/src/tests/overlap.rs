@@ -250,9 +250,9 @@ fn networks_across_meshes() {
         ),
     ];
     for (what, meshes, blocked, fragments) in cases {
-        let specs: Vec<(&str, ClusterMeshSpec)> =
+        let specs: Vec<(&str, MeshSpec)> =
             meshes.into_iter().map(|(n, c)| (n, mesh_spec(c))).collect();
-        let refs: Vec<(&str, &ClusterMeshSpec)> = specs.iter().map(|(n, s)| (*n, s)).collect();
+        let refs: Vec<(&str, &MeshSpec)> = specs.iter().map(|(n, s)| (*n, s)).collect();
         let problems = network_problems(&refs);
         assert_eq!(
             problems.keys().map(String::as_str).collect::<Vec<_>>(),

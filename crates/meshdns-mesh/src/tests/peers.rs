@@ -78,10 +78,7 @@ fn peer_building() {
         Some("203.0.113.3")
     );
     // Order-preserving de-duplication: an InternalIP equal to the WireGuard address.
-    n.status.addresses = vec![NodeAddress {
-        type_: "InternalIP".into(),
-        address: "fd00:4::3".into(),
-    }];
+    n.addresses = vec![("InternalIP".into(), "fd00:4::3".into())];
     let p = &plan_source("m", &e6, &[n], 0).peers[0];
     assert_eq!(p.spec.allowed_ips, ["10.244.3.0/24", "fd00:4::3/128"]);
 }
@@ -101,12 +98,7 @@ fn residue_networks_ride_on_the_first_valid_node() {
         ],
     );
     let internal = |n: Node, ip: &str| Node {
-        status: NodeStatus {
-            addresses: vec![NodeAddress {
-                type_: "InternalIP".into(),
-                address: ip.into(),
-            }],
-        },
+        addresses: vec![("InternalIP".into(), ip.into())],
         ..n
     };
     let nodes = [
@@ -141,7 +133,7 @@ fn residue_networks_ride_on_the_first_valid_node() {
 
 #[test]
 fn keepalive_has_a_mesh_wide_floor() {
-    let spec = |ks: &[Option<i64>]| ClusterMeshSpec {
+    let spec = |ks: &[Option<i64>]| MeshSpec {
         clusters: ks
             .iter()
             .enumerate()
@@ -151,7 +143,6 @@ fn keepalive_has_a_mesh_wide_floor() {
                 ..Default::default()
             })
             .collect(),
-        dns: None,
     };
     assert_eq!(mesh_keepalive(&spec(&[Some(0), Some(25)])), 25);
     assert_eq!(mesh_keepalive(&spec(&[Some(0), Some(0)])), 0);

@@ -45,10 +45,7 @@ struct Shared {
 /// The inputs fed from outside the watcher thread.
 struct Feeds {
     secondaries: Vec<(Arc<SecondaryFeed>, SecondarySpec)>,
-    configmaps: Vec<(
-        meshdns_controller::configmap_source::ConfigMapKey,
-        Arc<BytesFeed>,
-    )>,
+    configmaps: Vec<(meshdns_kube::serve::configmap::ConfigMapKey, Arc<BytesFeed>)>,
     /// The cluster's objects (`--kubernetes`), with what is signalled when they are served.
     kubernetes: Option<(Arc<ManifestFeed>, Arc<Notify>)>,
 }
@@ -319,10 +316,7 @@ fn spawn_notify(
 
 /// ConfigMap keys read through the API: after the files, before the cluster's objects.
 async fn spawn_configmaps(
-    configmaps: Vec<(
-        meshdns_controller::configmap_source::ConfigMapKey,
-        Arc<BytesFeed>,
-    )>,
+    configmaps: Vec<(meshdns_kube::serve::configmap::ConfigMapKey, Arc<BytesFeed>)>,
     plan: &ServePlan,
     watcher: &WatchHandle,
     tasks: &Tasks,
@@ -336,15 +330,13 @@ async fn spawn_configmaps(
     for (key, feed) in configmaps {
         let poker = watcher.poker();
         info!(source = %key, "watching");
-        tasks
-            .tracker
-            .spawn(meshdns_controller::configmap_source::watch(
-                client.clone(),
-                key,
-                feed,
-                move || poker.poke(),
-                tasks.shutdown.clone(),
-            ));
+        tasks.tracker.spawn(meshdns_kube::serve::configmap::watch(
+            client.clone(),
+            key,
+            feed,
+            move || poker.poke(),
+            tasks.shutdown.clone(),
+        ));
     }
     Ok(())
 }
@@ -366,11 +358,11 @@ async fn spawn_kubernetes(
         "watching DNSZones and DNSRecordSets"
     );
     if let Some((namespace, name)) = &k.status_lease {
-        let election = meshdns_controller::leader::Election::new(namespace, name);
+        let election = meshdns_kube::leader::Election::new(namespace, name);
         info!(lease = %election.name, namespace = %election.namespace, "status writing on");
         tasks
             .tracker
-            .spawn(meshdns_controller::status_writer::write_statuses(
+            .spawn(meshdns_kube::serve::status::write_statuses(
                 client.clone(),
                 feed.clone(),
                 served,
@@ -379,7 +371,7 @@ async fn spawn_kubernetes(
             ));
     }
     let poker = watcher.poker();
-    tasks.tracker.spawn(meshdns_controller::dns_source::reflect(
+    tasks.tracker.spawn(meshdns_kube::serve::records::reflect(
         client,
         k.namespace.clone(),
         feed,

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use meshdns_controller::configmap_source::ConfigMapKey;
+use meshdns_kube::serve::configmap::ConfigMapKey;
 use meshdns_server::acme::{AcmeConfig, Challenge};
 use meshdns_server::http::HttpLimits;
 use meshdns_server::rrl::RrlConfig;

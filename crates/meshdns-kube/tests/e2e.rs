@@ -1,7 +1,7 @@
 //! Opt-in: the iroh controller against a real cluster.
 //!
 //! ```sh
-//! MESHDNS_E2E_KUBECONFIG=~/.kube/config cargo test -p meshdns-controller --test e2e -- --ignored
+//! MESHDNS_E2E_KUBECONFIG=~/.kube/config cargo test -p meshdns-kube --test e2e -- --ignored
 //! ```
 //!
 //! It installs the CRDs from `meshdns crds` (server-side apply), works in a fresh namespace,
@@ -16,10 +16,10 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use meshdns_api::{Connector, ConnectorClass, DNSRecordSet};
-use meshdns_controller::iroh::{IrohOptions, SourceCluster, run};
-use meshdns_controller::metrics::Metrics;
 use meshdns_iroh::connector::IrohSettings;
+use meshdns_kube::controllers::iroh::{IrohOptions, SourceCluster, run};
+use meshdns_kube::metrics::Metrics;
+use meshdns_objects::{Connector, ConnectorClass, DNSRecordSet};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -50,7 +50,7 @@ async fn iroh_controller_on_a_real_cluster() {
     let client = kube::Client::try_from(config).unwrap();
 
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
-    for doc in serde_yaml::Deserializer::from_str(meshdns_api::crds()) {
+    for doc in serde_yaml::Deserializer::from_str(meshdns_objects::crds()) {
         let crd: CustomResourceDefinition = serde::Deserialize::deserialize(doc).unwrap();
         let name = crd.metadata.name.clone().unwrap();
         crds.patch(

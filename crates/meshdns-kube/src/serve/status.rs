@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource};
-use meshdns_api::{DNSRecordSet, DNSZone};
+use meshdns_objects::{DNSRecordSet, DNSZone};
 use meshdns_sources::manifests::{ManifestFeed, Served};
 use meshdns_sources::status::{StatusPlan, plan};
 use tokio::sync::Notify;
@@ -57,17 +57,9 @@ pub async fn write_statuses(
     }
 }
 
-/// Now, as metav1.Time is written (RFC 3339, whole seconds): the time of new condition
-/// transitions.
-pub fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
-}
-
 /// Plans every status and writes those that changed. Returns how many were written.
 pub async fn write_once(client: &Client, served: &Served) -> usize {
-    let now = now();
+    let now = meshdns_objects::conditions::now();
     let mut written = 0;
     let plans = plan(
         &served.verdicts,

@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};
+use meshdns_objects::core::{Lease, LeaseSpec};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 

@@ -1,7 +1,9 @@
 //! `meshdns controller iroh`: publishes each datum Connector's iroh endpoint as the TXT
 //! records of an `iroh-<z32>` DNSRecordSet, claimed by the first Connector that creates it.
 //!
-//! The decisions are `meshdns_iroh::connector::{plan, claim}`; this module reads and writes.
+//! The decisions are `meshdns_iroh::connector::{plan, claim}`, and the objects read and
+//! written (and their conversions to and from the planner's data) `meshdns_objects`'s; this
+//! module reads and writes.
 //! Where datum's controller has known defects, this one differs:
 //! - every record a Connector owns is found by its claim label, so the record of a previous
 //!   endpoint id is released when the key changes;
@@ -18,26 +20,27 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
-use meshdns_api::{Connector, ConnectorClass, DNSRecordSet};
 use meshdns_iroh::connector::{
-    CONDITION_TYPE, ClaimAction, ConditionPlan, ConnectorInput, Decision, FIELD_MANAGER, FINALIZER,
-    IrohSettings, LABEL_CLAIMED_BY_UID, LABEL_MANAGED_BY, MANAGED_BY, RecordSetPlan, claim, plan,
-    record_set_name,
+    CONDITION_TYPE, ClaimAction, ConditionPlan, Decision, FIELD_MANAGER, FINALIZER, IrohSettings,
+    LABEL_CLAIMED_BY_UID, LABEL_MANAGED_BY, MANAGED_BY, RecordSetPlan, claim, plan,
 };
+use meshdns_objects::conditions::{condition, set_condition};
+use meshdns_objects::core::Lease;
+use meshdns_objects::dns::iroh_record_set;
+use meshdns_objects::{Connector, ConnectorClass, DNSRecordSet, events};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::metrics::Metrics;
-use crate::{Error, condition, is_conflict, is_not_found, set_condition, set_finalizer};
+use crate::{Error, is_conflict, is_not_found, set_finalizer};
 
 /// How the controller runs (datum's `connector.iroh` block plus meshdns's options).
 #[derive(Debug, Clone)]
@@ -179,7 +182,7 @@ async fn controller(ctx: Arc<Context>, shutdown: CancellationToken) {
                 by_key
                     .state()
                     .into_iter()
-                    .filter(|c| connector_record_name(c).as_deref() == Some(name.as_str()))
+                    .filter(|c| c.record_set_name().as_deref() == Some(name.as_str()))
                     .map(|c| ObjectRef::from_obj(&*c))
                     .collect::<Vec<_>>()
             },
@@ -192,50 +195,6 @@ async fn controller(ctx: Arc<Context>, shutdown: CancellationToken) {
             }
         })
         .await;
-}
-
-fn connector_record_name(c: &Connector) -> Option<String> {
-    let id = c
-        .status
-        .as_ref()?
-        .connection_details
-        .as_ref()?
-        .public_key
-        .as_ref()?
-        .id
-        .as_deref()?;
-    record_set_name(id)
-}
-
-/// The planner's view of a Connector.
-pub fn connector_input(
-    c: &Connector,
-    class_controller: Option<String>,
-    cluster: &str,
-) -> ConnectorInput {
-    let key = c
-        .status
-        .as_ref()
-        .and_then(|s| s.connection_details.as_ref())
-        .and_then(|d| d.public_key.as_ref());
-    ConnectorInput {
-        cluster: cluster.to_string(),
-        namespace: c.namespace().unwrap_or_default(),
-        name: c.name_any(),
-        uid: c.uid().unwrap_or_default(),
-        generation: c.metadata.generation.unwrap_or(0),
-        class_controller,
-        public_key_id: key.and_then(|k| k.id.clone()),
-        home_relay: key.and_then(|k| k.home_relay.clone()),
-        addresses: key
-            .map(|k| {
-                k.addresses
-                    .iter()
-                    .map(|a| (a.address.clone(), a.port))
-                    .collect()
-            })
-            .unwrap_or_default(),
-    }
 }
 
 /// Reconciles one Connector.
@@ -313,7 +272,7 @@ async fn reconcile_connector(c: &Connector, ctx: &Context) -> Result<(Action, Ou
         return done;
     }
     let class = class_controller(ctx, &c.spec.connector_class_name).await?;
-    let input = connector_input(c, class, &ctx.cluster);
+    let input = c.to_input(class, &ctx.cluster);
     let decision = plan(&input, &ctx.opts.settings);
     if decision == Decision::Ignore {
         let_go(ctx, &api, c, &uid, true).await?;
@@ -420,7 +379,7 @@ async fn publish(
     p: &RecordSetPlan,
 ) -> Result<(ConditionPlan, Outcome), Error> {
     let api = Api::<DNSRecordSet>::namespaced(ctx.downstream.clone(), &p.namespace);
-    let want = RecordSetPlan::to_object(p);
+    let want = serde_json::to_value(iroh_record_set(p))?;
     // Two tries: a lost create race is followed by a second look at the winner.
     for _ in 0..2 {
         let existing = api.get_opt(&p.name).await?;
@@ -489,13 +448,7 @@ async fn release(ctx: &Context, c: &Connector, uid: &str, keep: Option<&str>) ->
         match api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => {
                 info!(record_set = %name, uid, "released");
-                let ev = Event {
-                    type_: EventType::Normal,
-                    reason: "Released".into(),
-                    note: Some(format!("Released iroh DNS record {name}.")),
-                    action: "Release".into(),
-                    secondary: None,
-                };
+                let ev = events::record_released(&name);
                 if let Err(e) = ctx.recorder.publish(&ev, &c.object_ref(&())).await {
                     warn!(error = %e, "event not recorded");
                 }
@@ -513,19 +466,15 @@ async fn set_status_condition(
     c: &Connector,
     cond: &ConditionPlan,
 ) -> Result<bool, Error> {
-    let current = c
-        .status
-        .as_ref()
-        .map(|s| s.conditions.clone())
-        .unwrap_or_default();
     let want = condition(
         CONDITION_TYPE,
         cond.status,
         cond.reason,
         &cond.message,
         c.metadata.generation,
+        Timestamp::now(),
     );
-    let Some(conditions) = set_condition(&current, want) else {
+    let Some(conditions) = set_condition(c.conditions(), want) else {
         return Ok(false);
     };
     let patch = json!({"metadata": {"resourceVersion": c.resource_version()}, "status": {"conditions": conditions}});
@@ -540,16 +489,12 @@ async fn set_status_condition(
 
 /// Removes `IrohDNSPublished` (the Connector is no longer published by this controller).
 async fn clear_condition(api: &Api<Connector>, c: &Connector) -> Result<(), Error> {
-    let current = c
-        .status
-        .as_ref()
-        .map(|s| s.conditions.clone())
-        .unwrap_or_default();
+    let current = c.conditions();
     if !current.iter().any(|x| x.type_ == CONDITION_TYPE) {
         return Ok(());
     }
     let kept: Vec<_> = current
-        .into_iter()
+        .iter()
         .filter(|x| x.type_ != CONDITION_TYPE)
         .collect();
     let patch = json!({"metadata": {"resourceVersion": c.resource_version()}, "status": {"conditions": kept}});
@@ -563,18 +508,7 @@ async fn clear_condition(api: &Api<Connector>, c: &Connector) -> Result<(), Erro
 }
 
 async fn announce(ctx: &Context, c: &Connector, cond: &ConditionPlan) {
-    let type_ = if cond.reason == "Invalid" {
-        EventType::Warning
-    } else {
-        EventType::Normal
-    };
-    let ev = Event {
-        type_,
-        reason: cond.reason.to_string(),
-        note: Some(cond.message.clone()),
-        action: "PublishIrohDNS".into(),
-        secondary: None,
-    };
+    let ev = events::publish_condition(cond);
     if let Err(e) = ctx.recorder.publish(&ev, &c.object_ref(&())).await {
         warn!(error = %e, "event not recorded");
     }

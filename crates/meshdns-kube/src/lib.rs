@@ -1,25 +1,29 @@
-//! kube-rs controllers around meshdns's pure planners.
+//! Everything in meshdns that talks to a Kubernetes API server. The objects it reads and
+//! writes are typed in `meshdns-objects`; the decisions are the pure planners'. This crate only
+//! reads, calls, and writes.
 //!
-//! - [`iroh`]: keeps one `iroh-<z32>` DNSRecordSet per iroh endpoint id of datum Connectors,
-//!   claimed by the first Connector to create it (datum's network-services-operator
-//!   semantics, with its known defects fixed).
-//! - [`mesh`]: keeps Kilo Peers in every member cluster of each ClusterMesh.
+//! - [`controllers`]: the two controllers.
+//!   - [`controllers::iroh`] keeps one `iroh-<z32>` DNSRecordSet per iroh endpoint id of datum
+//!     Connectors, claimed by the first Connector to create it (datum's
+//!     network-services-operator semantics, with its known defects fixed).
+//!   - [`controllers::mesh`] keeps Kilo Peers in every member cluster of each ClusterMesh.
 //!
-//! Each reconcile reads the current state, asks the planner (`meshdns-iroh`,
-//! `meshdns-mesh`) what should be, and writes only the difference: a steady state costs no API
-//! writes. [`leader`] elects one active replica through a Lease, and [`metrics`] counts what
-//! happens.
+//!   Each reconcile reads the current state, asks the planner (`meshdns-iroh`, `meshdns-mesh`)
+//!   what should be, and writes only the difference: a steady state costs no API writes.
+//! - [`serve`]: what `meshdns serve --kubernetes` reads and writes, none of it a controller:
+//!   [`serve::records`] reflects DNSZones and DNSRecordSets into a `ManifestFeed`,
+//!   [`serve::configmap`] follows one ConfigMap key, and [`serve::status`] writes
+//!   dns-operator's status on those objects.
+//! - [`leader`] elects one active replica through a Lease (controllers and the status writer),
+//!   and [`metrics`] counts what the controllers do.
+//!
+//! Shared here: [`Error`], [`set_finalizer`] (the one finalizer patch) and the kubeconfig
+//! client for remote clusters.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use k8s_openapi::jiff::Timestamp;
-
-pub mod configmap_source;
-pub mod dns_source;
-pub mod iroh;
+pub mod controllers;
 pub mod leader;
-pub mod mesh;
 pub mod metrics;
-pub mod status_writer;
+pub mod serve;
 
 /// What went wrong in a reconcile.
 #[derive(Debug, thiserror::Error)]
@@ -97,49 +101,6 @@ pub fn is_not_found(e: &kube::Error) -> bool {
 /// Whether an API error is `409` (AlreadyExists or Conflict).
 pub fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
-}
-
-/// The conditions after setting one (matched by type). `lastTransitionTime` moves only when
-/// the status changes. Returns `None` when nothing would change, so the caller writes nothing.
-pub fn set_condition(current: &[Condition], want: Condition) -> Option<Vec<Condition>> {
-    let mut out = current.to_vec();
-    match out.iter_mut().find(|c| c.type_ == want.type_) {
-        Some(have) => {
-            if have.status == want.status
-                && have.reason == want.reason
-                && have.message == want.message
-                && have.observed_generation == want.observed_generation
-            {
-                return None;
-            }
-            let moved = have.status != want.status;
-            let since = have.last_transition_time.clone();
-            *have = want;
-            if !moved {
-                have.last_transition_time = since;
-            }
-        }
-        None => out.push(want),
-    }
-    Some(out)
-}
-
-/// A condition stamped now.
-pub fn condition(
-    type_: &str,
-    status: &str,
-    reason: &str,
-    message: &str,
-    generation: Option<i64>,
-) -> Condition {
-    Condition {
-        type_: type_.to_string(),
-        status: status.to_string(),
-        reason: reason.to_string(),
-        message: message.to_string(),
-        observed_generation: generation,
-        last_transition_time: Time(Timestamp::now()),
-    }
 }
 
 /// A client from kubeconfig text (a Secret's value).

@@ -8,10 +8,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use meshdns_controller::mesh::{MeshOptions, run};
-use meshdns_controller::metrics::Metrics;
 use meshdns_fakekube::FakeKube;
 use meshdns_fakekube::rbac::{self, Policy};
+use meshdns_kube::controllers::mesh::{MeshOptions, run};
+use meshdns_kube::metrics::Metrics;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 

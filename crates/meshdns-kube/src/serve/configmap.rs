@@ -12,9 +12,9 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
+use meshdns_objects::core::ConfigMap;
 use meshdns_sources::BytesFeed;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};

@@ -6,11 +6,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use meshdns_controller::iroh::{IrohOptions, SourceCluster, run};
-use meshdns_controller::metrics::Metrics;
 use meshdns_fakekube::FakeKube;
 use meshdns_fakekube::rbac::{self, Policy};
 use meshdns_iroh::connector::IrohSettings;
+use meshdns_kube::controllers::iroh::{IrohOptions, SourceCluster, run};
+use meshdns_kube::metrics::Metrics;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures::{FutureExt as _, StreamExt};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, Resource};
-use meshdns_api::{DNS_API_VERSION, DNSRecordSet, DNSZone};
+use meshdns_objects::{DNS_API_VERSION, DNSRecordSet, DNSZone};
 use meshdns_sources::manifests::ManifestFeed;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;

@@ -1,7 +1,8 @@
 //! `meshdns controller mesh`: keeps Kilo Peers in every member cluster of the ClusterMeshes of
 //! one namespace, NAT-aware, plus the meshes' node names as DNSRecordSets.
 //!
-//! The decisions are `meshdns_mesh`'s. A reconcile covers the whole namespace, because
+//! The decisions are `meshdns_mesh`'s, and the objects (and their conversions to and from
+//! the planner's data) `meshdns_objects`'s. A reconcile covers the whole namespace, because
 //! overlap checks and same-key merging span all its meshes:
 //! 1. list the meshes and each member cluster's Nodes (clusters through kubeconfig Secrets in
 //!    the namespace, one client per (mesh, cluster), rebuilt when its Secret changes);
@@ -22,20 +23,21 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node as KubeNode, Secret};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
-use meshdns_api::{ClusterMesh, DNSRecordSet, Peer};
 use meshdns_mesh::dns::node_record_sets;
 use meshdns_mesh::plan::peer_owner;
 use meshdns_mesh::{
-    ClusterMeshSpec, ClusterNodes, FINALIZER, LABEL_MESH, MeshPlan, Node, PeerAction, diff_target,
+    ClusterNodes, FINALIZER, LABEL_MESH, MeshPlan, MeshSpec, Node, PeerAction, diff_target,
     discovered_endpoints, enrich, merge_same_key, plan_meshes,
 };
+use meshdns_objects::core::{KubeNode, Secret};
+use meshdns_objects::dns::node_record_set;
+use meshdns_objects::{ClusterMesh, ClusterMeshStatus, DNSRecordSet, Peer, events};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -76,7 +78,7 @@ enum Reach {
     Secret { name: String, key: String },
 }
 
-fn reach(entry: &meshdns_mesh::ClusterEntry) -> Reach {
+fn reach(entry: &meshdns_objects::ClusterEntry) -> Reach {
     match &entry.kubeconfig_secret_ref {
         Some(r) if !entry.local => Reach::Secret {
             name: r.name.clone(),
@@ -309,7 +311,7 @@ async fn list_nodes(client: &Client) -> Result<Vec<Node>, String> {
     nodes
         .items
         .into_iter()
-        .map(|n| serde_json::to_value(n).and_then(serde_json::from_value))
+        .map(|n| meshdns_objects::core::Node::from_kube(&n).map(|n| n.to_plan()))
         .collect::<Result<_, _>>()
         .map_err(|e| format!("reading nodes: {e}"))
 }
@@ -427,10 +429,11 @@ fn plan(live: &[ClusterMesh], nodes: &BTreeMap<Reach, Result<Vec<Node>, String>>
             .map(reach)
     };
     let names: Vec<String> = live.iter().map(|m| m.name_any()).collect();
-    let specs: Vec<(&str, &ClusterMeshSpec)> = live
+    let planned: Vec<MeshSpec> = live.iter().map(|m| m.spec.to_plan()).collect();
+    let specs: Vec<(&str, &MeshSpec)> = names
         .iter()
-        .zip(&names)
-        .map(|(m, n)| (n.as_str(), &m.spec))
+        .zip(&planned)
+        .map(|(n, s)| (n.as_str(), s))
         .collect();
     plan_meshes(
         &specs,
@@ -582,7 +585,11 @@ async fn sync_target(
             PeerAction::Apply(p) => {
                 let pp = PatchParams::apply(FIELD_MANAGER).force();
                 peers_api
-                    .patch(&p.name, &pp, &Patch::Apply(&p.to_object()))
+                    .patch(
+                        &p.name,
+                        &pp,
+                        &Patch::Apply(&serde_json::to_value(Peer::from_plan(&p))?),
+                    )
                     .await?;
                 written += 1;
             }
@@ -635,9 +642,9 @@ async fn reconcile_record_sets(
     let mut wanted: BTreeSet<String> = BTreeSet::new();
     for (m, plan) in live.iter().zip(plans) {
         let Some(dns) = &m.spec.dns else { continue };
-        for set in node_record_sets(plan, dns) {
+        for set in node_record_sets(plan, &dns.to_plan()) {
             wanted.insert(set.name.clone());
-            let body = set.to_object(&ctx.opts.namespace);
+            let body = serde_json::to_value(node_record_set(&set, &ctx.opts.namespace))?;
             let spec = &body["spec"];
             let current = existing.iter().find(|r| r.name_any() == set.name);
             let same = current.is_some_and(|r| {
@@ -688,16 +695,9 @@ async fn write_status(
     m: &ClusterMesh,
     plan: &MeshPlan,
 ) -> Result<(), Error> {
-    let mut status = plan.status(m.metadata.generation);
     let current = m.status.clone().unwrap_or_default();
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    for c in &mut status.conditions {
-        let before = current.conditions.iter().find(|x| x.type_ == c.type_);
-        c.last_transition_time = match before {
-            Some(b) if b.status == c.status => b.last_transition_time.clone().or(Some(now.clone())),
-            _ => Some(now.clone()),
-        };
-    }
+    let status = ClusterMeshStatus::stamped(&plan.status(m.metadata.generation), &current, &now);
     if status == current {
         return Ok(());
     }
@@ -733,20 +733,19 @@ async fn report_skips(ctx: &Context, m: &ClusterMesh, plan: &MeshPlan) {
         fresh
     };
     for (cluster, node, reason) in fresh {
-        let message = plan
+        let Some(skip) = plan
             .sources
             .iter()
             .find(|s| s.cluster == cluster)
-            .and_then(|s| s.skipped.iter().find(|k| k.node == node))
-            .map(|k| k.message.clone())
-            .unwrap_or_default();
-        let ev = Event {
-            type_: EventType::Warning,
-            reason,
-            note: Some(format!("{cluster}/{node}: {message}")),
-            action: "SkipNodePeering".into(),
-            secondary: None,
+            .and_then(|s| {
+                s.skipped
+                    .iter()
+                    .find(|k| k.node == node && k.reason.as_str() == reason)
+            })
+        else {
+            continue;
         };
+        let ev = events::node_skipped(&cluster, skip);
         if let Err(e) = ctx.recorder.publish(&ev, &m.object_ref(&())).await {
             warn!(error = %e, "event not recorded");
         }

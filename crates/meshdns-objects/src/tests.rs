@@ -1,6 +1,7 @@
 //! The types round-trip real objects without loss and name the same resources as the CRDs.
 
 use kube::Resource;
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::*;
@@ -110,4 +111,123 @@ fn crds_describe_the_same_resources() {
             serde_json::from_value(json).unwrap();
         assert_eq!(crd.spec.versions[0].name, "v1alpha1");
     }
+}
+
+// ------------------------------------------------------------------ ClusterMesh and Peer
+// (moved from the mesh planner's tests with the serde shapes)
+
+const KEY: &str = meshdns_mesh::annotations::KEY;
+const KEY_A: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+
+fn entry(name: &str, networks: &[&str]) -> ClusterEntry {
+    ClusterEntry {
+        name: name.into(),
+        allowed_networks: networks.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+fn std_entry(name: &str) -> ClusterEntry {
+    entry(name, &["10.244.0.0/16", "10.4.0.0/16"])
+}
+
+fn mesh_spec(clusters: Vec<ClusterEntry>) -> ClusterMeshSpec {
+    ClusterMeshSpec {
+        clusters,
+        dns: None,
+    }
+}
+
+#[test]
+fn objects_round_trip_through_yaml() {
+    let yaml = r#"
+clusters:
+- name: ceph
+  local: true
+  allowedNetworks: [10.247.0.0/16, 100.66.0.0/16]
+- name: tenant
+  kubeconfigSecretRef: {name: tenant-kubeconfig, key: value}
+  allowedNetworks: [10.0.0.0/16]
+  wireguardPort: 51821
+  persistentKeepalive: 25
+dns:
+  dnsZoneRef: {name: mesh-zone}
+"#;
+    let spec: ClusterMeshSpec = serde_yaml::from_str(yaml).unwrap();
+    assert_eq!(spec.clusters[1].to_plan().effective_wireguard_port(), 51821);
+    let back: ClusterMeshSpec =
+        serde_yaml::from_str(&serde_yaml::to_string(&spec).unwrap()).unwrap();
+    assert_eq!(back, spec);
+    let n: crate::core::Node = serde_yaml::from_str(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: w1, labels: {a: b}, annotations: {kilo.squat.ai/key: k}}\nspec: {podCIDR: 10.244.1.0/24}\nstatus: {addresses: [{type: InternalIP, address: 10.0.0.1}], capacity: {cpu: '2'}}\n",
+    )
+    .unwrap();
+    let n = n.to_plan();
+    assert_eq!(
+        (n.name(), n.annotation(KEY), n.first_pod_cidr()),
+        ("w1", Some("k"), Some("10.244.1.0/24"))
+    );
+    let spec = PeerSpec {
+        allowed_ips: vec!["10.0.0.0/24".into()],
+        endpoint: Some(PeerEndpoint {
+            dns_or_ip: DnsOrIp {
+                ip: Some("203.0.113.1".into()),
+                dns: None,
+            },
+            port: 51820,
+        }),
+        persistent_keepalive: Some(25),
+        preshared_key: None,
+        public_key: KEY_A.into(),
+    };
+    let json = serde_json::to_value(&spec).unwrap();
+    // The planner's PeerSpec writes as the same object.
+    let planned = meshdns_mesh::PeerSpec::from(&spec);
+    assert_eq!(
+        serde_json::to_value(PeerSpec::from(&planned)).unwrap(),
+        json
+    );
+    assert_eq!(
+        json,
+        serde_json::json!({"allowedIPs": ["10.0.0.0/24"], "endpoint": {"dnsOrIP": {"ip": "203.0.113.1"}, "port": 51820}, "persistentKeepalive": 25, "publicKey": KEY_A})
+    );
+}
+
+#[test]
+fn schema_checks_name_the_field() {
+    let ok = mesh_spec(vec![std_entry("a"), entry("b", &["10.245.0.0/16"])]);
+    assert!(ok.problems().is_empty());
+    let bad = ClusterMeshSpec {
+        clusters: vec![
+            ClusterEntry {
+                wireguard_port: Some(0),
+                persistent_keepalive: Some(-1),
+                ..entry("Bad_Name", &[])
+            },
+            ClusterEntry {
+                kubeconfig_secret_ref: Some(SecretKeyRef {
+                    name: "s".into(),
+                    key: String::new(),
+                }),
+                ..entry("Bad_Name", &["10.0.0.0/8"])
+            },
+        ],
+        dns: Some(MeshDns::default()),
+    };
+    let got = bad.problems();
+    for want in [
+        "spec.clusters[0].name",
+        "spec.clusters[0].allowedNetworks",
+        "spec.clusters[0].wireguardPort",
+        "spec.clusters[0].persistentKeepalive",
+        "spec.clusters[1].name: \"Bad_Name\" appears twice",
+        "spec.clusters[1].kubeconfigSecretRef",
+        "spec.dns.dnsZoneRef.name",
+    ] {
+        assert!(
+            got.iter().any(|p| p.contains(want)),
+            "{want} missing from {got:#?}"
+        );
+    }
+    assert!(mesh_spec(vec![std_entry("a")]).problems()[0].contains("at least 2"));
 }
