@@ -41,8 +41,9 @@ fn main() -> ExitCode {
             };
         }
         Command::Check(cmd) => {
-            let plan = cmd.resolve().map_err(|e| Refused::one(&e));
-            let settings = match plan.and_then(|s| serve::plan::resolve(&s).map(|_| s)) {
+            // The same refusals as `serve`'s, before any file is read.
+            let resolved = cmd.resolve().map_err(|e| Refused::one(&e));
+            let settings = match resolved.and_then(|s| serve::plan::resolve(&s).map(|_| s)) {
                 Ok(settings) => settings,
                 Err(refused) => return refuse("check", &refused),
             };
