@@ -56,6 +56,24 @@ struct NsoConnector {
     iroh: Option<IrohConfig>,
 }
 
+/// A config file's error naming the key it is at (`serve.ednsPayload: …`). serde_yaml names
+/// part of the path itself (`serve: …`): that part is not said twice.
+fn keyed(path: &str, error: &serde_yaml::Error) -> String {
+    let message = error.to_string();
+    if path == "." {
+        return message;
+    }
+    let mut rest = message.as_str();
+    let segments: Vec<&str> = path.split('.').collect();
+    for n in (1..=segments.len()).rev() {
+        if let Some(r) = rest.strip_prefix(&format!("{}: ", segments[..n].join("."))) {
+            rest = r;
+            break;
+        }
+    }
+    format!("{path}: {rest}")
+}
+
 impl ConfigFile {
     /// Reads a meshdns config file, or datum's `NetworkServicesOperator` file.
     pub fn read(path: &Path) -> Result<ConfigFile> {
@@ -78,8 +96,12 @@ impl ConfigFile {
                 ..ConfigFile::default()
             }
         } else {
-            // From the text, not the parsed value, so errors carry the line and column.
-            serde_yaml::from_str(&text).with_context(at)?
+            // From the text, not the parsed value, so errors carry the line and column; and
+            // through serde_path_to_error, so they name the key (`serve.ednsPayload`).
+            let de = serde_yaml::Deserializer::from_str(&text);
+            serde_path_to_error::deserialize(de)
+                .map_err(|e| anyhow::anyhow!("{}", keyed(&e.path().to_string(), e.inner())))
+                .with_context(at)?
         };
         let base = path.parent().unwrap_or(Path::new(""));
         file.serve.rebase(base);

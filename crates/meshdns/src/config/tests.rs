@@ -300,6 +300,34 @@ fn bad_values_in_the_file_are_refused_naming_key_and_file() {
 }
 
 #[test]
+fn a_bad_value_in_the_file_is_named_by_its_key_path() {
+    let dir = tempfile::tempdir().unwrap();
+    for (text, want) in [
+        (
+            "serve:\n  tcpIdleTimeout: soon\n",
+            "serve.tcpIdleTimeout: \"soon\"",
+        ),
+        (
+            "serve:\n  ednsPayload: 100\n",
+            "serve.ednsPayload: \"100\": expected",
+        ),
+        (
+            "serve:\n  listn: []\n",
+            "serve.listn: unknown field `listn`",
+        ),
+        (
+            "mesh:\n  resync: 5\n",
+            "mesh.resync: unknown field `resync`",
+        ),
+        ("serv:\n  listen: []\n", ": serv: unknown field `serv`"),
+    ] {
+        let cfg = write(dir.path(), "c.yaml", text);
+        let err = format!("{:#}", ConfigFile::read(Path::new(&cfg)).unwrap_err());
+        assert!(err.contains(want), "{text}: {err}");
+    }
+}
+
+#[test]
 fn datums_operator_config_is_read_as_it_is() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write(

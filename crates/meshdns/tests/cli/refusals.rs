@@ -124,7 +124,7 @@ fn every_refusal_of_serve_is_check_s_with_the_same_message_and_status() {
         ("  nope: 1\n", "unknown field `nope`"),
         (
             "  ednsPayload: 100\n",
-            "expected a payload size from 512 to 65535 at line",
+            "serve.ednsPayload: \"100\": expected a payload size from 512 to 65535 at line",
         ),
         // Several problems are reported together.
         (
