@@ -23,7 +23,9 @@
 //! `rest` map, so an object read and written back loses nothing. The types implement
 //! [`kube_core::Resource`] by hand rather than through `#[derive(CustomResource)]`. meshdns does not
 //! own most of these CRDs and must match them field for field, and the derive would generate
-//! a schema from the Rust types instead. The CRDs printed by `meshdns crds` ([`crds`]) are
+//! a schema from the Rust types instead. This crate depends on `kube-core` (the trait and
+//! object types), not on the kube client, so crates that only read objects (`meshdns-sources`,
+//! the fuzz targets) build no HTTP client. The CRDs printed by `meshdns crds` ([`crds`]) are
 //! written out in YAML, with the reference schemas' validation.
 
 use std::collections::BTreeMap;

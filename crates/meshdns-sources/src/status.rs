@@ -407,8 +407,7 @@ spec:
     /// One rule for `lastTransitionTime` (the Kubernetes convention): a new reason or message
     /// with the same status keeps it; a new status moves it.
     #[test]
-    fn the_transition_time_is_kept_across_a_reason_or_message_change_and_moves_with_the_status()
-    {
+    fn the_transition_time_is_kept_across_a_reason_or_message_change_and_moves_with_the_status() {
         const LATER: &str = "2026-12-01T00:00:00Z";
         let (objects, plans) = planned(OBJECTS);
         let mut written: Vec<Value> = objects
@@ -450,12 +449,19 @@ spec:
 
         let orphan = of(&again, "DNSRecordSet", "orphan");
         assert_eq!(cond(orphan, "Accepted"), ("False", "InvalidDNSRecordSet"));
-        assert_eq!(at(&top(orphan, "Accepted")), NOW, "reason changed, status not");
+        assert_eq!(
+            at(&top(orphan, "Accepted")),
+            NOW,
+            "reason changed, status not"
+        );
 
         let loser = of(&again, "DNSRecordSet", "loser");
         let programmed = top(loser, "Programmed");
         assert_eq!(
-            (programmed["status"].as_str(), programmed["message"].as_str()),
+            (
+                programmed["status"].as_str(),
+                programmed["message"].as_str()
+            ),
             (Some("False"), Some("2 of 3 names programmed"))
         );
         assert_eq!(at(&programmed), NOW, "message changed, status not");
