@@ -113,3 +113,27 @@ pub async fn client_from_kubeconfig(bytes: &[u8]) -> Result<kube::Client, String
         .map_err(|e| e.to_string())?;
     kube::Client::try_from(config).map_err(|e| e.to_string())
 }
+
+/// Records `event` (built in `meshdns_objects::events`) about the object `about` through
+/// kube-runtime's `Recorder`, logging a failure: an Event is advice, never a reconcile error.
+pub(crate) async fn publish_event(
+    recorder: &kube::runtime::events::Recorder,
+    event: &meshdns_objects::events::Event,
+    about: &k8s_openapi::api::core::v1::ObjectReference,
+) {
+    use kube::runtime::events::{Event, EventType};
+    use meshdns_objects::events::EventType as Type;
+    let event = Event {
+        type_: match event.type_ {
+            Type::Normal => EventType::Normal,
+            Type::Warning => EventType::Warning,
+        },
+        reason: event.reason.clone(),
+        note: event.note.clone(),
+        action: event.action.clone(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&event, about).await {
+        tracing::warn!(error = %e, "event not recorded");
+    }
+}

@@ -1,12 +1,10 @@
 //! Status conditions, and the one rule for their `lastTransitionTime`: it is "the last time
 //! the condition transitioned from one status to another" (metav1.Condition), so it moves when
 //! the status changes and only then; a change of reason, message or generation keeps it. The
-//! Connector's `IrohDNSPublished` ([`set_condition`]) and the ClusterMesh's conditions
-//! ([`crate::ClusterMeshStatus::stamped`]) both keep it by [`transition_time`].
-//!
-//! Not yet here: the statuses `meshdns serve --write-status` plans for DNSZones and
-//! DNSRecordSets (`meshdns_sources::status`) still keep the time by a rule of their own (it
-//! also moves when the reason or message changes), on JSON.
+//! Connector's `IrohDNSPublished` ([`set_condition`]), the ClusterMesh's conditions
+//! ([`crate::ClusterMeshStatus::stamped`]) and the DNSZone and DNSRecordSet statuses
+//! `meshdns serve --write-status` plans (`meshdns_sources::status`) all keep it by
+//! [`transition_time`].
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;

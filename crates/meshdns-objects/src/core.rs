@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 pub use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 pub use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node as KubeNode, Secret};
+pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 /// The parts of a Kubernetes `Node` the mesh planner reads, deserialised straight from the
 /// Node's JSON or YAML (`kubectl get nodes -o yaml` items, or k8s-openapi's [`KubeNode`] as the

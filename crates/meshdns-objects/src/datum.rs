@@ -5,7 +5,7 @@
 //! patch.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
-use kube::ResourceExt;
+use kube_core::ResourceExt;
 use meshdns_iroh::connector::{CONDITION_TYPE, ConditionPlan, ConnectorInput, record_set_name};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

@@ -1,14 +1,36 @@
 //! The Events the controllers record, each built once. The controllers hand them to
-//! kube-runtime's `Recorder` (which writes `events.k8s.io/v1` Events about the object);
+//! kube-runtime's `Recorder` (which writes `events.k8s.io/v1` Events about the object;
+//! `meshdns_kube` converts an [`Event`] to kube-runtime's, field for field);
 //! `meshdns render mesh` prints the skip Events as `v1` Events with the same type, reason,
-//! action and message.
+//! action and message. The type is this crate's own so that reading objects needs no client.
 
-use kube::runtime::events::{Event, EventType};
 use meshdns_iroh::connector::ConditionPlan;
 use meshdns_mesh::Skip;
 use serde_json::{Value, json};
 
 use crate::KILO_API_VERSION;
+
+/// An Event about an object: the fields of kube-runtime's `events::Event`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Normal or Warning.
+    pub type_: EventType,
+    /// Why (CamelCase, machine-readable).
+    pub reason: String,
+    /// What happened, for a human.
+    pub note: Option<String>,
+    /// What was done or failed (CamelCase).
+    pub action: String,
+}
+
+/// An Event's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Nothing is wrong.
+    Normal,
+    /// Something may need attention.
+    Warning,
+}
 
 /// A node of `cluster` that gets no Peer: a Warning with the skip reason, noted
 /// `<cluster>/<node>: <what is wrong>`, on the ClusterMesh.
@@ -18,7 +40,6 @@ pub fn node_skipped(cluster: &str, skip: &Skip) -> Event {
         reason: skip.reason.as_str().to_string(),
         note: Some(format!("{cluster}/{}: {}", skip.node, skip.message)),
         action: "SkipNodePeering".into(),
-        secondary: None,
     }
 }
 
@@ -54,7 +75,6 @@ pub fn record_released(name: &str) -> Event {
         reason: "Released".into(),
         note: Some(format!("Released iroh DNS record {name}.")),
         action: "Release".into(),
-        secondary: None,
     }
 }
 
@@ -71,6 +91,5 @@ pub fn publish_condition(cond: &ConditionPlan) -> Event {
         reason: cond.reason.to_string(),
         note: Some(cond.message.clone()),
         action: "PublishIrohDNS".into(),
-        secondary: None,
     }
 }

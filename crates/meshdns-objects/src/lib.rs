@@ -21,9 +21,11 @@
 //!
 //! Only the fields meshdns uses are typed. Everything else an object carries is kept in a
 //! `rest` map, so an object read and written back loses nothing. The types implement
-//! [`kube::Resource`] by hand rather than through `#[derive(CustomResource)]`. meshdns does not
+//! [`kube_core::Resource`] by hand rather than through `#[derive(CustomResource)]`. meshdns does not
 //! own most of these CRDs and must match them field for field, and the derive would generate
-//! a schema from the Rust types instead. The CRDs printed by `meshdns crds` ([`crds`]) are
+//! a schema from the Rust types instead. This crate depends on `kube-core` (the trait and
+//! object types), not on the kube client, so crates that only read objects (`meshdns-sources`,
+//! the fuzz targets) build no HTTP client. The CRDs printed by `meshdns crds` ([`crds`]) are
 //! written out in YAML, with the reference schemas' validation.
 
 use std::collections::BTreeMap;
@@ -70,7 +72,7 @@ fn type_fields(api_version: &str, kind: &str) -> Rest {
 
 macro_rules! resource {
     ($ty:ident, $group:literal, $version:literal, $kind:literal, $plural:literal, $scope:ty) => {
-        impl kube::Resource for $ty {
+        impl kube_core::Resource for $ty {
             type DynamicType = ();
             type Scope = $scope;
             fn kind(_: &()) -> std::borrow::Cow<'_, str> {

@@ -1,6 +1,6 @@
 //! The types round-trip real objects without loss and name the same resources as the CRDs.
 
-use kube::Resource;
+use kube_core::Resource;
 use serde::Serialize;
 use serde_json::{Value, json};
 

@@ -23,13 +23,21 @@
 //! - `ALIAS`, `TLSA`, `HTTPS` and `SVCB` are not served; they are reported.
 //!
 //! The objects come from YAML or JSON documents (several per file, `List` kinds expanded);
-//! other kinds are ignored.
+//! other kinds are ignored. Each DNSZone and DNSRecordSet is read through its typed shape in
+//! `meshdns_objects` ([`DNSZone`], [`DNSRecordSet`], [`RecordEntry`]); a DNSRecordSet's
+//! entries are read one at a time (the `ttl` as written, the type object as its typed shape),
+//! so a bad field refuses its entry alone. A document of those kinds that does not have the
+//! typed shape is read leniently (its strings where they are strings) and gets the verdict it
+//! got before the typed reading.
 
 use std::collections::BTreeMap;
 
+use meshdns_objects::core::{ObjectMeta, Time};
+use meshdns_objects::{Content, DNSRecordSet, DNSZone, RecordEntry};
 use meshdns_zone::{Name, RData, RType, Record};
 use serde::Deserialize;
-use serde_json::Value;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
 
 use crate::content::{Parsed, Problem, ZoneContent};
 
@@ -167,17 +175,50 @@ fn is_dns_object(o: &Value, kind: &str) -> bool {
         && text(o, &["apiVersion"]).starts_with("dns.networking.miloapis.com/")
 }
 
-/// Age order: creation timestamp (RFC 3339 in UTC sorts as text; absent sorts last), then name.
-fn age_key(o: &Value) -> (String, String) {
-    let created = text(o, &["metadata", "creationTimestamp"]);
-    (
-        if created.is_empty() {
-            "~".into()
-        } else {
-            created.to_string()
+/// Age order: creation timestamp (absent sorts last), then name.
+fn age_key(meta: &ObjectMeta) -> (bool, Option<Time>, String) {
+    let created = meta.creation_timestamp.clone();
+    (created.is_none(), created, name_of(meta).to_string())
+}
+
+fn name_of(meta: &ObjectMeta) -> &str {
+    meta.name.as_deref().unwrap_or("")
+}
+
+fn namespace_of(meta: &ObjectMeta) -> &str {
+    meta.namespace.as_deref().unwrap_or("")
+}
+
+/// `o` as the typed object `T` (a [`DNSZone`], or a [`DNSRecordSet`] without its entries,
+/// which are read one at a time). A document of that kind without the typed shape (a field of
+/// another JSON type) is read as it always was: its strings where they are strings, anything
+/// else empty, so it gets the verdict it got before.
+fn typed<T: DeserializeOwned>(o: &Value) -> T {
+    let mut shell = o.clone();
+    if let Some(spec) = shell.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.remove("records");
+    }
+    if let Ok(t) = serde_json::from_value(shell) {
+        return t;
+    }
+    let mut lenient = json!({
+        "metadata": {
+            "name": text(o, &["metadata", "name"]),
+            "namespace": text(o, &["metadata", "namespace"]),
+            "creationTimestamp": text(o, &["metadata", "creationTimestamp"]),
         },
-        text(o, &["metadata", "name"]).to_string(),
-    )
+        "spec": {
+            "domainName": text(o, &["spec", "domainName"]),
+            "dnsZoneRef": {"name": text(o, &["spec", "dnsZoneRef", "name"])},
+            "recordType": text(o, &["spec", "recordType"]),
+        },
+    });
+    serde_json::from_value(lenient.clone()).unwrap_or_else(|_| {
+        lenient["metadata"]
+            .as_object_mut()
+            .map(|m| m.remove("creationTimestamp"));
+        serde_json::from_value(lenient).expect("strings and empty objects fit the typed shape")
+    })
 }
 
 /// Why an object, or one owner name of a DNSRecordSet, is not served: dns-operator's condition
@@ -249,19 +290,17 @@ pub fn zones(file: &str, objects: &[Value]) -> Parsed {
 pub fn read(file: &str, objects: &[Value]) -> (Parsed, Verdicts) {
     let mut problems = Vec::new();
     let mut verdicts = Verdicts::default();
-    let mut zone_objects: Vec<&Value> = objects
+    let mut zone_objects: Vec<DNSZone> = objects
         .iter()
         .filter(|o| is_dns_object(o, "DNSZone"))
+        .map(typed)
         .collect();
-    zone_objects.sort_by_key(|o| age_key(o));
+    zone_objects.sort_by_cached_key(|z| age_key(&z.metadata));
     // (namespace, name) -> index into `contents`
     let mut by_ref: BTreeMap<(String, String), usize> = BTreeMap::new();
     let mut contents: Vec<ZoneContent> = Vec::new();
-    for z in zone_objects {
-        let (ns, name) = (
-            text(z, &["metadata", "namespace"]),
-            text(z, &["metadata", "name"]),
-        );
+    for z in &zone_objects {
+        let (ns, name) = (namespace_of(&z.metadata), name_of(&z.metadata));
         let mut verdict = ZoneVerdict {
             namespace: ns.to_string(),
             name: name.to_string(),
@@ -269,7 +308,7 @@ pub fn read(file: &str, objects: &[Value]) -> (Parsed, Verdicts) {
             refused: None,
         };
         let entry = format!("DNSZone {ns}/{name}");
-        let domain = text(z, &["spec", "domainName"]);
+        let domain = z.spec.domain_name.as_str();
         let origin = match Name::parse(&format!("{}.", domain.trim_end_matches('.')), None) {
             Ok(o) if !domain.is_empty() => o,
             _ => {
@@ -309,20 +348,25 @@ pub fn read(file: &str, objects: &[Value]) -> (Parsed, Verdicts) {
         contents.push(ZoneContent::empty(&origin));
     }
 
-    let mut sets: Vec<&Value> = objects
+    // Each set typed, with its entries as written: each entry is read on its own, so one
+    // entry's bad field refuses that entry alone.
+    let mut sets: Vec<(DNSRecordSet, &[Value])> = objects
         .iter()
         .filter(|o| is_dns_object(o, "DNSRecordSet"))
+        .map(|o| {
+            let entries = o["spec"]["records"]
+                .as_array()
+                .map_or(&[][..], Vec::as_slice);
+            (typed(o), entries)
+        })
         .collect();
-    sets.sort_by_key(|o| age_key(o));
+    sets.sort_by_cached_key(|(s, _)| age_key(&s.metadata));
     // (zone index, type, owner) -> the set that owns it
     let mut owners: BTreeMap<(usize, RType, Name), String> = BTreeMap::new();
     // (zone index, owner) -> the types served there, for CNAME coexistence
     let mut types_at: BTreeMap<(usize, Name), Vec<RType>> = BTreeMap::new();
-    for set in sets {
-        let (ns, name) = (
-            text(set, &["metadata", "namespace"]),
-            text(set, &["metadata", "name"]),
-        );
+    for (set, entries) in &sets {
+        let (ns, name) = (namespace_of(&set.metadata), name_of(&set.metadata));
         let mut verdict = SetVerdict {
             namespace: ns.to_string(),
             name: name.to_string(),
@@ -331,7 +375,7 @@ pub fn read(file: &str, objects: &[Value]) -> (Parsed, Verdicts) {
             names: Vec::new(),
         };
         let entry = format!("DNSRecordSet {ns}/{name}");
-        let zone_name = text(set, &["spec", "dnsZoneRef", "name"]);
+        let zone_name = set.spec.dns_zone_ref.name.as_str();
         let Some(&zi) = by_ref.get(&(ns.to_string(), zone_name.to_string())) else {
             let why = format!("no DNSZone {zone_name:?} in namespace {ns:?}");
             problems.push(Problem::new(
@@ -345,7 +389,7 @@ pub fn read(file: &str, objects: &[Value]) -> (Parsed, Verdicts) {
         };
         let origin = contents[zi].origin.clone();
         verdict.origin = Some(origin.clone());
-        let type_text = text(set, &["spec", "recordType"]);
+        let type_text = set.spec.record_type.as_str();
         let rtype = match RType::from_mnemonic(type_text) {
             Some(t) if RType::SERVED.contains(&t) && type_text != "ALIAS" => t,
             _ => {
@@ -363,8 +407,6 @@ pub fn read(file: &str, objects: &[Value]) -> (Parsed, Verdicts) {
             }
         };
         let key = type_text.to_ascii_lowercase();
-        let empty = Vec::new();
-        let entries = set["spec"]["records"].as_array().unwrap_or(&empty);
         // First TTL per owner within this set.
         let mut ttls: BTreeMap<Name, u32> = BTreeMap::new();
         for (i, e) in entries.iter().enumerate() {
@@ -400,7 +442,17 @@ pub fn read(file: &str, objects: &[Value]) -> (Parsed, Verdicts) {
                 verdict.refuse_name(written, ("InvalidDNSRecordSet", why));
                 continue;
             };
-            let data = match record_data(rtype, obj, &origin) {
+            // The entry's type object, typed (the other fields are read on their own).
+            let typed = match serde_json::from_value::<RecordEntry>(json!({ &key: obj })) {
+                Ok(t) => t,
+                Err(e) => {
+                    let why = format!("not a `{key}` object: {e}");
+                    problems.push(Problem::new(file, format!("{at}.{key}"), why.clone()));
+                    verdict.refuse_name(written, ("InvalidDNSRecordSet", why));
+                    continue;
+                }
+            };
+            let data = match record_data(rtype, &typed, &origin) {
                 Ok(Some(d)) => d,
                 Ok(None) => {
                     // Empty TXT content: dropped, as dns-operator does.
@@ -518,25 +570,28 @@ fn absolute(host: &str) -> String {
 }
 
 /// The record data of one entry's type object; `None` for content that is dropped.
-fn record_data(rtype: RType, obj: &Value, origin: &Name) -> Result<Option<RData>, String> {
-    let s = |k: &str| {
-        obj.get(k)
-            .and_then(Value::as_str)
-            .unwrap_or("")
+fn record_data(rtype: RType, e: &RecordEntry, origin: &Name) -> Result<Option<RData>, String> {
+    let content = |c: &Option<Content>| {
+        c.as_ref()
+            .map_or("", |c| c.content.as_str())
             .trim()
             .to_string()
     };
-    let n = |k: &str| obj.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let host = |h: &str| absolute(h.trim());
     let parse = |t: &str| {
         RData::parse(rtype, t, origin)
             .map(Some)
             .map_err(|e| format!("{t:?}: {e}"))
     };
+    let missing = || format!("no `{}` object", rtype.to_string().to_ascii_lowercase());
     match rtype {
-        RType::A | RType::AAAA => parse(&s("content")),
-        RType::CNAME | RType::NS | RType::PTR => parse(&absolute(&s("content"))),
+        RType::A => parse(&content(&e.a)),
+        RType::AAAA => parse(&content(&e.aaaa)),
+        RType::CNAME => parse(&absolute(&content(&e.cname))),
+        RType::NS => parse(&absolute(&content(&e.ns))),
+        RType::PTR => parse(&absolute(&content(&e.ptr))),
         RType::TXT => {
-            let content = s("content");
+            let content = content(&e.txt);
             if content.is_empty() {
                 Ok(None)
             } else if content.starts_with('"') && content.ends_with('"') && content.len() >= 2 {
@@ -547,31 +602,40 @@ fn record_data(rtype: RType, obj: &Value, origin: &Name) -> Result<Option<RData>
                     .map_err(|e| e.to_string())
             }
         }
-        RType::MX => parse(&format!("{} {}", n("preference"), absolute(&s("exchange")))),
-        RType::SRV => parse(&format!(
-            "{} {} {} {}",
-            n("priority"),
-            n("weight"),
-            n("port"),
-            absolute(&s("target"))
-        )),
-        RType::CAA => parse(&format!(
-            "{} {} \"{}\"",
-            n("flag"),
-            s("tag"),
-            s("value").replace('"', "\\\"")
-        )),
+        RType::MX => {
+            let mx = e.mx.as_ref().ok_or_else(missing)?;
+            parse(&format!("{} {}", mx.preference, host(&mx.exchange)))
+        }
+        RType::SRV => {
+            let srv = e.srv.as_ref().ok_or_else(missing)?;
+            parse(&format!(
+                "{} {} {} {}",
+                srv.priority,
+                srv.weight,
+                srv.port,
+                host(&srv.target)
+            ))
+        }
+        RType::CAA => {
+            let caa = e.caa.as_ref().ok_or_else(missing)?;
+            parse(&format!(
+                "{} {} \"{}\"",
+                caa.flag,
+                caa.tag.trim(),
+                caa.value.trim().replace('"', "\\\"")
+            ))
+        }
         RType::SOA => {
-            let or = |k: &str, d: u64| obj.get(k).and_then(Value::as_u64).unwrap_or(d);
+            let soa = e.soa.as_ref().ok_or_else(missing)?;
             parse(&format!(
                 "{} {} {} {} {} {} {}",
-                absolute(&s("mname")),
-                absolute(&s("rname")),
-                or("serial", 1),
-                or("refresh", 10800),
-                or("retry", 3600),
-                or("expire", 604800),
-                or("ttl", 3600)
+                host(&soa.mname),
+                host(&soa.rname),
+                soa.serial.unwrap_or(1),
+                soa.refresh.unwrap_or(10800),
+                soa.retry.unwrap_or(3600),
+                soa.expire.unwrap_or(604800),
+                soa.ttl.unwrap_or(3600)
             ))
         }
         _ => Err(format!("{rtype} is not served")),
@@ -741,5 +805,56 @@ items:
             );
             assert_eq!(parsed.zones[0].records.to_vec()[0].ttl, want, "ttl {ttl}");
         }
+    }
+
+    /// Entries are read one at a time through the typed shape: a type object of the wrong
+    /// shape refuses its entry alone, naming it. A DNSRecordSet document without the typed
+    /// shape at all is read leniently and gets the verdict it always got.
+    #[test]
+    fn a_bad_type_object_refuses_its_entry_and_an_untyped_document_keeps_its_verdict() {
+        let text = [
+            ZONES.to_string(),
+            set(
+                "MX",
+                "[{name: m, mx: {preference: 70000, exchange: mail}}, {name: ok, mx: {preference: 10, exchange: mail}}]",
+            ),
+            "---\napiVersion: dns.networking.miloapis.com/v1alpha1\nkind: DNSRecordSet\nmetadata: {name: odd, namespace: dns, generation: many}\nspec: {dnsZoneRef: {name: a}, recordType: A, records: [{name: x, a: {content: 192.0.2.7}}]}\n".to_string(),
+            "---\napiVersion: dns.networking.miloapis.com/v1alpha1\nkind: DNSRecordSet\nmetadata: {name: shapeless, namespace: dns}\nspec: oops\n".to_string(),
+        ]
+        .concat();
+        let objects = objects("m.yaml", &text).unwrap();
+        let (parsed, verdicts) = read("m.yaml", &objects);
+        let served: Vec<String> = parsed.zones[0]
+            .records
+            .to_vec()
+            .iter()
+            .map(|r| format!("{} {}", r.name, r.data))
+            .collect();
+        assert_eq!(
+            served,
+            ["x.example.org. 192.0.2.7", "ok.example.org. 10 mail."]
+        );
+        let problems: Vec<String> = parsed.problems.iter().map(ToString::to_string).collect();
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.starts_with("m.yaml: DNSRecordSet dns/s-mx records[0].mx: ")),
+            "{problems:#?}"
+        );
+        let verdict = |name: &str| verdicts.sets.iter().find(|v| v.name == name).unwrap();
+        let mx = verdict("s-mx");
+        assert_eq!(
+            mx.names[0].1.as_ref().map(|r| r.0),
+            Some("InvalidDNSRecordSet")
+        );
+        assert_eq!(mx.names[1].1, None);
+        assert_eq!(verdict("odd").refused, None);
+        assert_eq!(
+            verdict("shapeless").refused,
+            Some((
+                "Pending",
+                "no DNSZone \"\" in namespace \"dns\"".to_string()
+            ))
+        );
     }
 }

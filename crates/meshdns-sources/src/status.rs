@@ -10,10 +10,13 @@
 //! - DNSZone: `Accepted` and `Programmed` (or `DNSZoneInUse` / `InvalidDNSZone`),
 //!   `recordCount` (the DNSRecordSets of its namespace that reference it) and `nameservers`.
 //!
-//! A condition keeps its `lastTransitionTime` while its status, reason and message stay the
-//! same, so an unchanged reading plans the status already written: a writer compares and
-//! writes nothing.
+//! A condition keeps its `lastTransitionTime` while its status stays the same (a new reason
+//! or message keeps it too), by the one rule every condition meshdns writes follows
+//! ([`meshdns_objects::conditions::transition_time`], the Kubernetes convention, and what
+//! dns-operator does through apimachinery's `meta.SetStatusCondition`). So an unchanged
+//! reading plans the status already written: a writer compares and writes nothing.
 
+use meshdns_objects::conditions::transition_time;
 use meshdns_zone::{Name, RType, Zone};
 use serde_json::{Value, json};
 
@@ -57,7 +60,8 @@ fn find<'a>(objects: &'a [Value], kind: &str, ns: &str, name: &str) -> Option<&'
     })
 }
 
-/// A condition, keeping the current one's transition time when nothing about it changed.
+/// A condition, keeping the current one's transition time while its status stays the same
+/// ([`transition_time`]).
 fn condition(current: &Value, kind: &str, ok: Outcome<'_>, generation: &Value, now: &str) -> Value {
     let (status, reason, message) = match ok {
         Ok((reason, message)) => ("True", reason, message),
@@ -66,12 +70,14 @@ fn condition(current: &Value, kind: &str, ok: Outcome<'_>, generation: &Value, n
     let before = current
         .as_array()
         .and_then(|c| c.iter().find(|c| c["type"] == kind));
-    let since = match before {
-        Some(b) if b["status"] == status && b["reason"] == reason && b["message"] == message => {
-            b["lastTransitionTime"].clone()
-        }
-        _ => json!(now),
-    };
+    let since = transition_time(
+        before.map(|b| {
+            let since = b.get("lastTransitionTime").filter(|t| !t.is_null());
+            (b["status"].as_str().unwrap_or(""), since)
+        }),
+        status,
+        &json!(now),
+    );
     let mut c = json!({"type": kind, "status": status, "reason": reason, "message": message,
         "lastTransitionTime": since});
     if !generation.is_null() {
@@ -97,6 +103,17 @@ fn conditions(
 }
 
 impl StatusPlan {
+    /// The object with only its identity and this status: what `meshdns render status`
+    /// prints.
+    pub fn document(&self) -> Value {
+        json!({
+            "apiVersion": meshdns_objects::DNS_API_VERSION,
+            "kind": self.kind,
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "status": self.status,
+        })
+    }
+
     fn new(
         kind: &'static str,
         namespace: &str,
@@ -385,5 +402,77 @@ spec:
                 .iter()
                 .all(|p| !p.status.to_string().contains("2026-12-01"))
         );
+    }
+
+    /// One rule for `lastTransitionTime` (the Kubernetes convention): a new reason or message
+    /// with the same status keeps it; a new status moves it.
+    #[test]
+    fn the_transition_time_is_kept_across_a_reason_or_message_change_and_moves_with_the_status() {
+        const LATER: &str = "2026-12-01T00:00:00Z";
+        let (objects, plans) = planned(OBJECTS);
+        let mut written: Vec<Value> = objects
+            .into_iter()
+            .map(|mut o| {
+                if let Some(p) = plans.iter().find(|p| {
+                    p.kind == text(&o, &["kind"]) && p.name == text(&o, &["metadata", "name"])
+                }) {
+                    o["status"] = p.status.clone();
+                }
+                o
+            })
+            .collect();
+        for o in &mut written {
+            match text(o, &["metadata", "name"]) {
+                // Accepted stays False: Pending (no DNSZone) becomes InvalidDNSRecordSet.
+                "orphan" => {
+                    o["spec"]["dnsZoneRef"]["name"] = json!("z");
+                    o["spec"]["recordType"] = json!("BOGUS");
+                }
+                // `bad` is served now: its own condition turns True, and the set's
+                // Programmed stays False with a new message (2 of 3 names).
+                "loser" => o["spec"]["records"][2]["a"]["content"] = json!("192.0.2.5"),
+                _ => {}
+            }
+        }
+        let (_, verdicts) = read("m.yaml", &written);
+        let again = plan(&verdicts, &written, |o| vec![format!("ns.{o}")], LATER);
+        let at = |c: &Value| c["lastTransitionTime"].as_str().unwrap().to_string();
+        let top = |status: &Value, kind: &str| {
+            status["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["type"] == kind)
+                .unwrap()
+                .clone()
+        };
+
+        let orphan = of(&again, "DNSRecordSet", "orphan");
+        assert_eq!(cond(orphan, "Accepted"), ("False", "InvalidDNSRecordSet"));
+        assert_eq!(
+            at(&top(orphan, "Accepted")),
+            NOW,
+            "reason changed, status not"
+        );
+
+        let loser = of(&again, "DNSRecordSet", "loser");
+        let programmed = top(loser, "Programmed");
+        assert_eq!(
+            (
+                programmed["status"].as_str(),
+                programmed["message"].as_str()
+            ),
+            (Some("False"), Some("2 of 3 names programmed"))
+        );
+        assert_eq!(at(&programmed), NOW, "message changed, status not");
+        let bad = loser["recordSets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == "bad")
+            .unwrap()["conditions"][0]
+            .clone();
+        assert_eq!(bad["status"], "True");
+        assert_eq!(at(&bad), LATER, "status changed");
     }
 }

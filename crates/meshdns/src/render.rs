@@ -54,14 +54,7 @@ pub fn status(cmd: &RenderZoneCmd) -> Result<String> {
     };
     let now = meshdns_objects::conditions::now();
     let plans = status::plan(&verdicts, &objects, nameservers, &now);
-    yaml_documents(plans.into_iter().map(|p| {
-        serde_json::json!({
-            "apiVersion": meshdns_objects::DNS_API_VERSION,
-            "kind": p.kind,
-            "metadata": {"name": p.name, "namespace": p.namespace},
-            "status": p.status,
-        })
-    }))
+    yaml_documents(plans.iter().map(status::StatusPlan::document))
 }
 
 /// Objects as multi-document YAML, each document starting with `---`.

@@ -449,9 +449,7 @@ async fn release(ctx: &Context, c: &Connector, uid: &str, keep: Option<&str>) ->
             Ok(_) => {
                 info!(record_set = %name, uid, "released");
                 let ev = events::record_released(&name);
-                if let Err(e) = ctx.recorder.publish(&ev, &c.object_ref(&())).await {
-                    warn!(error = %e, "event not recorded");
-                }
+                crate::publish_event(&ctx.recorder, &ev, &c.object_ref(&())).await;
             }
             Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(e.into()),
@@ -509,7 +507,5 @@ async fn clear_condition(api: &Api<Connector>, c: &Connector) -> Result<(), Erro
 
 async fn announce(ctx: &Context, c: &Connector, cond: &ConditionPlan) {
     let ev = events::publish_condition(cond);
-    if let Err(e) = ctx.recorder.publish(&ev, &c.object_ref(&())).await {
-        warn!(error = %e, "event not recorded");
-    }
+    crate::publish_event(&ctx.recorder, &ev, &c.object_ref(&())).await;
 }

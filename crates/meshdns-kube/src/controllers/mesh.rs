@@ -746,8 +746,6 @@ async fn report_skips(ctx: &Context, m: &ClusterMesh, plan: &MeshPlan) {
             continue;
         };
         let ev = events::node_skipped(&cluster, skip);
-        if let Err(e) = ctx.recorder.publish(&ev, &m.object_ref(&())).await {
-            warn!(error = %e, "event not recorded");
-        }
+        crate::publish_event(&ctx.recorder, &ev, &m.object_ref(&())).await;
     }
 }
