@@ -56,9 +56,12 @@ struct NsoConnector {
     iroh: Option<IrohConfig>,
 }
 
-/// A config file's error naming the key it is at (`serve.ednsPayload: …`). serde_yaml names
-/// part of the path itself (`serve: …`): that part is not said twice.
-fn keyed(path: &str, error: &serde_yaml::Error) -> String {
+/// A config file's error naming the key path and the line the key is on
+/// (`serve.ednsPayload: "100": expected … at line 5`). serde_yaml names part of the path itself
+/// (`serve: …`), which is not said twice, and reports a value checked by our own parsers at the
+/// start of its block: the line is found again from the path where the file is block-style
+/// YAML, and serde_yaml's position is kept otherwise.
+fn keyed(text: &str, path: &str, error: &serde_yaml::Error) -> String {
     let message = error.to_string();
     if path == "." {
         return message;
@@ -71,7 +74,46 @@ fn keyed(path: &str, error: &serde_yaml::Error) -> String {
             break;
         }
     }
-    format!("{path}: {rest}")
+    match (line_of(text, &segments), rest.rfind(" at line ")) {
+        (Some(line), Some(at)) => format!("{path}: {} at line {line}", &rest[..at]),
+        (Some(line), None) => format!("{path}: {rest} at line {line}"),
+        (None, _) => format!("{path}: {rest}"),
+    }
+}
+
+/// The line (1-based) of the key at `path` in block-style YAML: each segment is looked for
+/// among the lines indented deeper than its parent's key, until the parent's block ends.
+fn line_of(text: &str, path: &[&str]) -> Option<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let (mut from, mut parent) = (0, None::<usize>);
+    let mut found = None;
+    for segment in path {
+        let key = segment.split('[').next().unwrap_or(segment);
+        let mut hit = None;
+        for (i, line) in lines.iter().enumerate().skip(from) {
+            let body = line.trim_start();
+            if body.is_empty() || body.starts_with('#') {
+                continue;
+            }
+            let indent = line.len() - body.len();
+            if parent.is_some_and(|p| indent <= p) {
+                break;
+            }
+            let body = body.strip_prefix("- ").unwrap_or(body);
+            let named = [
+                format!("{key}:"),
+                format!("\"{key}\":"),
+                format!("'{key}':"),
+            ];
+            if named.iter().any(|n| body.starts_with(n.as_str())) {
+                hit = Some((i, indent));
+                break;
+            }
+        }
+        let (i, indent) = hit?;
+        (from, parent, found) = (i + 1, Some(indent), Some(i + 1));
+    }
+    found
 }
 
 impl ConfigFile {
@@ -100,7 +142,7 @@ impl ConfigFile {
             // through serde_path_to_error, so they name the key (`serve.ednsPayload`).
             let de = serde_yaml::Deserializer::from_str(&text);
             serde_path_to_error::deserialize(de)
-                .map_err(|e| anyhow::anyhow!("{}", keyed(&e.path().to_string(), e.inner())))
+                .map_err(|e| anyhow::anyhow!("{}", keyed(&text, &e.path().to_string(), e.inner())))
                 .with_context(at)?
         };
         let base = path.parent().unwrap_or(Path::new(""));

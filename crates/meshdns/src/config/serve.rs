@@ -55,8 +55,12 @@ pub struct ServeConfig {
     /// first starts; clients that verify will refuse it); with --acme-domain, only until the
     /// first ACME certificate [default: false].
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-        default_missing_value = "true", help_heading = "TLS")]
+        default_missing_value = "true", overrides_with = "no_tls_self_signed", help_heading = "TLS")]
     pub tls_self_signed: Option<bool>,
+    /// Do not present a self-signed certificate (the same as --tls-self-signed=false).
+    #[arg(long, overrides_with = "tls_self_signed", help_heading = "TLS")]
+    #[serde(skip)]
+    pub no_tls_self_signed: bool,
     /// A name to get a certificate for from an ACME CA, renewed before it expires; the account
     /// and certificates are kept in --data-dir (repeatable) [default: none].
     #[arg(long = "acme-domain", value_name = "NAME", value_parser = values::name, help_heading = "TLS")]
@@ -290,6 +294,7 @@ impl ServeConfig {
         self.doh = toggle(self.doh, self.no_doh);
         self.kubernetes = toggle(self.kubernetes, self.no_kubernetes);
         self.write_status = toggle(self.write_status, self.no_write_status);
+        self.tls_self_signed = toggle(self.tls_self_signed, self.no_tls_self_signed);
         layer_fields!(
             self,
             file,
@@ -303,6 +308,7 @@ impl ServeConfig {
                 tls_cert,
                 tls_key,
                 tls_self_signed,
+                no_tls_self_signed,
                 acme_domains,
                 acme_contacts,
                 acme_directory,

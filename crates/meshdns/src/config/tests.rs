@@ -163,6 +163,17 @@ fn every_toggle_overrides_the_file_in_both_directions() {
             .is_some()
     );
 
+    let tls = write(dir.path(), "tls.yaml", "serve: {tlsSelfSigned: true}\n");
+    assert_eq!(serve(&["serve", "-c", &tls]).tls_self_signed, Some(true));
+    assert_eq!(
+        serve(&["serve", "-c", &tls, "--no-tls-self-signed"]).tls_self_signed,
+        Some(false)
+    );
+    assert_eq!(
+        serve(&["serve", "--no-tls-self-signed", "--tls-self-signed"]).tls_self_signed,
+        Some(true)
+    );
+
     let iroh = write(
         dir.path(),
         "iroh.yaml",
@@ -320,10 +331,31 @@ fn a_bad_value_in_the_file_is_named_by_its_key_path() {
             "mesh.resync: unknown field `resync`",
         ),
         ("serv:\n  listen: []\n", ": serv: unknown field `serv`"),
+        // The line of the value, not of its block.
+        (
+            "# a comment\nserve:\n  listen: ['127.0.0.1:0']\n  http: 127.0.0.1:0\n  tcpIdleTimeout: 10 s\n",
+            "serve.tcpIdleTimeout: \"10 s\" is not a duration",
+        ),
     ] {
         let cfg = write(dir.path(), "c.yaml", text);
         let err = format!("{:#}", ConfigFile::read(Path::new(&cfg)).unwrap_err());
         assert!(err.contains(want), "{text}: {err}");
+    }
+    for (text, line) in [
+        (
+            "# a comment\nserve:\n  listen: ['127.0.0.1:0']\n  http: 127.0.0.1:0\n  tcpIdleTimeout: 10 s\n",
+            5,
+        ),
+        (
+            "mesh:\n  namespace: x\nserve:\n\n  defaultTtl: forever\n",
+            5,
+        ),
+        ("serve:\n  zones: ['bad..name']\n", 2),
+        ("serve:\n  listn: []\n", 2),
+    ] {
+        let cfg = write(dir.path(), "c.yaml", text);
+        let err = format!("{:#}", ConfigFile::read(Path::new(&cfg)).unwrap_err());
+        assert!(err.ends_with(&format!(" at line {line}")), "{text}: {err}");
     }
 }
 
