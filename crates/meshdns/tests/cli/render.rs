@@ -208,3 +208,32 @@ fn render_iroh_refuses_a_prefix_iroh_never_queries() {
         "{err}"
     );
 }
+
+/// `docs/configuration.md`'s "see the answers without a cluster": the datum-connectors
+/// overlay's config and DNSZone, the example Connector, rendered and served from files.
+#[test]
+fn the_documented_render_then_serve_flow_answers_the_example_connector() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let overlay = root.join("deploy/overlays/datum-connectors");
+    let dir = tempfile::tempdir().unwrap();
+    let served = dir.path().join("served");
+    std::fs::create_dir(&served).unwrap();
+    let config = overlay.join("config.yaml");
+    let examples = root.join("examples/connectors");
+    let rendered = stdout_of(&[
+        "render",
+        "iroh",
+        "-c",
+        config.to_str().unwrap(),
+        "-f",
+        examples.to_str().unwrap(),
+    ]);
+    write(&served, "records.yaml", &rendered);
+    std::fs::copy(overlay.join("dnszone.yaml"), served.join("dnszone.yaml")).unwrap();
+    let m = Meshdns::serve(&["--manifests", served.to_str().unwrap()]);
+    let name = format!("_iroh.{Z32}.connectors.example.org");
+    let out = dig(m.dns, &[&name, "TXT"]);
+    assert!(out.contains("status: NOERROR"), "{out}");
+    assert!(out.contains("\"relay=https://relay.example.com"), "{out}");
+    assert!(out.contains("\"addr=192.0.2.1:8080\""), "{out}");
+}
