@@ -24,8 +24,8 @@ use meshdns_xfr::journal::Delta;
 use meshdns_xfr::message::{self, CLASS_IN, MessageWriter};
 use meshdns_xfr::secondary::{Received, ReplyReader, SoaReply, apply, check_soa_reply, soa_serial};
 use meshdns_xfr::serial::serial_gt;
-use meshdns_xfr::tsig::{Key, ReplyVerifier, Signer};
-use meshdns_zone::{Name, RType};
+use meshdns_xfr::tsig::{self, Check, Key, ReplyVerifier, Signer};
+use meshdns_zone::{Cidr, Name, RType};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
@@ -149,8 +149,12 @@ impl SecondaryFeed {
         (s.serial, s.last_refresh)
     }
 
-    /// Handles a NOTIFY for this zone from `peer`: accepted (a refresh now) only from the
-    /// primary's address. Returns whether it was accepted.
+    /// Starts a refresh at once (a NOTIFY accepted by its signature or an allowed prefix).
+    pub fn wake(&self) {
+        self.notified.notify_one();
+    }
+
+    /// Whether `peer` is one of the primary's addresses; if so, starts a refresh at once.
     pub fn notify(&self, peer: IpAddr) -> bool {
         let from_primary = self
             .primary_ips
@@ -172,30 +176,72 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// Replies to a NOTIFY (RFC 1996 §4.7) for one of `feeds`' zones: NOERROR from the zone's
-/// primary (which starts a refresh), REFUSED from anyone else or for another zone. `None`
-/// when `packet` is not a NOTIFY request.
-pub fn answer_notify(feeds: &[Arc<SecondaryFeed>], packet: &[u8], peer: IpAddr) -> Option<Vec<u8>> {
+/// Who may send a NOTIFY that starts a refresh of a secondary zone: the zone's primary (by the
+/// addresses its name resolves to), anyone signing it with the zone's TSIG key (a primary whose
+/// NOTIFY leaves from a pod address its Service name does not resolve to), and the prefixes of
+/// `--allow-notify`, as NSD's and Knot's `allow-notify` do.
+#[derive(Debug, Default)]
+pub struct NotifyPolicy {
+    /// Each secondary zone, with the key its transfers are signed with.
+    pub zones: Vec<(Arc<SecondaryFeed>, Option<Key>)>,
+    /// Prefixes whose unsigned NOTIFY is accepted for every secondary zone.
+    pub allow: Vec<Cidr>,
+}
+
+/// Replies to a NOTIFY (RFC 1996 §4.7) for one of `policy`'s zones: NOERROR when the sender
+/// may notify it (which starts a refresh; signed with the zone's key when the NOTIFY was),
+/// REFUSED from anyone else or for another zone, NOTAUTH with the TSIG error when a signature
+/// does not verify with the zone's key. `None` when `packet` is not a NOTIFY request.
+pub fn answer_notify(policy: &NotifyPolicy, packet: &[u8], peer: IpAddr) -> Option<Vec<u8>> {
     let msg = message::parse(packet).ok()?;
     if msg.is_response() || msg.opcode() != message::OPCODE_NOTIFY {
         return None;
     }
-    let feed = feeds
+    let zone = policy
+        .zones
         .iter()
-        .find(|f| f.origin.wire() == msg.qname_lower.as_slice());
-    let accepted = feed.is_some_and(|f| f.notify(peer));
-    match feed {
-        Some(f) if accepted => {
-            info!(zone = %f.origin, %peer, "NOTIFY from the primary: refreshing")
+        .find(|(f, _)| f.origin.wire() == msg.qname_lower.as_slice());
+    let now = unix_now();
+    let keys: &[Key] = zone
+        .and_then(|(_, k)| k.as_ref())
+        .map_or(&[], std::slice::from_ref);
+    let accepted = match (zone, tsig::check(&msg, keys, now)) {
+        (None, _) => {
+            warn!(%peer, "NOTIFY for a zone that is not a secondary here: ignored");
+            false
         }
-        Some(f) => {
-            warn!(zone = %f.origin, %peer, "NOTIFY from an address that is not the zone's primary: ignored")
+        (Some((f, _)), Check::Signed(_)) => {
+            info!(zone = %f.origin, %peer, "NOTIFY signed with the zone's key: refreshing");
+            f.wake();
+            true
         }
-        None => warn!(%peer, "NOTIFY for a zone that is not a secondary here: ignored"),
-    }
+        (Some((f, _)), Check::Unsigned) if f.notify(peer) => {
+            info!(zone = %f.origin, %peer, "NOTIFY from the primary: refreshing");
+            true
+        }
+        (Some((f, _)), Check::Unsigned) if policy.allow.iter().any(|c| c.contains(peer)) => {
+            info!(zone = %f.origin, %peer, "NOTIFY from an --allow-notify prefix: refreshing");
+            f.wake();
+            true
+        }
+        (Some((f, _)), Check::Unsigned) => {
+            warn!(zone = %f.origin, %peer, why = "unsigned, and not from an --allow-notify prefix", "NOTIFY from an address that is not the zone's primary: ignored");
+            false
+        }
+        (Some((f, _)), _) => {
+            warn!(zone = %f.origin, %peer, "NOTIFY whose TSIG does not verify with the zone's key: ignored");
+            false
+        }
+    };
     let rcode = if accepted { 0 } else { 5 };
     let flags = 0x8000 | 0x0400 | (msg.flags & 0x7800) | rcode;
-    Some(MessageWriter::new(msg.id, flags, Some((&msg.qname[..], msg.qtype, msg.qclass))).finish())
+    let mut reply =
+        MessageWriter::new(msg.id, flags, Some((&msg.qname[..], msg.qtype, msg.qclass))).finish();
+    // A signed NOTIFY gets a signed reply; a signature that fails, NOTAUTH and its TSIG error.
+    if zone.is_some() {
+        let _ = meshdns_xfr::sign_answer_with(keys, packet, &mut reply, now);
+    }
+    Some(reply)
 }
 
 /// What is kept in the data directory besides the records.

@@ -29,5 +29,7 @@ pub mod serial;
 pub mod tsig;
 
 pub use primary::{Ixfr, Primary};
-pub use respond::{Kind, Outcome, Policy, Reply, respond, respond_collected, sign_answer};
+pub use respond::{
+    Kind, Outcome, Policy, Reply, respond, respond_collected, sign_answer, sign_answer_with,
+};
 pub use tsig::{Key, parse_key_file};

@@ -387,12 +387,22 @@ pub fn sign_answer(
     answer: &mut Vec<u8>,
     now: u64,
 ) -> Option<Result<(), Outcome>> {
+    sign_answer_with(&policy.keys, request, answer, now)
+}
+
+/// [`sign_answer`] with the keys given (a secondary zone's own key, for the reply to a NOTIFY).
+pub fn sign_answer_with(
+    keys: &[Key],
+    request: &[u8],
+    answer: &mut Vec<u8>,
+    now: u64,
+) -> Option<Result<(), Outcome>> {
     // No additional records: no TSIG, and nothing to parse.
     if request.get(10..12).is_none_or(|ar| ar == [0, 0]) || answer.len() < message::HEADER_LEN {
         return None;
     }
     let msg = message::parse(request).ok()?;
-    match tsig::check(&msg, &policy.keys, now) {
+    match tsig::check(&msg, keys, now) {
         Check::Unsigned => None,
         Check::Signed(v) => {
             Signer::reply(&v, now).sign(answer, 0, &[]);

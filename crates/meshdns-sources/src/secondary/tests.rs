@@ -257,3 +257,87 @@ async fn a_valid_error_reply_fails_the_query() {
     );
     assert!(serial.unwrap_err().contains("rcode 5"));
 }
+
+/// A NOTIFY for the zone is accepted unsigned from the primary's address or an `--allow-notify`
+/// prefix, and signed with the zone's key from anywhere (a primary pod whose address the
+/// primary's Service name does not resolve to); its reply is signed in turn. Anything else is
+/// REFUSED, and a signature that does not verify NOTAUTH.
+#[tokio::test]
+async fn notify_is_accepted_from_the_primary_an_allowed_prefix_or_signed_with_the_zone_key() {
+    use super::{NotifyPolicy, SecondaryFeed, answer_notify};
+    use meshdns_xfr::notify;
+    use meshdns_xfr::tsig::ReplyVerifier;
+    use std::net::IpAddr;
+
+    let zone: meshdns_zone::Name = "example.org.".parse().unwrap();
+    let k = key(b"secret");
+    let feed = SecondaryFeed::new(&zone);
+    *feed.primary_ips.lock().unwrap() = vec!["192.0.2.53".parse().unwrap()];
+    let policy = NotifyPolicy {
+        zones: vec![(feed.clone(), Some(k.clone()))],
+        allow: vec!["10.1.0.0/16".parse().unwrap()],
+    };
+    // An SOA's RDATA: two root names and five numbers.
+    let soa = [0u8; 22];
+    let now = unix_now();
+    let rcode = |reply: Option<Vec<u8>>| parse(&reply.unwrap()).unwrap().rcode();
+    let pod: IpAddr = "10.9.8.7".parse().unwrap();
+    let woken = || async {
+        tokio::time::timeout(PATIENT, feed.notified.notified())
+            .await
+            .is_ok()
+    };
+
+    let unsigned = notify::request(1, &zone, &soa, 60, None, now);
+    assert_eq!(
+        rcode(answer_notify(&policy, &unsigned, pod)),
+        5,
+        "unsigned, a stranger"
+    );
+
+    let signed = notify::request(2, &zone, &soa, 60, Some(&k), now);
+    let reply = answer_notify(&policy, &signed, pod).unwrap();
+    assert_eq!(
+        parse(&reply).unwrap().rcode(),
+        0,
+        "signed with the zone's key"
+    );
+    assert!(woken().await, "a refresh starts");
+    let Check::Signed(v) = tsig::check(&parse(&signed).unwrap(), std::slice::from_ref(&k), now)
+    else {
+        panic!("the NOTIFY is signed")
+    };
+    ReplyVerifier::new(&k, v.request_mac)
+        .check(&parse(&reply).unwrap())
+        .expect("the reply is signed with the zone's key");
+
+    let forged = notify::request(3, &zone, &soa, 60, Some(&key(b"guess")), now);
+    assert_eq!(
+        rcode(answer_notify(&policy, &forged, pod)),
+        9,
+        "a bad signature: NOTAUTH"
+    );
+
+    let primary: IpAddr = "192.0.2.53".parse().unwrap();
+    assert_eq!(
+        rcode(answer_notify(&policy, &unsigned, primary)),
+        0,
+        "the primary"
+    );
+    assert!(woken().await);
+    let allowed: IpAddr = "10.1.2.3".parse().unwrap();
+    assert_eq!(
+        rcode(answer_notify(&policy, &unsigned, allowed)),
+        0,
+        "--allow-notify"
+    );
+    assert!(woken().await);
+
+    let other: meshdns_zone::Name = "example.net.".parse().unwrap();
+    let elsewhere = notify::request(4, &other, &soa, 60, Some(&k), now);
+    assert_eq!(
+        rcode(answer_notify(&policy, &elsewhere, pod)),
+        5,
+        "not a zone here"
+    );
+}

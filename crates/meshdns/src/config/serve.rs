@@ -213,6 +213,12 @@ pub struct ServeConfig {
     #[arg(long = "secondary", value_name = "ORIGIN=HOST:PORT[@KEY]", value_parser = values::secondary, help_heading = "Zone transfers")]
     #[serde(default, deserialize_with = "de::list")]
     pub secondaries: Vec<values::SecondaryArg>,
+    /// An address or prefix whose unsigned NOTIFY starts a refresh of every secondary zone,
+    /// besides the primary's own addresses (repeatable); a NOTIFY signed with the zone's key is
+    /// accepted from anywhere [default: none].
+    #[arg(long = "allow-notify", value_name = "PREFIX", value_parser = values::cidr, help_heading = "Zone transfers")]
+    #[serde(default, deserialize_with = "de::list")]
+    pub allow_notify: Vec<meshdns_zone::Cidr>,
     /// Records of differences kept per zone for IXFR; a secondary further behind gets the whole
     /// zone [default: 100000].
     #[arg(long, value_name = "N", value_parser = values::at_least_one, help_heading = "Zone transfers")]
@@ -339,6 +345,7 @@ impl ServeConfig {
                 notify,
                 tsig_keys,
                 secondaries,
+                allow_notify,
                 ixfr_journal_records,
                 rrl_rate,
                 rrl_slip,

@@ -17,7 +17,7 @@ use meshdns_server::{
     DnsMetrics, NotifyHandler, Server, ServerConfig, ServerHandle, SharedCatalog,
 };
 use meshdns_sources::manifests::ManifestFeed;
-use meshdns_sources::secondary::{SecondaryFeed, SecondarySpec};
+use meshdns_sources::secondary::{NotifyPolicy, SecondaryFeed, SecondarySpec};
 use meshdns_sources::{
     BytesFeed, FileKind, FileSources, PkarrStore, Poker, SourceStatus, WatchHandle, spawn_watcher,
 };
@@ -242,10 +242,16 @@ async fn bind_dns(
 ) -> Result<ServerHandle> {
     let p = &plan.server;
     let notify = (!feeds.secondaries.is_empty()).then(|| {
-        let feeds: Vec<Arc<SecondaryFeed>> =
-            feeds.secondaries.iter().map(|(f, _)| f.clone()).collect();
+        let policy = NotifyPolicy {
+            zones: feeds
+                .secondaries
+                .iter()
+                .map(|(f, spec)| (f.clone(), spec.key.clone()))
+                .collect(),
+            allow: plan.allow_notify.clone(),
+        };
         NotifyHandler(Arc::new(move |packet, peer| {
-            meshdns_sources::secondary::answer_notify(&feeds, packet, peer)
+            meshdns_sources::secondary::answer_notify(&policy, packet, peer)
         }))
     });
     let rrl = p.rrl.clone().map(|config| {

@@ -73,6 +73,8 @@ pub struct ServePlan {
     pub kubeconfig: Option<PathBuf>,
     /// Zones served as a secondary.
     pub secondaries: Vec<SecondarySpec>,
+    /// Prefixes whose unsigned NOTIFY starts a refresh of every secondary zone.
+    pub allow_notify: Vec<Cidr>,
     /// Where serials, journals, transferred zones and ACME state are kept, when any is.
     pub data_dir: Option<PathBuf>,
     /// Records of differences kept per zone for IXFR.
@@ -176,6 +178,13 @@ pub fn resolve(settings: &ServeConfig) -> Result<ServePlan, Refused> {
     let keys = problems.take(tsig_keys(settings));
     let transfers = transfers(settings, keys.as_deref(), &mut problems);
     let secondaries = secondaries(settings, keys.as_deref(), &mut problems);
+    if !settings.allow_notify.is_empty() && settings.secondaries.is_empty() {
+        problems.0.push(
+            "--allow-notify (allowNotify) says who may NOTIFY a secondary zone: it needs \
+             --secondary (secondaries)"
+                .into(),
+        );
+    }
     let kubernetes = problems.take(kubernetes(settings)).flatten();
     let data_dir = data_dir(settings);
     let tls = match tls_source.flatten() {
@@ -199,6 +208,7 @@ pub fn resolve(settings: &ServeConfig) -> Result<ServePlan, Refused> {
         kubernetes,
         kubeconfig: settings.kubeconfig.clone(),
         secondaries,
+        allow_notify: settings.allow_notify.clone(),
         data_dir,
         journal_records: settings
             .ixfr_journal_records

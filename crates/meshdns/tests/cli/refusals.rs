@@ -121,6 +121,10 @@ fn every_refusal_of_serve_is_check_s_with_the_same_message_and_status() {
             "--secondary (secondaries) nope.: no such key in --tsig-keys (keys: none)",
         ),
         ("  writeStatus: true\n", "--write-status (writeStatus)"),
+        (
+            "  allowNotify: [10.0.0.0/8]\n",
+            "--allow-notify (allowNotify) says who may NOTIFY a secondary zone",
+        ),
         ("  nope: 1\n", "unknown field `nope`"),
         (
             "  ednsPayload: 100\n",
