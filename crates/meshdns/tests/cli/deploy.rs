@@ -864,3 +864,44 @@ fn the_helm_chart_renders_what_each_overlay_renders() {
         }
     }
 }
+
+/// The chart README's `helm install … --create-namespace` command, rendered with the same
+/// flags: no Namespace object, since Helm makes the namespace and refuses to adopt one the
+/// chart renders.
+#[test]
+fn the_documented_helm_install_leaves_the_namespace_to_helm() {
+    let readme = std::fs::read_to_string(deploy().join("helm/meshdns/README.md")).unwrap();
+    let command: String = readme
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.trim_end_matches('\\').trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let words: Vec<&str> = command.split_whitespace().collect();
+    assert_eq!(words[..2], ["helm", "install"], "{command}");
+    assert!(words.contains(&"--create-namespace"), "{command}");
+    // `helm template` takes install's flags but --create-namespace; paths are the repository's.
+    let root = deploy().join("..");
+    let args: Vec<String> = std::iter::once("template".to_string())
+        .chain(
+            words[2..]
+                .iter()
+                .filter(|w| **w != "--create-namespace")
+                .map(|w| match w.split_once("deploy/") {
+                    Some((before, after)) => {
+                        format!("{before}{}/deploy/{after}", root.display())
+                    }
+                    None => w.to_string(),
+                }),
+        )
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let rendered = yaml_documents(&helm(&args));
+    assert!(!rendered.is_empty());
+    let kinds: Vec<&str> = rendered.iter().filter_map(|o| o["kind"].as_str()).collect();
+    assert!(!kinds.contains(&"Namespace"), "{kinds:?}");
+}
