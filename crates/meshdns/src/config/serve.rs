@@ -281,7 +281,8 @@ pub struct ServeConfig {
     #[serde(default, deserialize_with = "de::at_least_one")]
     pub http_max_connections: Option<usize>,
 
-    /// Log level or filter, e.g. info or meshdns=debug (RUST_LOG wins) [default: info].
+    /// Log level or filter, e.g. info or info,meshdns_sources=debug (RUST_LOG wins)
+    /// [default: info].
     #[arg(
         long,
         value_name = "FILTER",

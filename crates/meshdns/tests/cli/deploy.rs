@@ -905,3 +905,22 @@ fn the_documented_helm_install_leaves_the_namespace_to_helm() {
     let kinds: Vec<&str> = rendered.iter().filter_map(|o| o["kind"].as_str()).collect();
     assert!(!kinds.contains(&"Namespace"), "{kinds:?}");
 }
+
+/// Every alert the monitoring component ships has its row in `docs/operating.md`.
+#[test]
+fn every_shipped_alert_is_explained_in_operating_md() {
+    let rules = std::fs::read_to_string(deploy().join("components/monitoring/prometheusrule.yaml"))
+        .unwrap();
+    let guide = std::fs::read_to_string(deploy().join("../docs/operating.md")).unwrap();
+    let alerts: Vec<&str> = rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert: "))
+        .collect();
+    assert!(alerts.len() >= 10, "{alerts:?}");
+    for alert in alerts {
+        assert!(
+            guide.contains(&format!("| `{alert}` |")),
+            "docs/operating.md has no row for {alert}"
+        );
+    }
+}
