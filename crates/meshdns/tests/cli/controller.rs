@@ -27,6 +27,21 @@ fn iroh_policy() -> Policy {
     )
 }
 
+/// [`iroh_policy`] with `components/iroh-source-clusters`: the kubeconfig Secrets of the
+/// source clusters (`project-a`, as the component ships).
+fn iroh_policy_with_source_clusters() -> Policy {
+    Policy::load(
+        &[
+            "base/iroh-source-role/clusterrole.yaml",
+            "base/iroh-records-role/clusterrole.yaml",
+            "base/controller-iroh/rbac.yaml",
+            "components/iroh-source-clusters/rbac.yaml",
+        ],
+        "meshdns-controller-iroh",
+        "meshdns-system",
+    )
+}
+
 /// The rules deploy/ gives `controller mesh` in its own cluster, installed in the mesh's
 /// namespace.
 fn mesh_policy() -> Policy {
@@ -352,4 +367,72 @@ fn controller_iroh_refuses_a_bad_config() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("iroh.dnsZoneRef.namespace: required"), "{err}");
+}
+
+/// Connectors in another cluster, whose kubeconfig is a Secret of the controller's own
+/// (`sourceClusters[].kubeconfigSecretRef`, as `docs/guide-datum-connectors.md` describes):
+/// with `components/iroh-source-clusters` the controller may read that Secret, and publishes
+/// the remote Connector's records. Each API server enforces the rules deploy/ gives it (the
+/// source cluster: `remote/iroh-source`), and the component's rule is exercised.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_iroh_reads_a_source_cluster_from_its_kubeconfig_secret() {
+    let local = FakeKube::start().await;
+    local.enforce(iroh_policy_with_source_clusters());
+    let source = FakeKube::start().await;
+    source.enforce(Policy::load(
+        &[
+            "base/iroh-source-role/clusterrole.yaml",
+            "remote/iroh-source/rbac.yaml",
+        ],
+        "meshdns-iroh-source",
+        "kube-system",
+    ));
+    for fake in [&local, &source] {
+        fake.insert(json!({"apiVersion": "networking.datumapis.com/v1alpha1", "kind": "ConnectorClass",
+            "metadata": {"name": "datum-connect"}, "spec": {"controllerName": "networking.datumapis.com/datum-connect"}}));
+    }
+    source.insert(json!({"apiVersion": "networking.datumapis.com/v1alpha1", "kind": "Connector",
+        "metadata": {"name": "laptop", "namespace": "default"}, "spec": {"connectorClassName": "datum-connect"},
+        "status": {"connectionDetails": {"type": "PublicKey", "publicKey": {"id": HEX, "homeRelay": "https://relay.example.com"}}}}));
+    let encoded = data_encoding::BASE64.encode(source.kubeconfig("project-a").as_bytes());
+    local.insert(json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "project-a", "namespace": "meshdns-system"},
+        "data": {"kubeconfig": encoded}}));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write(dir.path(), "kubeconfig", &local.kubeconfig("local"));
+    let config = write(
+        dir.path(),
+        "config.yaml",
+        "iroh:\n  dnsZoneRef: {namespace: meshdns-system, name: connectors}\n  includeLocal: false\n  sourceClusters:\n    - {name: project-a, kubeconfigSecretRef: {namespace: meshdns-system, name: project-a, key: kubeconfig}}\n",
+    );
+    let http = format!("127.0.0.1:{}", free_port());
+    let child = spawn(&[
+        "iroh",
+        "--config",
+        &config,
+        "--kubeconfig",
+        &kubeconfig,
+        "--http",
+        &http,
+    ]);
+    let name = format!("iroh-{Z32}");
+    let rs = local
+        .eventually(Duration::from_secs(20), |f| {
+            f.get(
+                "dns.networking.miloapis.com/v1alpha1",
+                "DNSRecordSet",
+                Some("meshdns-system"),
+                &name,
+            )
+        })
+        .await;
+    stop(child).await;
+    let rs = rs.expect("the remote Connector's record set");
+    assert_eq!(
+        rs["spec"]["records"][0]["txt"]["content"],
+        "relay=https://relay.example.com"
+    );
+    rbac::assert_all_exercised(&iroh_policy_with_source_clusters(), |role| {
+        !role.ends_with("-kubeconfigs")
+    });
 }
