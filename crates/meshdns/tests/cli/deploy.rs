@@ -924,3 +924,33 @@ fn every_shipped_alert_is_explained_in_operating_md() {
         );
     }
 }
+
+/// `docs/transfers.md`'s hidden-primary steps finish: every zone the secondaries overlay
+/// asks for is a DNSZone the hidden-primary overlay ships (a secondary is ready only once each
+/// of its zones is transferred).
+#[test]
+fn the_secondaries_ask_only_for_zones_the_hidden_primary_serves() {
+    let primary = kustomize(&deploy().join("overlays/hidden-primary"));
+    let served: Vec<String> = primary
+        .iter()
+        .filter(|o| o["kind"] == "DNSZone")
+        .map(|o| format!("{}.", o["spec"]["domainName"].as_str().unwrap()))
+        .collect();
+    let secondaries = kustomize(&deploy().join("overlays/secondaries"));
+    let config = secondaries
+        .iter()
+        .find_map(|o| o["data"]["config.yaml"].as_str())
+        .unwrap();
+    let config: Value = serde_yaml::from_str(config).unwrap();
+    let asked: Vec<&str> = config["serve"]["secondaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().split('=').next().unwrap())
+        .collect();
+    assert!(!asked.is_empty());
+    for zone in asked {
+        let zone = format!("{}.", zone.trim_end_matches('.'));
+        assert!(served.contains(&zone), "{zone} is not served: {served:?}");
+    }
+}
