@@ -173,3 +173,20 @@ fn a_configuration_serve_accepts_passes_both_checks() {
         );
     }
 }
+
+/// A config file that cannot be read is a refused configuration for all three, alike.
+#[test]
+fn a_missing_config_file_is_refused_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.yaml");
+    let missing = missing.to_str().unwrap();
+    let serve = refused(&["serve", "-c", missing]);
+    assert_eq!(serve.0, Some(2), "{}", serve.1);
+    assert!(serve.1.contains("cannot read config file"), "{}", serve.1);
+    for check in [
+        &["check", "-c", missing][..],
+        &["check", "--config-only", "-c", missing],
+    ] {
+        assert_eq!(refused(check), serve, "{check:?}");
+    }
+}
