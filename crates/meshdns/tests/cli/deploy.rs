@@ -954,3 +954,37 @@ fn the_secondaries_ask_only_for_zones_the_hidden_primary_serves() {
         assert!(served.contains(&zone), "{zone} is not served: {served:?}");
     }
 }
+
+/// The alerts fire when they should and not otherwise: `promtool test rules` (Debian's
+/// `prometheus`) on `components/monitoring/alerts-test.yaml`, against the PrometheusRule's
+/// groups written out as a rules file.
+#[test]
+fn the_alerts_pass_their_promtool_tests() {
+    let monitoring = deploy().join("components/monitoring");
+    let rule: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(monitoring.join("prometheusrule.yaml")).unwrap(),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("rules.yaml"),
+        serde_yaml::to_string(&rule["spec"]).unwrap(),
+    )
+    .unwrap();
+    std::fs::copy(
+        monitoring.join("alerts-test.yaml"),
+        dir.path().join("alerts-test.yaml"),
+    )
+    .unwrap();
+    let out = Command::new("promtool")
+        .args(["test", "rules", "alerts-test.yaml"])
+        .current_dir(dir.path())
+        .output()
+        .expect("promtool must be installed (Debian's prometheus; scripts/test installs it)");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
