@@ -272,17 +272,17 @@ async fn bind_dns(
         ..ServerConfig::default()
     };
     let (catalog, metrics) = (shared.catalog.clone(), shared.metrics.clone());
-    match Server::bind(config.clone(), catalog.clone(), metrics.clone()).await {
-        Ok(server) => Ok(server),
+    let first = Server::bind(config.clone(), catalog.clone(), metrics.clone()).await;
+    match (first, p.ipv4_fallback) {
+        (Ok(server), _) => Ok(server),
         // Any other bind error (a DoT port in use) fails the retry too.
-        Err(e) if p.ipv4_fallback.is_some() => {
-            let v4 = p.ipv4_fallback.expect("checked");
+        (Err(e), Some(v4)) => {
             let all = p.listen.iter().map(ToString::to_string).collect::<Vec<_>>();
             warn!(error = %e, "cannot listen with {}; trying IPv4 only", all.join(","));
             config.listen = vec![v4];
             Ok(Server::bind(config, catalog, metrics).await?)
         }
-        Err(e) => Err(e.into()),
+        (Err(e), None) => Err(e.into()),
     }
 }
 
