@@ -205,26 +205,27 @@ pub fn answer_notify(policy: &NotifyPolicy, packet: &[u8], peer: IpAddr) -> Opti
     let keys: &[Key] = zone
         .and_then(|(_, k)| k.as_ref())
         .map_or(&[], std::slice::from_ref);
-    let accepted = match (zone, tsig::check(&msg, keys, now)) {
+    let check = zone.map(|_| tsig::check(&msg, keys, now));
+    let accepted = match (zone, &check) {
         (None, _) => {
             warn!(%peer, "NOTIFY for a zone that is not a secondary here: ignored");
             false
         }
-        (Some((f, _)), Check::Signed(_)) => {
+        (Some((f, _)), Some(Check::Signed(_))) => {
             info!(zone = %f.origin, %peer, "NOTIFY signed with the zone's key: refreshing");
             f.wake();
             true
         }
-        (Some((f, _)), Check::Unsigned) if f.notify(peer) => {
+        (Some((f, _)), Some(Check::Unsigned)) if f.notify(peer) => {
             info!(zone = %f.origin, %peer, "NOTIFY from the primary: refreshing");
             true
         }
-        (Some((f, _)), Check::Unsigned) if policy.allow.iter().any(|c| c.contains(peer)) => {
+        (Some((f, _)), Some(Check::Unsigned)) if policy.allow.iter().any(|c| c.contains(peer)) => {
             info!(zone = %f.origin, %peer, "NOTIFY from an --allow-notify prefix: refreshing");
             f.wake();
             true
         }
-        (Some((f, _)), Check::Unsigned) => {
+        (Some((f, _)), Some(Check::Unsigned)) => {
             warn!(zone = %f.origin, %peer, why = "unsigned, and not from an --allow-notify prefix", "NOTIFY from an address that is not the zone's primary: ignored");
             false
         }
@@ -237,9 +238,14 @@ pub fn answer_notify(policy: &NotifyPolicy, packet: &[u8], peer: IpAddr) -> Opti
     let flags = 0x8000 | 0x0400 | (msg.flags & 0x7800) | rcode;
     let mut reply =
         MessageWriter::new(msg.id, flags, Some((&msg.qname[..], msg.qtype, msg.qclass))).finish();
-    // A signed NOTIFY gets a signed reply; a signature that fails, NOTAUTH and its TSIG error.
-    if zone.is_some() {
-        let _ = meshdns_xfr::sign_answer_with(keys, packet, &mut reply, now);
+    // A signed NOTIFY gets a reply signed with what its check verified; a signature that
+    // fails, NOTAUTH and its TSIG error (built by the transfers' rule).
+    match check {
+        Some(Check::Signed(v)) => Signer::reply(&v, now).sign(&mut reply, 0, &[]),
+        Some(Check::Unsigned) | None => {}
+        Some(_) => {
+            let _ = meshdns_xfr::sign_answer_with(keys, packet, &mut reply, now);
+        }
     }
     Some(reply)
 }
