@@ -23,8 +23,16 @@ fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
 }
 
+/// The options the guides describe as adding a component to an overlay (beyond monitoring,
+/// which every overlay's comment offers): each is rendered and checked as an install.
+const GUIDE_OPTIONS: &[(&str, &str)] = &[
+    // docs/guide-datum-connectors.md, "Connectors in other clusters".
+    ("datum-connectors", "iroh-source-clusters"),
+];
+
 /// Every kustomization under deploy/ (bases, overlays, components' users, remote installs),
-/// and each overlay again with the monitoring component added, as its comment suggests.
+/// each overlay again with the monitoring component added, as its comment suggests, and each
+/// overlay with the components the guides describe adding (`GUIDE_OPTIONS`).
 fn renderings() -> Vec<(String, Vec<Value>)> {
     let mut dirs = Vec::new();
     for group in ["base", "overlays", "remote", "crds"] {
@@ -41,35 +49,74 @@ fn renderings() -> Vec<(String, Vec<Value>)> {
         .iter()
         .map(|d| (d.display().to_string(), kustomize(d)))
         .collect();
-    let with = tempfile::tempdir().unwrap();
     for overlay in dirs
         .iter()
         .filter(|d| d.starts_with(deploy().join("overlays")))
     {
-        // kustomize takes relative paths only.
-        let here = with.path().canonicalize().unwrap();
-        let up = "../".repeat(here.components().count() - 1);
-        let relative = |p: &Path| {
-            let p = p.canonicalize().unwrap();
-            format!("{up}{}", p.strip_prefix("/").unwrap().display())
-        };
-        // As if uncommented in the overlay: the component's objects take its namespace.
-        let namespace = kustomize(overlay)
-            .iter()
-            .find_map(|o| o["metadata"]["namespace"].as_str().map(str::to_string))
-            .unwrap();
-        let k = format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {namespace}\nresources: [{}]\ncomponents: [{}]\n",
-            relative(overlay),
-            relative(&deploy().join("components/monitoring")),
+        let name = overlay.file_name().unwrap().to_str().unwrap();
+        let mut components = vec!["monitoring"];
+        components.extend(
+            GUIDE_OPTIONS
+                .iter()
+                .filter(|(o, _)| *o == name)
+                .map(|(_, c)| *c),
         );
-        std::fs::write(with.path().join("kustomization.yaml"), k).unwrap();
-        out.push((
-            format!("{} + components/monitoring", overlay.display()),
-            kustomize(with.path()),
-        ));
+        for component in components {
+            out.push((
+                format!("{} + components/{component}", overlay.display()),
+                with_component(overlay, component),
+            ));
+        }
     }
     out
+}
+
+/// `overlay` with `component` added, as a user adds it to the overlay's `components:`: the
+/// component's objects take the overlay's namespace.
+fn with_component(overlay: &Path, component: &str) -> Vec<Value> {
+    let with = tempfile::tempdir().unwrap();
+    // kustomize takes relative paths only.
+    let here = with.path().canonicalize().unwrap();
+    let up = "../".repeat(here.components().count() - 1);
+    let relative = |p: &Path| {
+        let p = p.canonicalize().unwrap();
+        format!("{up}{}", p.strip_prefix("/").unwrap().display())
+    };
+    let namespace = kustomize(overlay)
+        .iter()
+        .find_map(|o| o["metadata"]["namespace"].as_str().map(str::to_string))
+        .unwrap();
+    let k = format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {namespace}\nresources: [{}]\ncomponents: [{}]\n",
+        relative(overlay),
+        relative(&deploy().join("components").join(component)),
+    );
+    std::fs::write(with.path().join("kustomization.yaml"), k).unwrap();
+    kustomize(with.path())
+}
+
+/// A component no kustomization uses and no guide option adds would never be rendered.
+#[test]
+fn every_component_is_rendered_in_some_install() {
+    let mut unused = Vec::new();
+    for entry in std::fs::read_dir(deploy().join("components")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let used = std::process::Command::new("grep")
+            .args([
+                "-rlq",
+                "--include=kustomization.yaml",
+                &format!("components/{name}"),
+            ])
+            .arg(deploy().join("overlays"))
+            .arg(deploy().join("components"))
+            .status()
+            .unwrap()
+            .success();
+        if !used && !GUIDE_OPTIONS.iter().any(|(_, c)| *c == name) {
+            unused.push(name);
+        }
+    }
+    assert!(unused.is_empty(), "components never rendered: {unused:?}");
 }
 
 fn kustomize(dir: &Path) -> Vec<Value> {
@@ -87,7 +134,7 @@ fn kustomize(dir: &Path) -> Vec<Value> {
     yaml_documents(&String::from_utf8(out.stdout).unwrap())
 }
 
-fn yaml_documents(text: &str) -> Vec<Value> {
+pub(crate) fn yaml_documents(text: &str) -> Vec<Value> {
     serde_yaml::Deserializer::from_str(text)
         .map(|d| serde::Deserialize::deserialize(d).unwrap())
         .filter(|v: &Value| !v.is_null())
@@ -153,7 +200,7 @@ fn diff(a: &Value, b: &Value, path: &str) -> String {
 }
 
 /// The CRDs the binary prints, by `group/Kind`.
-fn crd_schemas() -> Vec<(String, Value)> {
+pub(crate) fn crd_schemas() -> Vec<(String, Value)> {
     yaml_documents(&stdout_of(&["crds"]))
         .into_iter()
         .map(|crd| {
@@ -171,7 +218,7 @@ fn crd_schemas() -> Vec<(String, Value)> {
 /// Checks `v` against a structural OpenAPI v3 schema as the API server prunes and validates:
 /// types, required fields, unknown fields (an error, where the server would drop them),
 /// enums, numeric bounds, lengths and list items. Returns what is wrong, one per line.
-fn schema_errors(v: &Value, s: &Value, path: &str) -> Vec<String> {
+pub(crate) fn schema_errors(v: &Value, s: &Value, path: &str) -> Vec<String> {
     let mut errors = Vec::new();
     let kind_ok = match s["type"].as_str() {
         Some("object") => v.is_object(),

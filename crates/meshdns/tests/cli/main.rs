@@ -13,6 +13,7 @@ mod configmap;
 mod controller;
 mod deploy;
 mod dig;
+mod docs;
 mod doh;
 mod doh_iroh;
 mod dropin;
