@@ -369,7 +369,9 @@ fn tsig_error(
 ) -> Vec<u8> {
     let mut m = header_only(request, rcode::NOTAUTH);
     match signer {
-        Some(v) => Signer::reply(&v, now).sign(&mut m, e, &now.to_be_bytes()[2..]),
+        // RFC 8945 §5.2.3: Time Signed is the request's, so that the client can check the
+        // reply against its own clock; the server's time goes in Other Data.
+        Some(v) => Signer::reply(&v, tsig.time_signed).sign(&mut m, e, &now.to_be_bytes()[2..]),
         None => tsig::append_unsigned(&mut m, tsig, now, e),
     }
     m

@@ -534,30 +534,69 @@ impl ReplyVerifier {
         if tsig.key_name != self.key.name.wire() {
             return Err("signed with another key".into());
         }
-        let mut data = Vec::with_capacity(msg.bytes.len() + self.pending.len() + 128);
-        data.extend_from_slice(&(self.prior_mac.len() as u16).to_be_bytes());
-        data.extend_from_slice(&self.prior_mac);
-        data.append(&mut self.pending);
-        data.extend_from_slice(&unsigned_part(msg.bytes, start, tsig.original_id));
-        if self.first {
-            data.extend_from_slice(&variables(
-                &self.key,
-                tsig.time_signed,
-                tsig.fudge,
-                tsig.error,
-                &tsig.other,
-            ));
-        } else {
-            data.extend_from_slice(&tsig.time_signed.to_be_bytes()[2..]);
-            data.extend_from_slice(&tsig.fudge.to_be_bytes());
-        }
-        hmac::verify(&self.key.key, &data, &tsig.mac)
-            .map_err(|_| "the reply's signature does not verify (BADSIG)".to_string())?;
+        let pending = std::mem::take(&mut self.pending);
+        verify_mac(
+            &self.key,
+            &self.prior_mac,
+            &pending,
+            msg,
+            start,
+            &tsig,
+            self.first,
+        )?;
         self.prior_mac = tsig.mac;
         self.first = false;
         self.unsigned = 0;
         Ok(())
     }
+}
+
+/// Checks the MAC of `tsig`, the TSIG of `msg` starting at `start`, that follows `prior_mac`
+/// and the unsigned messages `pending` (RFC 8945 §5.3.1): with every variable for the first
+/// message of a reply, only the timers for later ones.
+fn verify_mac(
+    key: &Key,
+    prior_mac: &[u8],
+    pending: &[u8],
+    msg: &Message<'_>,
+    start: usize,
+    tsig: &Tsig,
+    first: bool,
+) -> Result<(), String> {
+    let mut data = Vec::with_capacity(msg.bytes.len() + pending.len() + 128);
+    data.extend_from_slice(&(prior_mac.len() as u16).to_be_bytes());
+    data.extend_from_slice(prior_mac);
+    data.extend_from_slice(pending);
+    data.extend_from_slice(&unsigned_part(msg.bytes, start, tsig.original_id));
+    if first {
+        data.extend_from_slice(&variables(
+            key,
+            tsig.time_signed,
+            tsig.fudge,
+            tsig.error,
+            &tsig.other,
+        ));
+    } else {
+        data.extend_from_slice(&tsig.time_signed.to_be_bytes()[2..]);
+        data.extend_from_slice(&tsig.fudge.to_be_bytes());
+    }
+    hmac::verify(&key.key, &data, &tsig.mac)
+        .map_err(|_| "the reply's signature does not verify (BADSIG)".to_string())
+}
+
+/// Verifies a signed TSIG error reply (BADTIME, RFC 8945 §5.2.3) to a request whose MAC was
+/// `request_mac`, and returns its TSIG: Time Signed is the request's, the server's time is in
+/// Other Data.
+pub fn verify_error_reply(
+    key: &Key,
+    request_mac: &[u8],
+    msg: &Message<'_>,
+) -> Result<Tsig, String> {
+    let Some(Ok((tsig, start))) = Tsig::read(msg) else {
+        return Err("no readable TSIG".into());
+    };
+    verify_mac(key, request_mac, &[], msg, start, &tsig, true)?;
+    Ok(tsig)
 }
 
 impl Signer {

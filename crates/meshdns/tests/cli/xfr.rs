@@ -355,12 +355,29 @@ fn tsig_signed_transfers_accepted_and_each_failure_answered() {
     )
     .finish();
     meshdns_xfr::tsig::Signer::request(&key, now - 1200).sign(&mut q, 0, &[]);
+    let request_mac = {
+        let parsed = meshdns_xfr::message::parse(&q).unwrap();
+        meshdns_xfr::tsig::Tsig::read(&parsed)
+            .unwrap()
+            .unwrap()
+            .0
+            .mac
+    };
     let reply = tcp_exchange(m.dns, &q);
     let parsed = meshdns_xfr::message::parse(&reply).unwrap();
     assert_eq!(parsed.rcode(), 9, "NOTAUTH");
     let (tsig, _) = meshdns_xfr::tsig::Tsig::read(&parsed).unwrap().unwrap();
     assert_eq!(tsig.error, meshdns_xfr::tsig::error::BADTIME);
     assert!(!tsig.mac.is_empty(), "BADTIME replies are signed");
+    // Time Signed is the client's (so the client can verify the reply with its own clock),
+    // the server's time is in Other Data, and the MAC covers both.
+    assert_eq!(
+        tsig.time_signed,
+        now - 1200,
+        "Time Signed echoes the request's"
+    );
+    meshdns_xfr::tsig::verify_error_reply(&key, &request_mac, &parsed)
+        .expect("the BADTIME reply verifies with the key");
     let server_time = u64::from_be_bytes([
         0,
         0,
