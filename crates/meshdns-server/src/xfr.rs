@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use meshdns_xfr::throttle::PEER_WARNINGS;
 use meshdns_xfr::tsig::Key;
 use meshdns_xfr::{Kind, Outcome, Policy, Primary, Reply};
 use meshdns_zone::Name;
@@ -101,7 +102,9 @@ impl Transfers {
             }
             other => {
                 m.refused[refusal(other)].fetch_add(1, Relaxed);
-                info!(%peer, outcome = ?other, "zone transfer refused");
+                if let Some(suppressed) = PEER_WARNINGS.admit("transfer refused") {
+                    info!(%peer, outcome = ?other, suppressed, "zone transfer refused");
+                }
             }
         }
         Some(reply)
@@ -119,7 +122,9 @@ impl Transfers {
             Ok(()) => {}
             Err(outcome) => {
                 self.metrics.refused[refusal(outcome)].fetch_add(1, Relaxed);
-                info!(%peer, ?outcome, "signed query refused");
+                if let Some(suppressed) = PEER_WARNINGS.admit("signed query refused") {
+                    info!(%peer, ?outcome, suppressed, "signed query refused");
+                }
             }
         }
         Some(out)

@@ -16,6 +16,7 @@
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -24,6 +25,7 @@ use meshdns_xfr::journal::Delta;
 use meshdns_xfr::message::{self, CLASS_IN, MessageWriter};
 use meshdns_xfr::secondary::{Received, ReplyReader, SoaReply, apply, check_soa_reply, soa_serial};
 use meshdns_xfr::serial::serial_gt;
+use meshdns_xfr::throttle::PEER_WARNINGS;
 use meshdns_xfr::tsig::{self, Check, Key, ReplyVerifier, Signer};
 use meshdns_zone::{Cidr, Name, RType};
 use serde::{Deserialize, Serialize};
@@ -186,6 +188,33 @@ pub struct NotifyPolicy {
     pub zones: Vec<(Arc<SecondaryFeed>, Option<Key>)>,
     /// Prefixes whose unsigned NOTIFY is accepted for every secondary zone.
     pub allow: Vec<Cidr>,
+    /// Every NOTIFY answered, by outcome (exact; the log lines about them are throttled).
+    pub counts: Arc<NotifyCounts>,
+}
+
+/// NOTIFY requests answered, by outcome: the `meshdns_notify_received_total` counter.
+#[derive(Debug, Default)]
+pub struct NotifyCounts {
+    counts: [AtomicU64; NOTIFY_OUTCOMES.len()],
+}
+
+/// The outcomes of a NOTIFY, as the counter's `outcome` label.
+pub const NOTIFY_OUTCOMES: [&str; 4] = ["accepted", "unknown_zone", "not_allowed", "bad_tsig"];
+
+impl NotifyCounts {
+    fn add(&self, outcome: &'static str) {
+        if let Some(i) = NOTIFY_OUTCOMES.iter().position(|o| *o == outcome) {
+            self.counts[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Each outcome with its count.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        NOTIFY_OUTCOMES
+            .iter()
+            .zip(&self.counts)
+            .map(|(o, c)| (*o, c.load(Ordering::Relaxed)))
+    }
 }
 
 /// Replies to a NOTIFY (RFC 1996 §4.7) for one of `policy`'s zones: NOERROR when the sender
@@ -206,34 +235,50 @@ pub fn answer_notify(policy: &NotifyPolicy, packet: &[u8], peer: IpAddr) -> Opti
         .and_then(|(_, k)| k.as_ref())
         .map_or(&[], std::slice::from_ref);
     let check = zone.map(|_| tsig::check(&msg, keys, now));
-    let accepted = match (zone, &check) {
+    // A peer can send these at will: every one is counted, the log lines are throttled.
+    let log = |cause: &'static str| PEER_WARNINGS.admit(cause);
+    let outcome = match (zone, &check) {
         (None, _) => {
-            warn!(%peer, "NOTIFY for a zone that is not a secondary here: ignored");
-            false
+            if let Some(suppressed) = log("notify unknown zone") {
+                warn!(%peer, suppressed, "NOTIFY for a zone that is not a secondary here: ignored");
+            }
+            "unknown_zone"
         }
         (Some((f, _)), Some(Check::Signed(_))) => {
-            info!(zone = %f.origin, %peer, "NOTIFY signed with the zone's key: refreshing");
+            if let Some(suppressed) = log("notify signed") {
+                info!(zone = %f.origin, %peer, suppressed, "NOTIFY signed with the zone's key: refreshing");
+            }
             f.wake();
-            true
+            "accepted"
         }
         (Some((f, _)), Some(Check::Unsigned)) if f.notify(peer) => {
-            info!(zone = %f.origin, %peer, "NOTIFY from the primary: refreshing");
-            true
+            if let Some(suppressed) = log("notify from primary") {
+                info!(zone = %f.origin, %peer, suppressed, "NOTIFY from the primary: refreshing");
+            }
+            "accepted"
         }
         (Some((f, _)), Some(Check::Unsigned)) if policy.allow.iter().any(|c| c.contains(peer)) => {
-            info!(zone = %f.origin, %peer, "NOTIFY from an --allow-notify prefix: refreshing");
+            if let Some(suppressed) = log("notify from allowed prefix") {
+                info!(zone = %f.origin, %peer, suppressed, "NOTIFY from an --allow-notify prefix: refreshing");
+            }
             f.wake();
-            true
+            "accepted"
         }
         (Some((f, _)), Some(Check::Unsigned)) => {
-            warn!(zone = %f.origin, %peer, why = "unsigned, and not from an --allow-notify prefix", "NOTIFY from an address that is not the zone's primary: ignored");
-            false
+            if let Some(suppressed) = log("notify not allowed") {
+                warn!(zone = %f.origin, %peer, suppressed, why = "unsigned, and not from an --allow-notify prefix", "NOTIFY from an address that is not the zone's primary: ignored");
+            }
+            "not_allowed"
         }
         (Some((f, _)), _) => {
-            warn!(zone = %f.origin, %peer, "NOTIFY whose TSIG does not verify with the zone's key: ignored");
-            false
+            if let Some(suppressed) = log("notify bad tsig") {
+                warn!(zone = %f.origin, %peer, suppressed, "NOTIFY whose TSIG does not verify with the zone's key: ignored");
+            }
+            "bad_tsig"
         }
     };
+    policy.counts.add(outcome);
+    let accepted = outcome == "accepted";
     let rcode = if accepted { 0 } else { 5 };
     let flags = 0x8000 | 0x0400 | (msg.flags & 0x7800) | rcode;
     let mut reply =

@@ -14,7 +14,8 @@
 //!   queries;
 //! - [`notify`]: the NOTIFY message (RFC 1996) and its acknowledgement;
 //! - [`secondary`]: checking the reply to a secondary's SOA query, reading transfer replies,
-//!   applying differences.
+//!   applying differences;
+//! - [`throttle`]: warnings about peers' requests, one line per cause per interval.
 //!
 //! No sockets here: the server crate sends and receives.
 
@@ -26,6 +27,7 @@ pub mod primary;
 pub mod respond;
 pub mod secondary;
 pub mod serial;
+pub mod throttle;
 pub mod tsig;
 
 pub use primary::{Ixfr, Primary};

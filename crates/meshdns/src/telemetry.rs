@@ -23,6 +23,8 @@ pub struct Sources<'a> {
     pub transfers: Option<&'a meshdns_server::xfr::Transfers>,
     /// Secondary zones.
     pub secondaries: &'a [std::sync::Arc<meshdns_sources::secondary::SecondaryFeed>],
+    /// NOTIFY requests answered, by outcome (with secondary zones).
+    pub notify: &'a meshdns_sources::secondary::NotifyCounts,
     /// The TLS listeners' certificates, when on.
     pub tls: Option<&'a meshdns_server::tls::Certificates>,
 }
@@ -40,6 +42,18 @@ pub fn render(m: &Sources<'_>) -> String {
     }
     if !m.secondaries.is_empty() {
         secondaries(&mut out, m.secondaries);
+        header(
+            &mut out,
+            "meshdns_notify_received_total",
+            "NOTIFY requests answered, by outcome (accepted, unknown_zone, not_allowed, bad_tsig).",
+            "counter",
+        );
+        for (outcome, n) in m.notify.iter() {
+            let _ = writeln!(
+                out,
+                "meshdns_notify_received_total{{outcome=\"{outcome}\"}} {n}"
+            );
+        }
     }
     zone_records(&mut out, m.catalog);
     sources(&mut out, m.status);

@@ -276,6 +276,7 @@ async fn notify_is_accepted_from_the_primary_an_allowed_prefix_or_signed_with_th
     let policy = NotifyPolicy {
         zones: vec![(feed.clone(), Some(k.clone()))],
         allow: vec!["10.1.0.0/16".parse().unwrap()],
+        counts: Default::default(),
     };
     // An SOA's RDATA: two root names and five numbers.
     let soa = [0u8; 22];

@@ -17,7 +17,7 @@ use meshdns_server::{
     DnsMetrics, NotifyHandler, Server, ServerConfig, ServerHandle, SharedCatalog,
 };
 use meshdns_sources::manifests::ManifestFeed;
-use meshdns_sources::secondary::{NotifyPolicy, SecondaryFeed, SecondarySpec};
+use meshdns_sources::secondary::{NotifyCounts, NotifyPolicy, SecondaryFeed, SecondarySpec};
 use meshdns_sources::{
     BytesFeed, FileKind, FileSources, PkarrStore, Poker, SourceStatus, WatchHandle, spawn_watcher,
 };
@@ -45,6 +45,8 @@ struct Shared {
 /// The inputs fed from outside the watcher thread.
 struct Feeds {
     secondaries: Vec<(Arc<SecondaryFeed>, SecondarySpec)>,
+    /// NOTIFY requests answered for the secondary zones, by outcome.
+    notify: Arc<NotifyCounts>,
     configmaps: Vec<(meshdns_kube::serve::configmap::ConfigMapKey, Arc<BytesFeed>)>,
     /// The cluster's objects (`--kubernetes`), with what is signalled when they are served.
     kubernetes: Option<(Arc<ManifestFeed>, Arc<Notify>)>,
@@ -91,6 +93,7 @@ pub async fn run(mut plan: ServePlan) -> Result<()> {
     };
     let secondary_feeds: Vec<Arc<SecondaryFeed>> =
         feeds.secondaries.iter().map(|(f, _)| f.clone()).collect();
+    let notify_counts = feeds.notify.clone();
     spawn_secondaries(feeds.secondaries, &plan, &watcher, &tasks);
     if let (Some(t), Some(transfers)) = (&plan.transfers, &transfers) {
         spawn_notify(&t.notify, transfers, &tasks);
@@ -103,7 +106,7 @@ pub async fn run(mut plan: ServePlan) -> Result<()> {
         &plan.http,
         &shared,
         transfers,
-        secondary_feeds,
+        (secondary_feeds, notify_counts),
         &certs,
         &http01,
         &plan,
@@ -183,6 +186,7 @@ fn feeds(plan: &ServePlan) -> Feeds {
     });
     Feeds {
         secondaries,
+        notify: Arc::default(),
         configmaps,
         kubernetes,
     }
@@ -249,6 +253,7 @@ async fn bind_dns(
                 .map(|(f, spec)| (f.clone(), spec.key.clone()))
                 .collect(),
             allow: plan.allow_notify.clone(),
+            counts: feeds.notify.clone(),
         };
         NotifyHandler(Arc::new(move |packet, peer| {
             meshdns_sources::secondary::answer_notify(&policy, packet, peer)
@@ -392,7 +397,7 @@ fn http_state(
     http: &HttpPlan,
     shared: &Shared,
     transfers: Option<Arc<Transfers>>,
-    secondaries: Vec<Arc<SecondaryFeed>>,
+    (secondaries, notify): (Vec<Arc<SecondaryFeed>>, Arc<NotifyCounts>),
     certs: &Option<Arc<Certificates>>,
     http01: &Arc<meshdns_server::acme::Http01Tokens>,
     plan: &ServePlan,
@@ -413,6 +418,7 @@ fn http_state(
                 pkarr: pkarr.as_deref(),
                 transfers: transfers.as_deref(),
                 secondaries: &secondaries,
+                notify: &notify,
                 tls: certs.as_deref(),
             })
         }) as meshdns_server::http::MetricsFn

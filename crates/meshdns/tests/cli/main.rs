@@ -17,6 +17,7 @@ mod docs;
 mod doh;
 mod doh_iroh;
 mod dropin;
+mod hostile;
 mod kubernetes;
 mod malformed;
 mod manifests;
