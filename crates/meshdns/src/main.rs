@@ -116,7 +116,11 @@ fn serve(settings: &config::ServeConfig, plan: ServePlan) -> Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve::run(plan))
+    let result = runtime.block_on(serve::run(plan));
+    // `run` has waited out --shutdown-grace: what is still running (a blocking read, a
+    // connection that never drained) is not waited for again.
+    runtime.shutdown_background();
+    result
 }
 
 /// Waits for SIGTERM or SIGINT.

@@ -19,6 +19,8 @@ pub const TAILSCALE_ZONE: &str = "ts.net.";
 pub const EDNS_PAYLOAD: u16 = 1232;
 /// Idle TCP connections are closed after this long.
 pub const TCP_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// `--shutdown-grace`: well inside Kubernetes' 30 s before SIGKILL.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Concurrent TCP connections.
 pub const TCP_MAX_CONNECTIONS: usize = 1024;
 /// HTTP connections with no request in progress are closed after this long.

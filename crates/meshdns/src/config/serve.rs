@@ -280,6 +280,12 @@ pub struct ServeConfig {
     #[arg(long, value_name = "N", value_parser = values::at_least_one, help_heading = "Tuning")]
     #[serde(default, deserialize_with = "de::at_least_one")]
     pub http_max_connections: Option<usize>,
+    /// On SIGTERM, how long connections in progress (a transfer, a client still reading) may
+    /// take to finish before everything left is closed [default: 5s; Kubernetes waits 30s
+    /// before SIGKILL].
+    #[arg(long, value_name = "DURATION", value_parser = values::duration, help_heading = "Tuning")]
+    #[serde(default, deserialize_with = "de::duration")]
+    pub shutdown_grace: Option<Duration>,
 
     /// Log level or filter, e.g. info or info,meshdns_sources=debug (RUST_LOG wins)
     /// [default: info].
@@ -360,6 +366,7 @@ impl ServeConfig {
                 tcp_max_connections,
                 http_idle_timeout,
                 http_max_connections,
+                shutdown_grace,
                 log_level,
                 log_format,
             }

@@ -120,16 +120,28 @@ pub async fn run(mut plan: ServePlan) -> Result<()> {
     log_ready(&server, http_addr, https_addr);
 
     wait_for_signal().await;
-    info!("shutting down");
+    let grace = plan.shutdown_grace;
+    info!(grace_ms = grace.as_millis() as u64, "shutting down");
     server.shutdown();
     tasks.shutdown.cancel();
-    server.join().await;
-    tasks.tracker.close();
-    tasks.tracker.wait().await;
-    tokio::task::spawn_blocking(move || watcher.stop())
-        .await
-        .ok();
-    info!("stopped");
+    // Connections in progress and tasks get `grace` to finish; whatever is left (a client that
+    // never reads its reply, a watcher thread stuck in a read) is dropped with the process.
+    let stopped = tokio::time::timeout(grace, async move {
+        server.join().await;
+        tasks.tracker.close();
+        tasks.tracker.wait().await;
+        tokio::task::spawn_blocking(move || watcher.stop())
+            .await
+            .ok();
+    })
+    .await;
+    match stopped {
+        Ok(()) => info!("stopped"),
+        Err(_) => warn!(
+            grace_ms = grace.as_millis() as u64,
+            "stopped with work still in progress after --shutdown-grace; it is dropped"
+        ),
+    }
     Ok(())
 }
 

@@ -91,6 +91,8 @@ pub struct ServePlan {
     pub http: HttpPlan,
     /// Worker threads of the async runtime.
     pub workers: usize,
+    /// How long shutdown waits for connections in progress before closing them.
+    pub shutdown_grace: Duration,
     /// Settings that start but deserve a word in the log.
     pub warnings: Vec<String>,
 }
@@ -219,6 +221,7 @@ pub fn resolve(settings: &ServeConfig) -> Result<ServePlan, Refused> {
         tls,
         http: http(settings),
         workers: settings.workers.unwrap_or_else(defaults::cores),
+        shutdown_grace: settings.shutdown_grace.unwrap_or(defaults::SHUTDOWN_GRACE),
         warnings,
     })
 }
