@@ -222,8 +222,9 @@ pub async fn serve_http(
 
 /// Binds `addr` and serves `router` over TLS until `shutdown`; returns the bound address.
 ///
-/// Handshakes run in their own tasks (bounded by the idle timeout and by [`MAX_HANDSHAKES`]
-/// at once), so a slow or silent client holds up nobody; completed connections are served as
+/// Handshakes run in their own tasks (each bounded by [`crate::tls::HANDSHAKE_TIMEOUT`], at
+/// most [`MAX_HANDSHAKES`] at once, the oldest shed for a new one), so a slow or silent client
+/// holds up nobody; completed connections are served as
 /// on plain HTTP, HTTP/1.1 or HTTP/2 as ALPN chose. A handshake that negotiated `acme-tls/1`
 /// is an ACME validation: it ends after the handshake.
 pub async fn serve_https(
@@ -244,7 +245,7 @@ pub async fn serve_https(
         listener,
         acceptor,
         certs,
-        limits.idle_timeout,
+        (limits.idle_timeout, metrics.clone()),
         tx,
         shutdown.clone(),
     ));
@@ -419,30 +420,32 @@ fn declared_length(headers: &HeaderMap) -> Option<u64> {
         .ok()
 }
 
-/// At most this many TLS handshakes in progress on the HTTPS listener; more wait in the
-/// kernel's accept queue.
+/// At most this many TLS handshakes in progress on the HTTPS listener. At the cap the oldest
+/// is abandoned for the new one (as DoT sheds its longest idle connection, through the same
+/// [`crate::conns::Registry`]): handshakes are never busy, so a new connection always gets in,
+/// and silent clients cannot keep a fresh one out.
 pub const MAX_HANDSHAKES: usize = 256;
 
 type TlsStream = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
 
+/// Accepts HTTPS connections and runs their handshakes ([`crate::tls::handshake`]) in tasks of
+/// their own, each bounded by the handshake timeout and shed at [`MAX_HANDSHAKES`]; completed
+/// ones go to [`serve_connections`].
 async fn handshakes(
     listener: tokio::net::TcpListener,
     acceptor: tokio_rustls::TlsAcceptor,
     certs: Arc<Certificates>,
-    timeout: Duration,
+    (idle, metrics): (Duration, Arc<DnsMetrics>),
     ready: tokio::sync::mpsc::Sender<(TlsStream, SocketAddr)>,
     shutdown: CancellationToken,
 ) {
-    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
+    let pending = crate::conns::Registry::new();
     loop {
-        let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
-            () = shutdown.cancelled() => return,
-        };
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(x) => x,
                 Err(e) => {
+                    // Usually out of file descriptors: back off instead of spinning.
                     warn!(error = %e, "HTTPS accept failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
@@ -450,27 +453,33 @@ async fn handshakes(
             },
             () = shutdown.cancelled() => return,
         };
+        let shed = || metrics.http_closed(HttpListener::Https, HttpClose::Shed);
+        if !pending.admit(MAX_HANDSHAKES, &shutdown, shed).await {
+            return;
+        }
+        let handshake = pending.open(&shutdown);
         let _ = stream.set_nodelay(true);
         let (acceptor, certs, ready) = (acceptor.clone(), certs.clone(), ready.clone());
         tokio::spawn(async move {
-            let done = tokio::time::timeout(timeout, acceptor.accept(stream)).await;
-            drop(permit);
+            let done = crate::tls::handshake(
+                &acceptor,
+                stream,
+                idle,
+                &handshake.close,
+                Listener::Https,
+                &certs.metrics,
+            )
+            .await;
+            drop(handshake);
             match done {
-                Ok(Ok(tls)) => {
-                    certs.metrics.handshake(Listener::Https, true);
+                Ok(Some(tls)) => {
                     if tls.get_ref().1.alpn_protocol() == Some(ACME_TLS_ALPN) {
                         return; // a TLS-ALPN-01 validation: the handshake was the answer
                     }
                     let _ = ready.send((tls, peer)).await;
                 }
-                Ok(Err(e)) => {
-                    certs.metrics.handshake(Listener::Https, false);
-                    debug!(%peer, error = %e, "HTTPS handshake failed");
-                }
-                Err(_) => {
-                    certs.metrics.handshake(Listener::Https, false);
-                    debug!(%peer, "HTTPS handshake timed out");
-                }
+                Ok(None) => debug!(%peer, "HTTPS handshake abandoned (shed or shutting down)"),
+                Err(e) => debug!(%peer, error = %e, "HTTPS handshake failed"),
             }
         });
     }

@@ -16,6 +16,7 @@ mod dig;
 mod doh;
 mod doh_iroh;
 mod dropin;
+mod hostile_http;
 mod kubernetes;
 mod malformed;
 mod manifests;
