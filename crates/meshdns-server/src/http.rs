@@ -18,6 +18,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use axum::Router;
@@ -34,7 +38,7 @@ use crate::tls::{ACME_TLS_ALPN, Certificates, Listener};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, warn};
+use tracing::{debug, error, warn};
 
 /// Produces the Prometheus text for `/metrics`.
 pub type MetricsFn = Arc<dyn Fn() -> String + Send + Sync>;
@@ -315,7 +319,15 @@ async fn serve_connections<Io>(
         let (router, metrics) = (router.clone(), metrics.clone());
         tasks.spawn(async move {
             metrics.http_opened(listener);
-            let idle = serve_connection(io, peer, router, &conn, limits.idle_timeout).await;
+            let idle = serve_connection(
+                io,
+                peer,
+                router,
+                &conn,
+                limits.idle_timeout,
+                metrics.clone(),
+            )
+            .await;
             if idle {
                 metrics.http_closed(listener, HttpClose::Idle);
             }
@@ -330,12 +342,16 @@ async fn serve_connections<Io>(
 /// has had no request in progress for `idle`; returns whether it was closed for being idle.
 /// Memory per connection is bounded: HTTP/1.1 buffers at most 64 KiB, HTTP/2 takes at most 64
 /// streams at once with 16 KiB of headers each, and bodies are limited by the router.
+///
+/// A handler that panics (a bug) is answered 500, logged and counted in `metrics`
+/// (`meshdns_http_panics_total`): no request ever ends in a connection closed without a word.
 async fn serve_connection<Io>(
     io: Io,
     peer: SocketAddr,
     router: Router,
     conn: &Arc<crate::conns::Conn>,
     idle: Duration,
+    metrics: Arc<DnsMetrics>,
 ) -> bool
 where
     Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -346,6 +362,7 @@ where
         let conn = conn.clone();
         hyper::service::service_fn(move |req: axum::http::Request<hyper::body::Incoming>| {
             let (router, busy) = (router.clone(), conn.request());
+            let metrics = metrics.clone();
             async move {
                 if declared_length(req.headers()).is_some_and(|n| n > MAX_BODY as u64) {
                     let refused = (
@@ -355,12 +372,24 @@ where
                     );
                     return Ok(refused.into_response());
                 }
+                let (method, path) = (req.method().clone(), req.uri().path().to_owned());
                 let mut req = req.map(axum::body::Body::new);
                 req.extensions_mut()
                     .insert(axum::extract::ConnectInfo(peer));
-                let response = match tokio::time::timeout(idle, router.oneshot(req)).await {
-                    Ok(Ok(response)) => response,
-                    Ok(Err(never)) => match never {},
+                let handled = CatchPanic(Box::pin(router.oneshot(req)));
+                let response = match tokio::time::timeout(idle, handled).await {
+                    Ok(Ok(Ok(response))) => response,
+                    Ok(Ok(Err(never))) => match never {},
+                    Ok(Err(panic)) => {
+                        metrics.http_panic();
+                        error!(%peer, %method, path = %path.escape_debug(), panic = %panic, "HTTP handler panicked; answered 500");
+                        (
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            [(header::CONNECTION, "close")],
+                            "internal error: the request could not be answered (logged)\n",
+                        )
+                            .into_response()
+                    }
                     Err(_) => (
                         StatusCode::REQUEST_TIMEOUT,
                         "the request was not received and answered in time\n",
@@ -407,6 +436,33 @@ where
     served.as_mut().graceful_shutdown();
     let _ = tokio::time::timeout(Duration::from_secs(1), served).await;
     idle_closed
+}
+
+/// A future whose panic is caught and returned as its message: a handler's bug answers its
+/// own request with 500 instead of taking the connection's task (and every request on it)
+/// down. The future is never polled again after a panic.
+struct CatchPanic<F>(F);
+
+impl<F: Future + Unpin> Future for CatchPanic<F> {
+    type Output = Result<F::Output, String>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = &mut self.0;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| Pin::new(&mut *inner).poll(cx))) {
+            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(payload) => Poll::Ready(Err(panic_message(payload.as_ref()))),
+        }
+    }
+}
+
+/// What a panic said, when it said it as text.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_owned())
 }
 
 /// The request's `Content-Length`, when it gives one.
