@@ -120,8 +120,7 @@ pub enum PutError {
     Payload(PacketError),
     /// Dated further ahead of this relay's clock than the configured bound (400).
     #[error(
-        "the packet's timestamp ({timestamp_us} µs since the Unix epoch) is more than {}s ahead of this relay's clock; the bound is --pkarr-max-future: sign the packet with the current time",
-        max_future.as_secs()
+        "the packet's timestamp ({timestamp_us} µs since the Unix epoch) is more than {max_future:?} ahead of this relay's clock; the bound is --pkarr-max-future: sign the packet with the current time"
     )]
     Future {
         /// The packet's timestamp.
