@@ -18,6 +18,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use axum::Router;
@@ -34,7 +38,7 @@ use crate::tls::{ACME_TLS_ALPN, Certificates, Listener};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, warn};
+use tracing::{debug, error, warn};
 
 /// Produces the Prometheus text for `/metrics`.
 pub type MetricsFn = Arc<dyn Fn() -> String + Send + Sync>;
@@ -222,8 +226,9 @@ pub async fn serve_http(
 
 /// Binds `addr` and serves `router` over TLS until `shutdown`; returns the bound address.
 ///
-/// Handshakes run in their own tasks (bounded by the idle timeout and by [`MAX_HANDSHAKES`]
-/// at once), so a slow or silent client holds up nobody; completed connections are served as
+/// Handshakes run in their own tasks (each bounded by [`crate::tls::HANDSHAKE_TIMEOUT`], at
+/// most [`MAX_HANDSHAKES`] at once, the oldest shed for a new one), so a slow or silent client
+/// holds up nobody; completed connections are served as
 /// on plain HTTP, HTTP/1.1 or HTTP/2 as ALPN chose. A handshake that negotiated `acme-tls/1`
 /// is an ACME validation: it ends after the handshake.
 pub async fn serve_https(
@@ -244,7 +249,7 @@ pub async fn serve_https(
         listener,
         acceptor,
         certs,
-        limits.idle_timeout,
+        (limits.idle_timeout, metrics.clone()),
         tx,
         shutdown.clone(),
     ));
@@ -314,7 +319,15 @@ async fn serve_connections<Io>(
         let (router, metrics) = (router.clone(), metrics.clone());
         tasks.spawn(async move {
             metrics.http_opened(listener);
-            let idle = serve_connection(io, peer, router, &conn, limits.idle_timeout).await;
+            let idle = serve_connection(
+                io,
+                peer,
+                router,
+                &conn,
+                limits.idle_timeout,
+                metrics.clone(),
+            )
+            .await;
             if idle {
                 metrics.http_closed(listener, HttpClose::Idle);
             }
@@ -329,12 +342,16 @@ async fn serve_connections<Io>(
 /// has had no request in progress for `idle`; returns whether it was closed for being idle.
 /// Memory per connection is bounded: HTTP/1.1 buffers at most 64 KiB, HTTP/2 takes at most 64
 /// streams at once with 16 KiB of headers each, and bodies are limited by the router.
+///
+/// A handler that panics (a bug) is answered 500, logged and counted in `metrics`
+/// (`meshdns_http_panics_total`): no request ever ends in a connection closed without a word.
 async fn serve_connection<Io>(
     io: Io,
     peer: SocketAddr,
     router: Router,
     conn: &Arc<crate::conns::Conn>,
     idle: Duration,
+    metrics: Arc<DnsMetrics>,
 ) -> bool
 where
     Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -345,6 +362,7 @@ where
         let conn = conn.clone();
         hyper::service::service_fn(move |req: axum::http::Request<hyper::body::Incoming>| {
             let (router, busy) = (router.clone(), conn.request());
+            let metrics = metrics.clone();
             async move {
                 if declared_length(req.headers()).is_some_and(|n| n > MAX_BODY as u64) {
                     let refused = (
@@ -354,12 +372,24 @@ where
                     );
                     return Ok(refused.into_response());
                 }
+                let (method, path) = (req.method().clone(), req.uri().path().to_owned());
                 let mut req = req.map(axum::body::Body::new);
                 req.extensions_mut()
                     .insert(axum::extract::ConnectInfo(peer));
-                let response = match tokio::time::timeout(idle, router.oneshot(req)).await {
-                    Ok(Ok(response)) => response,
-                    Ok(Err(never)) => match never {},
+                let handled = CatchPanic(Box::pin(router.oneshot(req)));
+                let response = match tokio::time::timeout(idle, handled).await {
+                    Ok(Ok(Ok(response))) => response,
+                    Ok(Ok(Err(never))) => match never {},
+                    Ok(Err(panic)) => {
+                        metrics.http_panic();
+                        error!(%peer, %method, path = %path.escape_debug(), panic = %panic, "HTTP handler panicked; answered 500");
+                        (
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            [(header::CONNECTION, "close")],
+                            "internal error: the request could not be answered (logged)\n",
+                        )
+                            .into_response()
+                    }
                     Err(_) => (
                         StatusCode::REQUEST_TIMEOUT,
                         "the request was not received and answered in time\n",
@@ -408,6 +438,33 @@ where
     idle_closed
 }
 
+/// A future whose panic is caught and returned as its message: a handler's bug answers its
+/// own request with 500 instead of taking the connection's task (and every request on it)
+/// down. The future is never polled again after a panic.
+struct CatchPanic<F>(F);
+
+impl<F: Future + Unpin> Future for CatchPanic<F> {
+    type Output = Result<F::Output, String>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = &mut self.0;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| Pin::new(&mut *inner).poll(cx))) {
+            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(payload) => Poll::Ready(Err(panic_message(payload.as_ref()))),
+        }
+    }
+}
+
+/// What a panic said, when it said it as text.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_owned())
+}
+
 /// The request's `Content-Length`, when it gives one.
 fn declared_length(headers: &HeaderMap) -> Option<u64> {
     headers
@@ -419,30 +476,32 @@ fn declared_length(headers: &HeaderMap) -> Option<u64> {
         .ok()
 }
 
-/// At most this many TLS handshakes in progress on the HTTPS listener; more wait in the
-/// kernel's accept queue.
+/// At most this many TLS handshakes in progress on the HTTPS listener. At the cap the oldest
+/// is abandoned for the new one (as DoT sheds its longest idle connection, through the same
+/// [`crate::conns::Registry`]): handshakes are never busy, so a new connection always gets in,
+/// and silent clients cannot keep a fresh one out.
 pub const MAX_HANDSHAKES: usize = 256;
 
 type TlsStream = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
 
+/// Accepts HTTPS connections and runs their handshakes ([`crate::tls::handshake`]) in tasks of
+/// their own, each bounded by the handshake timeout and shed at [`MAX_HANDSHAKES`]; completed
+/// ones go to [`serve_connections`].
 async fn handshakes(
     listener: tokio::net::TcpListener,
     acceptor: tokio_rustls::TlsAcceptor,
     certs: Arc<Certificates>,
-    timeout: Duration,
+    (idle, metrics): (Duration, Arc<DnsMetrics>),
     ready: tokio::sync::mpsc::Sender<(TlsStream, SocketAddr)>,
     shutdown: CancellationToken,
 ) {
-    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
+    let pending = crate::conns::Registry::new();
     loop {
-        let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
-            () = shutdown.cancelled() => return,
-        };
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(x) => x,
                 Err(e) => {
+                    // Usually out of file descriptors: back off instead of spinning.
                     warn!(error = %e, "HTTPS accept failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
@@ -450,27 +509,33 @@ async fn handshakes(
             },
             () = shutdown.cancelled() => return,
         };
+        let shed = || metrics.http_closed(HttpListener::Https, HttpClose::Shed);
+        if !pending.admit(MAX_HANDSHAKES, &shutdown, shed).await {
+            return;
+        }
+        let handshake = pending.open(&shutdown);
         let _ = stream.set_nodelay(true);
         let (acceptor, certs, ready) = (acceptor.clone(), certs.clone(), ready.clone());
         tokio::spawn(async move {
-            let done = tokio::time::timeout(timeout, acceptor.accept(stream)).await;
-            drop(permit);
+            let done = crate::tls::handshake(
+                &acceptor,
+                stream,
+                idle,
+                &handshake.close,
+                Listener::Https,
+                &certs.metrics,
+            )
+            .await;
+            drop(handshake);
             match done {
-                Ok(Ok(tls)) => {
-                    certs.metrics.handshake(Listener::Https, true);
+                Ok(Some(tls)) => {
                     if tls.get_ref().1.alpn_protocol() == Some(ACME_TLS_ALPN) {
                         return; // a TLS-ALPN-01 validation: the handshake was the answer
                     }
                     let _ = ready.send((tls, peer)).await;
                 }
-                Ok(Err(e)) => {
-                    certs.metrics.handshake(Listener::Https, false);
-                    debug!(%peer, error = %e, "HTTPS handshake failed");
-                }
-                Err(_) => {
-                    certs.metrics.handshake(Listener::Https, false);
-                    debug!(%peer, "HTTPS handshake timed out");
-                }
+                Ok(None) => debug!(%peer, "HTTPS handshake abandoned (shed or shutting down)"),
+                Err(e) => debug!(%peer, error = %e, "HTTPS handshake failed"),
             }
         });
     }

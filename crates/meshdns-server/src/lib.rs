@@ -402,8 +402,8 @@ async fn serve_tcp(listener: TcpListener, dot: Dot, shared: Arc<Shared>, tasks: 
     }
 }
 
-/// A DoT connection: the handshake (bounded by the idle timeout, counted), then the same
-/// framing and answers as TCP.
+/// A DoT connection: the handshake ([`tls::handshake`]: bounded, abandoned when shed, counted),
+/// then the same framing and answers as TCP.
 async fn serve_dot(
     stream: TcpStream,
     peer: SocketAddr,
@@ -413,25 +413,17 @@ async fn serve_dot(
     conn: &conns::Conn,
 ) -> io::Result<()> {
     let idle = shared.config.tcp_idle_timeout;
-    let handshake = tokio::select! {
-        r = tokio::time::timeout(idle, acceptor.accept(stream)) => r,
-        () = conn.close.cancelled() => return Ok(()),
+    let handshake = tls::handshake(
+        acceptor,
+        stream,
+        idle,
+        &conn.close,
+        tls::Listener::Dot,
+        &certs.metrics,
+    );
+    let Some(stream) = handshake.await? else {
+        return Ok(());
     };
-    let stream = match handshake {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            certs.metrics.handshake(tls::Listener::Dot, false);
-            return Err(e);
-        }
-        Err(_) => {
-            certs.metrics.handshake(tls::Listener::Dot, false);
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "TLS handshake timed out",
-            ));
-        }
-    };
-    certs.metrics.handshake(tls::Listener::Dot, true);
     let (r, w) = tokio::io::split(stream);
     serve_connection(r, w, peer, Proto::Dot, shared, conn).await
 }

@@ -73,6 +73,7 @@ pub struct DnsMetrics {
     http_connections: [AtomicU64; 2],
     http_open: [AtomicU64; 2],
     http_closed: [[AtomicU64; 2]; 2],
+    http_panics: AtomicU64,
 }
 
 /// An HTTP listener, for the connection metrics.
@@ -112,6 +113,7 @@ impl Default for DnsMetrics {
             http_connections: std::array::from_fn(|_| AtomicU64::new(0)),
             http_open: std::array::from_fn(|_| AtomicU64::new(0)),
             http_closed: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
+            http_panics: AtomicU64::new(0),
         }
     }
 }
@@ -171,6 +173,11 @@ impl DnsMetrics {
     /// meshdns closed an HTTP or HTTPS connection (idle, or shed at the cap).
     pub fn http_closed(&self, listener: HttpListener, why: HttpClose) {
         self.http_closed[listener as usize][why as usize].fetch_add(1, Relaxed);
+    }
+
+    /// An HTTP handler panicked (a bug); its request was answered 500.
+    pub fn http_panic(&self) {
+        self.http_panics.fetch_add(1, Relaxed);
     }
 
     /// Response rate limiting held back a response: sent truncated (`slipped`) or not at all.
@@ -376,6 +383,17 @@ impl DnsMetrics {
                 );
             }
         }
+        header(
+            out,
+            "meshdns_http_panics_total",
+            "HTTP requests whose handler panicked (a bug, logged): each was answered 500.",
+            "counter",
+        );
+        let _ = writeln!(
+            out,
+            "meshdns_http_panics_total {}",
+            self.http_panics.load(Relaxed)
+        );
         header(
             out,
             "meshdns_rrl_responses_total",

@@ -1,13 +1,15 @@
 //! The pkarr relay over HTTP (pkarr's `design/relays.md`; the API iroh-dns-server serves).
 //!
 //! - `PUT /pkarr/<z32>` with the relay payload (`signature ‖ timestamp ‖ DNS message`): 204 once
-//!   the packet is durable and served; 400 with the reason for a bad key or payload; 409 when not
+//!   the packet is durable and served; 400 with the reason for a bad key or payload (or a
+//!   timestamp further ahead than `--pkarr-max-future`); 409 when not
 //!   newer than the stored packet; with `If-Match: <timestamp>` (compare-and-swap), 412 when the
 //!   stored packet's timestamp is another; 429 over the client's rate; 503 when the store's queue
 //!   is full.
 //! - `GET /pkarr/<z32>`: 200 with `application/x-pkarr-signed-packet`, `Last-Modified` (the
-//!   packet's timestamp) and `Cache-Control: public, max-age=<smallest TTL in the packet>`; 304
-//!   when `If-Modified-Since` is not older than the packet; 404 when unknown.
+//!   packet's timestamp; left out for one past year 9999, which HTTP cannot date) and
+//!   `Cache-Control: public, max-age=<smallest TTL in the packet>`; 304 when
+//!   `If-Modified-Since` is not older than the packet; 404 when unknown.
 //! - CORS for browser publishers: every response allows any origin, and `OPTIONS` answers the
 //!   preflight (methods GET, PUT; headers Content-Type, If-Match, If-Modified-Since).
 //!
@@ -20,7 +22,7 @@ use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Path, State};
@@ -215,21 +217,30 @@ pub async fn get(
         Ok(None) => return with_cors(StatusCode::NOT_FOUND),
         Err((status, reason)) => return with_cors((status, format!("{reason}\n"))),
     };
-    let timestamp_us = stored.payload.get(64..72).map_or(0, |b| {
-        u64::from_be_bytes(b.try_into().expect("eight bytes"))
-    });
-    let modified = UNIX_EPOCH + Duration::from_secs(timestamp_us / 1_000_000);
+    let timestamp_us = stored
+        .payload
+        .get(64..72)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_be_bytes);
+    // A date HTTP can write (a packet stored before timestamps were bounded may be dated
+    // past year 9999): without one, no Last-Modified and never 304.
+    let modified = http_time(timestamp_us);
     let not_modified = headers
         .get(header::IF_MODIFIED_SINCE)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| httpdate::parse_http_date(v).ok())
-        .is_some_and(|since| modified <= since);
+        .zip(modified)
+        .is_some_and(|(since, modified)| modified <= since);
     let cache = format!("public, max-age={}", stored.min_ttl.unwrap_or(0));
-    let last_modified = httpdate::fmt_http_date(modified);
-    let caching = [
-        (header::CACHE_CONTROL, cache),
-        (header::LAST_MODIFIED, last_modified),
-    ];
+    let mut caching = HeaderMap::new();
+    if let Ok(v) = HeaderValue::from_str(&cache) {
+        caching.insert(header::CACHE_CONTROL, v);
+    }
+    if let Some(date) = modified.map(httpdate::fmt_http_date)
+        && let Ok(v) = HeaderValue::from_str(&date)
+    {
+        caching.insert(header::LAST_MODIFIED, v);
+    }
     if not_modified {
         return with_cors((StatusCode::NOT_MODIFIED, caching));
     }
@@ -238,6 +249,19 @@ pub async fn get(
         [(header::CONTENT_TYPE, PKARR_PACKET)],
         stored.payload,
     ))
+}
+
+/// The last second an HTTP date can name (9999-12-31T23:59:59Z): `httpdate` panics past it.
+const LAST_HTTP_DATE: u64 = 253_402_300_799;
+
+/// A pkarr timestamp (µs since the epoch) as a time `httpdate` can format, to the second;
+/// `None` past [`LAST_HTTP_DATE`]. Total: no timestamp panics.
+pub fn http_time(timestamp_us: u64) -> Option<SystemTime> {
+    let secs = timestamp_us / 1_000_000;
+    if secs > LAST_HTTP_DATE {
+        return None;
+    }
+    UNIX_EPOCH.checked_add(Duration::from_secs(secs))
 }
 
 #[cfg(test)]
@@ -257,6 +281,22 @@ mod tests {
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn every_timestamp_has_a_date_or_none_and_never_panics() {
+        let last = LAST_HTTP_DATE * 1_000_000;
+        for (stamp, date) in [
+            (0, Some("Thu, 01 Jan 1970 00:00:00 GMT")),
+            (1_700_000_000_999_999, Some("Tue, 14 Nov 2023 22:13:20 GMT")),
+            (last + 999_999, Some("Fri, 31 Dec 9999 23:59:59 GMT")),
+            (last + 1_000_000, None),
+            (1 << 63, None),
+            (u64::MAX, None),
+        ] {
+            let shown = http_time(stamp).map(httpdate::fmt_http_date);
+            assert_eq!(shown.as_deref(), date, "{stamp}");
+        }
     }
 
     #[test]

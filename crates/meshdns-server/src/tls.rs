@@ -113,6 +113,42 @@ impl TlsMetrics {
     }
 }
 
+/// The longest a TLS handshake may take on any listener (never longer than the listener's idle
+/// timeout). A handshake takes a round trip or two; a client that connects and says nothing
+/// holds its place no longer than this, whatever the idle timeout of established connections.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The server side of a TLS handshake on `stream`, as every TLS listener runs it: bounded by
+/// [`HANDSHAKE_TIMEOUT`] (or `idle`, if shorter), abandoned as soon as `close` is cancelled
+/// (the connection was shed to make room for a newer one, or the server is shutting down), and
+/// counted under `listener` when it completes, fails or times out. `Ok(None)`: abandoned.
+pub(crate) async fn handshake<Io>(
+    acceptor: &tokio_rustls::TlsAcceptor,
+    stream: Io,
+    idle: Duration,
+    close: &CancellationToken,
+    listener: Listener,
+    metrics: &TlsMetrics,
+) -> io::Result<Option<tokio_rustls::server::TlsStream<Io>>>
+where
+    Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let limit = idle.min(HANDSHAKE_TIMEOUT);
+    let done = tokio::select! {
+        r = tokio::time::timeout(limit, acceptor.accept(stream)) => r,
+        () = close.cancelled() => return Ok(None),
+    };
+    let result = match done {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("TLS handshake not completed within {limit:?}"),
+        )),
+    };
+    metrics.handshake(listener, result.is_ok());
+    result.map(Some)
+}
+
 /// The certificate in service, and the TLS-ALPN-01 challenge certificates being answered.
 #[derive(Default)]
 pub struct Certificates {

@@ -30,6 +30,13 @@
 //! Freshness follows the pkarr relay specification: a packet whose timestamp is not newer than
 //! the stored one is refused ([`PutError::Stale`], HTTP 409); with `If-Match: <timestamp>` the
 //! stored packet's timestamp must be that one ([`PutError::Changed`], HTTP 412).
+//!
+//! **Timestamps from the future.** A packet dated more than [`PkarrConfig::max_future`]
+//! (`--pkarr-max-future`) ahead of this relay's clock is refused ([`PutError::Future`], HTTP
+//! 400): accepted, it would win against every honest publish until that date and never expire
+//! by age. One already stored (by a version without the bound, or before the clock stepped
+//! back) pins nothing: at start-up it is dropped like an expired packet (logged and counted),
+//! and while running any valid publish replaces it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -72,6 +79,8 @@ pub struct PkarrConfig {
     pub data_dir: Option<PathBuf>,
     /// Packets older than this (by their own timestamp) are dropped.
     pub max_age: Duration,
+    /// Packets dated more than this ahead of the clock are refused, and dropped if stored.
+    pub max_future: Duration,
     /// Publishes a minute allowed per client address; 0 means no limit.
     pub put_per_minute: u32,
     /// Publishes a client address may make at once before the rate applies (at least 1).
@@ -91,6 +100,7 @@ impl PkarrConfig {
             origins,
             data_dir,
             max_age: Duration::from_secs(7 * 24 * 3600),
+            max_future: Duration::from_secs(5 * 60),
             put_per_minute: 0,
             put_burst: 1,
             cache_bytes: 32 << 20,
@@ -108,6 +118,16 @@ pub enum PutError {
     /// The body is not a valid signed packet for that key (400).
     #[error("invalid body payload: {0}")]
     Payload(PacketError),
+    /// Dated further ahead of this relay's clock than the configured bound (400).
+    #[error(
+        "the packet's timestamp ({timestamp_us} µs since the Unix epoch) is more than {max_future:?} ahead of this relay's clock; the bound is --pkarr-max-future: sign the packet with the current time"
+    )]
+    Future {
+        /// The packet's timestamp.
+        timestamp_us: u64,
+        /// The bound (`--pkarr-max-future`).
+        max_future: Duration,
+    },
     /// Not newer than the stored packet (409).
     #[error("a packet with the same or a newer timestamp is already stored")]
     Stale,
@@ -137,6 +157,7 @@ impl PutError {
             PutError::Payload(PacketError::Outside(_)) => "outside_key",
             PutError::Payload(PacketError::TooLong(_) | PacketError::TooShort(_)) => "size",
             PutError::Payload(PacketError::Dns(_)) => "dns",
+            PutError::Future { .. } => "future",
             PutError::Stale => "stale",
             PutError::Changed { .. } => "precondition",
             PutError::RateLimited => "rate_limited",
@@ -264,7 +285,17 @@ impl std::fmt::Debug for PkarrStore {
 fn now_us() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
+        .map_or(0, micros)
+}
+
+/// `d` in microseconds, saturating (a duration of any size is a setting one may give).
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// The latest timestamp accepted now: the clock plus `max_future`.
+fn horizon(max_future: Duration) -> u64 {
+    now_us().saturating_add(micros(max_future))
 }
 
 fn io(e: impl std::fmt::Display) -> std::io::Error {
@@ -300,9 +331,19 @@ impl PkarrStore {
             migrate(&db, &dir.join(LEGACY_DIR))?;
             prefetch(&dir.join(DB_FILE));
         }
-        let overlay = Arc::new(load(&db)?);
+        let (overlay, beyond) = load(&db, horizon(config.max_future))?;
+        let overlay = Arc::new(overlay);
+        drop_rows(&db, &beyond)?;
         let db = Arc::new(db);
         let counters = Arc::new(PkarrCounters::default());
+        if !beyond.is_empty() {
+            counters.expired.fetch_add(beyond.len() as u64, Relaxed);
+            warn!(
+                dropped = beyond.len(),
+                max_future_s = config.max_future.as_secs(),
+                "pkarr packets dated beyond --pkarr-max-future dropped (stored by a relay without the bound, or the clock stepped back); their keys may publish again"
+            );
+        }
         let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
         let changes = Arc::new(ChangeLog::default());
         let writer = Writer {
@@ -311,6 +352,7 @@ impl PkarrStore {
             changes: changes.clone(),
             counters: counters.clone(),
             max_age: config.max_age,
+            max_future: config.max_future,
             window: config.commit_window,
         };
         let thread = std::thread::Builder::new()
@@ -381,12 +423,19 @@ impl PkarrStore {
     async fn try_put(&self, key: &str, body: &[u8], if_match: Option<u64>) -> Result<(), PutError> {
         let id = parse_endpoint_id(key).map_err(|e| PutError::Key(e.to_string()))?;
         let packet = SignedPacket::from_relay_payload(&id, body).map_err(PutError::Payload)?;
+        let latest = horizon(self.config.max_future);
+        if packet.timestamp_us > latest {
+            return Err(PutError::Future {
+                timestamp_us: packet.timestamp_us,
+                max_future: self.config.max_future,
+            });
+        }
         // Refused here already when it could not win: saves the writer a lookup and a commit.
         if if_match.is_none()
             && self
                 .overlay
                 .stamp(id.as_bytes())
-                .is_some_and(|t| t >= packet.timestamp_us)
+                .is_some_and(|t| stale(t, packet.timestamp_us, latest))
         {
             return Err(PutError::Stale);
         }
@@ -488,6 +537,13 @@ impl Drop for PkarrStore {
     }
 }
 
+/// Whether a publish at `new` loses to the packet stored at `stored`: it is not newer, and the
+/// stored one is not itself beyond `latest` (the clock plus `--pkarr-max-future`; such a
+/// packet, stored before the clock stepped back, is replaced by any valid publish).
+fn stale(stored: u64, new: u64, latest: u64) -> bool {
+    stored >= new && stored <= latest
+}
+
 /// The one thread that changes the store.
 struct Writer {
     db: Arc<Database>,
@@ -495,6 +551,7 @@ struct Writer {
     changes: Arc<ChangeLog>,
     counters: Arc<PkarrCounters>,
     max_age: Duration,
+    max_future: Duration,
     window: Duration,
 }
 
@@ -567,6 +624,7 @@ impl Writer {
                 let mut by_time = txn.open_table(BY_TIME)?;
                 // Timestamps decided in this batch (a key may publish twice in one).
                 let mut staged: HashMap<Key, u64> = HashMap::new();
+                let latest = horizon(self.max_future);
                 for Put {
                     key,
                     payload,
@@ -582,7 +640,7 @@ impl Writer {
                         .or_else(|| self.overlay.stamp(&key));
                     let result = match (if_match, stored) {
                         (Some(m), s) if s != Some(m) => Err(PutError::Changed { stored: s }),
-                        (_, Some(s)) if s >= timestamp_us => Err(PutError::Stale),
+                        (_, Some(s)) if stale(s, timestamp_us, latest) => Err(PutError::Stale),
                         _ => {
                             write_row(
                                 &mut packets,
@@ -604,7 +662,7 @@ impl Writer {
                     });
                 }
                 if expire {
-                    let limit = now_us().saturating_sub(self.max_age.as_micros() as u64);
+                    let limit = now_us().saturating_sub(micros(self.max_age));
                     for entry in by_time.range(..(limit, &[0u8; 32]))?.take(EXPIRE_BATCH) {
                         let (k, _) = entry?;
                         let (ts, key) = k.value();
@@ -675,17 +733,26 @@ fn prefetch(path: &Path) {
     }
 }
 
-/// Every stored packet, compiled for serving.
-fn load(db: &Database) -> std::io::Result<Overlay> {
+/// Every stored packet dated no later than `latest`, compiled for serving; and the rows of
+/// those dated later, for [`drop_rows`].
+fn load(db: &Database, latest: u64) -> std::io::Result<(Overlay, Vec<(u64, Key)>)> {
     let started = Instant::now();
     let overlay = Overlay::new();
     let txn = db.begin_read().map_err(io)?;
     let table = txn.open_table(PACKETS).map_err(io)?;
     overlay.reserve(table.len().map_err(io)? as usize);
     let mut dropped = 0usize;
+    let mut beyond = Vec::new();
     for entry in table.iter().map_err(io)? {
         let (k, v) = entry.map_err(io)?;
         let key = *k.value();
+        let stamp = v.value().get(64..72).and_then(|b| b.try_into().ok());
+        if let Some(stamp) = stamp.map(u64::from_be_bytes)
+            && stamp > latest
+        {
+            beyond.push((stamp, key));
+            continue;
+        }
         match SignedPacket::published_from_stored(&key, v.value()) {
             Ok(p) => overlay.insert(key, p),
             Err(e) => {
@@ -701,7 +768,24 @@ fn load(db: &Database) -> std::io::Result<Overlay> {
         elapsed_ms = started.elapsed().as_millis() as u64,
         "pkarr store loaded"
     );
-    Ok(overlay)
+    Ok((overlay, beyond))
+}
+
+/// Removes these `(timestamp, key)` rows from both tables, in one commit.
+fn drop_rows(db: &Database, rows: &[(u64, Key)]) -> std::io::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let txn = db.begin_write().map_err(io)?;
+    {
+        let mut packets = txn.open_table(PACKETS).map_err(io)?;
+        let mut by_time = txn.open_table(BY_TIME).map_err(io)?;
+        for (stamp, key) in rows {
+            packets.remove(key).map_err(io)?;
+            by_time.remove((*stamp, key)).map_err(io)?;
+        }
+    }
+    txn.commit().map_err(io)
 }
 
 /// Moves packets of the earlier layout (`<dir>/<z32>.pkarr`) into the database, verifying each,
@@ -890,6 +974,76 @@ mod tests {
             store.counters.rejected.lock().unwrap().get("precondition"),
             Some(&2)
         );
+    }
+
+    #[tokio::test]
+    async fn far_future_packets_are_refused_and_stored_ones_pin_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (pinned, kept) = (SecretKey::generate(), SecretKey::generate());
+        let (pinned_key, kept_key) = (pinned.public().to_z32(), kept.public().to_z32());
+        let far = payload_at(&pinned, "addr=192.0.2.1:1", 1 << 63);
+        let store =
+            PkarrStore::open(config(Some(dir.path().into()), Duration::from_secs(3600))).unwrap();
+        for stamp in [1 << 63, u64::MAX, now_us() + 3_600_000_000] {
+            let refused = store
+                .put(None, &pinned_key, &payload_at(&pinned, "a=1", stamp), None)
+                .await;
+            assert!(
+                matches!(refused, Err(PutError::Future { timestamp_us, .. }) if timestamp_us == stamp),
+                "{refused:?}"
+            );
+            let said = refused.unwrap_err().to_string();
+            assert!(said.contains("--pkarr-max-future"), "{said}");
+        }
+        assert_eq!(
+            store.counters.rejected.lock().unwrap().get("future"),
+            Some(&3)
+        );
+        // A publisher's clock a minute ahead is within the bound.
+        let skewed = payload_at(&kept, "a=2", now_us() + 60_000_000);
+        store.put(None, &kept_key, &skewed, None).await.unwrap();
+        drop(store);
+
+        // A relay without the bound (an older version) stored one at 2^63 µs...
+        let mut unbounded = config(Some(dir.path().into()), Duration::from_secs(3600));
+        unbounded.max_future = Duration::MAX;
+        let store = PkarrStore::open(unbounded).unwrap();
+        store.put(None, &pinned_key, &far, None).await.unwrap();
+        let today = payload_at(&pinned, "addr=192.0.2.2:2", now_us());
+        assert_eq!(
+            store.put(None, &pinned_key, &today, None).await,
+            Err(PutError::Stale),
+            "without the bound it pins the key"
+        );
+        drop(store);
+
+        // ...which a relay with the bound drops at start-up: the key may publish again.
+        let store =
+            PkarrStore::open(config(Some(dir.path().into()), Duration::from_secs(3600))).unwrap();
+        assert_eq!(store.get(&pinned_key).unwrap(), None);
+        assert_eq!(served(&store, &pinned), None);
+        assert_eq!(store.counters.expired.load(Relaxed), 1);
+        assert!(served(&store, &kept).is_some(), "the others are kept");
+        store.put(None, &pinned_key, &today, None).await.unwrap();
+        drop(store);
+        let store =
+            PkarrStore::open(config(Some(dir.path().into()), Duration::from_secs(3600))).unwrap();
+        assert_eq!(
+            store.get(&pinned_key).unwrap().map(|p| p.payload),
+            Some(today),
+            "dropped from both tables: nothing left of it"
+        );
+        assert_eq!(store.counters.expired.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn a_stored_packet_beyond_the_bound_never_makes_a_publish_stale() {
+        let latest = 1_000;
+        assert!(stale(500, 400, latest), "older than what is stored");
+        assert!(stale(500, 500, latest), "the same");
+        assert!(!stale(500, 600, latest), "newer");
+        assert!(!stale(2_000, 600, latest), "stored beyond the bound");
+        assert!(!stale(u64::MAX, 0, latest));
     }
 
     #[tokio::test]

@@ -17,7 +17,9 @@ pub struct PkarrHttp {
 
 fn status(e: &PutError) -> StatusCode {
     match e {
-        PutError::Key(_) | PutError::Payload(_) => StatusCode::BAD_REQUEST,
+        PutError::Key(_) | PutError::Payload(_) | PutError::Future { .. } => {
+            StatusCode::BAD_REQUEST
+        }
         PutError::Stale => StatusCode::CONFLICT,
         PutError::Changed { .. } => StatusCode::PRECONDITION_FAILED,
         PutError::RateLimited => StatusCode::TOO_MANY_REQUESTS,

@@ -3,6 +3,7 @@
 #![allow(missing_docs)] // test helpers are not public API
 
 mod behaviour;
+mod http_panic;
 mod iroh;
 mod notify;
 mod protocol;

@@ -37,6 +37,9 @@ pub const DEBOUNCE: Duration = Duration::from_millis(20);
 pub const DOH: bool = true;
 /// pkarr packets older than this are dropped.
 pub const PKARR_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+/// pkarr packets dated further ahead of the clock than this are refused: the clock skew a
+/// publisher may have, not a date that would pin its key.
+pub const PKARR_MAX_FUTURE: Duration = Duration::from_secs(5 * 60);
 /// pkarr publishes a minute per client address (0: no limit, for cluster-internal use).
 pub const PKARR_PUT_LIMIT: u32 = 0;
 /// pkarr publishes one client address may make at once when a limit is set: a thousand iroh

@@ -164,6 +164,11 @@ pub struct ServeConfig {
     #[arg(long, value_name = "DURATION", value_parser = values::duration, help_heading = "pkarr relay")]
     #[serde(default, deserialize_with = "de::duration")]
     pub pkarr_max_age: Option<Duration>,
+    /// Refuse pkarr packets dated more than this ahead of the server's clock (400); stored ones
+    /// dated beyond it are dropped at start-up [default: 5m].
+    #[arg(long, value_name = "DURATION", value_parser = values::duration, help_heading = "pkarr relay")]
+    #[serde(default, deserialize_with = "de::duration")]
+    pub pkarr_max_future: Option<Duration>,
     /// At most N pkarr publishes a minute per client IP address (after a burst, see
     /// --pkarr-put-burst); 0 = no limit [default: 0].
     #[arg(long, value_name = "N", help_heading = "pkarr relay")]
@@ -343,6 +348,7 @@ impl ServeConfig {
                 pkarr,
                 data_dir,
                 pkarr_max_age,
+                pkarr_max_future,
                 pkarr_put_limit,
                 pkarr_put_burst,
                 pkarr_commit_window,

@@ -211,7 +211,7 @@ fn the_relay_settings_read_from_flags_and_file() {
     let cfg = write(
         dir.path(),
         "c.yaml",
-        "serve: {trustedProxies: [10.0.0.0/8, '2001:db8::/32'], pkarrPutBurst: 50, pkarrCommitWindow: 2ms}\n",
+        "serve: {trustedProxies: [10.0.0.0/8, '2001:db8::/32'], pkarrPutBurst: 50, pkarrCommitWindow: 2ms, pkarrMaxFuture: 90s}\n",
     );
     let s = serve(&["serve", "-c", &cfg]);
     let shown: Vec<String> = s.trusted_proxies.iter().map(|c| c.to_string()).collect();
@@ -220,6 +220,13 @@ fn the_relay_settings_read_from_flags_and_file() {
     assert_eq!(
         s.pkarr_commit_window,
         Some(std::time::Duration::from_millis(2))
+    );
+    assert_eq!(s.pkarr_max_future, Some(std::time::Duration::from_secs(90)));
+    let s = serve(&["serve", "-c", &cfg, "--pkarr-max-future", "10m"]);
+    assert_eq!(
+        s.pkarr_max_future,
+        Some(std::time::Duration::from_secs(600)),
+        "the flag over the file"
     );
     let s = serve(&["serve", "-c", &cfg, "--trusted-proxy", "192.0.2.7"]);
     let shown: Vec<String> = s.trusted_proxies.iter().map(|c| c.to_string()).collect();

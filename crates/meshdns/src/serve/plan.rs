@@ -432,6 +432,9 @@ fn pkarr(settings: &ServeConfig) -> Option<PkarrConfig> {
     let data_dir = settings.data_dir.clone().unwrap_or_else(defaults::data_dir);
     let mut config = PkarrConfig::new(settings.pkarr.clone(), Some(data_dir));
     config.max_age = settings.pkarr_max_age.unwrap_or(defaults::PKARR_MAX_AGE);
+    config.max_future = settings
+        .pkarr_max_future
+        .unwrap_or(defaults::PKARR_MAX_FUTURE);
     config.put_per_minute = settings
         .pkarr_put_limit
         .unwrap_or(defaults::PKARR_PUT_LIMIT);
