@@ -247,32 +247,79 @@ impl Server {
 /// Sends the reply to a transfer request as it is written: the messages are built on a
 /// blocking thread and handed over a small bounded channel, so a large zone is on the wire while
 /// the rest is still being written, and a slow client holds back the writing (not memory).
-/// Returns the first message's header (for the rcode counted), or `None` when the request was
-/// not a transfer after all.
+/// Each write is bounded ([`Bounded`]): a client that stops reading ends its transfer after the
+/// idle timeout, and is sheddable meanwhile. At most `--xfr-max-concurrent` run at once (each
+/// holds a slot until its builder thread is done); past it the request is REFUSED. Returns the
+/// first message's header (for the rcode counted), or `None` when the request was not a
+/// transfer after all.
 async fn transfer<W: AsyncWrite + Unpin>(
     t: &Arc<xfr::Transfers>,
     request: &[u8],
     peer: std::net::IpAddr,
     writer: &mut BufWriter<W>,
+    bounded: &Bounded<'_>,
 ) -> io::Result<Option<Vec<u8>>> {
+    let Some(slot) = t.slot() else {
+        let Some(reply) = t.refuse_busy(request, peer) else {
+            return Ok(None);
+        };
+        bounded.write_message(writer, &reply).await?;
+        bounded.run(writer.flush()).await?;
+        return Ok(Some(reply[..HEADER.min(reply.len())].to_vec()));
+    };
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(8);
     let (t, request) = (t.clone(), request.to_vec());
     let build = tokio::task::spawn_blocking(move || {
+        let _slot = slot;
         t.respond(&request, peer, false, &mut |m| {
             let _ = tx.blocking_send(m);
         })
     });
     let mut first: Option<Vec<u8>> = None;
     while let Some(m) = rx.recv().await {
-        writer.write_all(&(m.len() as u16).to_be_bytes()).await?;
-        writer.write_all(&m).await?;
+        bounded.write_message(writer, &m).await?;
         if first.is_none() {
             first = Some(m[..HEADER.min(m.len())].to_vec());
         }
     }
-    writer.flush().await?;
+    bounded.run(writer.flush()).await?;
     let sent = build.await.ok().flatten();
     Ok(sent.and(first))
+}
+
+/// A stream connection's writes: each bounded by the idle timeout and given up when the
+/// connection is shed or the server stops. A write that waits (a client that does not read)
+/// leaves the connection idle since the write began, so at the cap it is the one shed, and it
+/// never outlasts the idle timeout. (Before, a connection was busy while writing, with no
+/// bound: eight clients that pipelined queries and never read held every slot.)
+struct Bounded<'a> {
+    conn: &'a conns::Conn,
+    idle: Duration,
+}
+
+impl Bounded<'_> {
+    async fn run<T>(&self, io: impl std::future::Future<Output = io::Result<T>>) -> io::Result<T> {
+        self.conn.idle();
+        tokio::select! {
+            r = tokio::time::timeout(self.idle, io) => {
+                r.unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()))
+            }
+            () = self.conn.close.cancelled() => Err(io::ErrorKind::ConnectionAborted.into()),
+        }
+    }
+
+    /// One message with its length prefix (RFC 7766 framing).
+    async fn write_message<W: AsyncWrite + Unpin>(
+        &self,
+        writer: &mut BufWriter<W>,
+        m: &[u8],
+    ) -> io::Result<()> {
+        self.run(async {
+            writer.write_all(&(m.len() as u16).to_be_bytes()).await?;
+            writer.write_all(m).await
+        })
+        .await
+    }
 }
 
 const HEADER: usize = 12;
@@ -448,6 +495,7 @@ where
     let mut msg = Vec::with_capacity(512);
     let mut out = Vec::with_capacity(4096);
     let idle = shared.config.tcp_idle_timeout;
+    let bounded = Bounded { conn, idle };
     loop {
         let len = tokio::select! {
             r = tokio::time::timeout(idle, reader.read_u16()) => match r {
@@ -487,17 +535,14 @@ where
         {
             let counted = replied(outcome, &reply);
             shared.metrics.record(proto, &counted, started.elapsed());
-            writer
-                .write_all(&(reply.len() as u16).to_be_bytes())
-                .await?;
-            writer.write_all(&reply).await?;
-            writer.flush().await?;
+            bounded.write_message(&mut writer, &reply).await?;
+            bounded.run(writer.flush()).await?;
             conn.idle();
             continue;
         }
         if is_transfer(&outcome)
             && let Some(t) = &shared.config.transfers
-            && let Some(first) = transfer(t, &msg, peer.ip(), &mut writer).await?
+            && let Some(first) = transfer(t, &msg, peer.ip(), &mut writer, &bounded).await?
         {
             let counted = replied(outcome, &first);
             shared.metrics.record(proto, &counted, started.elapsed());
@@ -526,14 +571,13 @@ where
         };
         shared.metrics.record(proto, &outcome, started.elapsed());
         if outcome.reply {
-            writer.write_all(&(out.len() as u16).to_be_bytes()).await?;
-            writer.write_all(&out).await?;
+            bounded.write_message(&mut writer, &out).await?;
         }
         if reader.buffer().is_empty() {
-            writer.flush().await?;
+            bounded.run(writer.flush()).await?;
         }
         conn.idle();
     }
-    writer.flush().await?;
-    writer.shutdown().await
+    bounded.run(writer.flush()).await?;
+    bounded.run(writer.shutdown()).await
 }

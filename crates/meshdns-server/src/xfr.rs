@@ -30,6 +30,8 @@ pub struct Transfers {
     pub allow: Vec<Cidr>,
     /// Counters.
     pub metrics: XfrMetrics,
+    /// One permit per transfer out in progress (`--xfr-max-concurrent`).
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 const KINDS: [(Kind, &str); 4] = [
@@ -38,7 +40,9 @@ const KINDS: [(Kind, &str); 4] = [
     (Kind::IxfrFull, "ixfr_full"),
     (Kind::UpToDate, "up_to_date"),
 ];
-const REFUSALS: [&str; 4] = ["refused", "notauth", "tsig", "formerr"];
+const REFUSALS: [&str; 5] = ["refused", "notauth", "tsig", "formerr", "busy"];
+/// The index in [`REFUSALS`] of a transfer refused at `--xfr-max-concurrent`.
+const BUSY: usize = 4;
 
 /// The index in [`REFUSALS`] of a request not served.
 fn refusal(outcome: Outcome) -> usize {
@@ -62,6 +66,46 @@ pub struct XfrMetrics {
 }
 
 impl Transfers {
+    /// Transfers out of `primary`'s zones to the keys of `policy` and the addresses of `allow`,
+    /// at most `max_concurrent` at once.
+    pub fn new(
+        primary: Arc<Primary>,
+        policy: Policy,
+        allow: Vec<Cidr>,
+        max_concurrent: usize,
+    ) -> Transfers {
+        Transfers {
+            primary,
+            policy,
+            allow,
+            metrics: XfrMetrics::default(),
+            slots: Arc::new(tokio::sync::Semaphore::new(max_concurrent)),
+        }
+    }
+
+    /// A slot for one more transfer out, or `None` at `--xfr-max-concurrent`.
+    pub fn slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.slots.clone().try_acquire_owned().ok()
+    }
+
+    /// REFUSED for a transfer request that found no slot (counted; logged, throttled).
+    pub fn refuse_busy(&self, packet: &[u8], peer: IpAddr) -> Option<Vec<u8>> {
+        let msg = meshdns_xfr::message::parse(packet).ok()?;
+        self.metrics.refused[BUSY].fetch_add(1, Relaxed);
+        if let Some(suppressed) = PEER_WARNINGS.admit("transfer busy") {
+            info!(%peer, suppressed, "zone transfer refused: --xfr-max-concurrent transfers in progress");
+        }
+        let flags = 0x8000 | (msg.flags & 0x7900) | meshdns_zone::rcode::REFUSED;
+        Some(
+            meshdns_xfr::message::MessageWriter::new(
+                msg.id,
+                flags,
+                Some((&msg.qname[..], msg.qtype, msg.qclass)),
+            )
+            .finish(),
+        )
+    }
+
     fn unix_now() -> u64 {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use meshdns_server::xfr::{NotifyTarget, Transfers, XfrMetrics, notify_loop_with};
+use meshdns_server::xfr::{NotifyTarget, Transfers, notify_loop_with};
 use meshdns_xfr::message::{OPCODE_NOTIFY, parse};
 use meshdns_xfr::{Policy, Primary};
 use meshdns_zone::{BuildDefaults, CatalogBuilder, Name, RData, Record};
@@ -29,12 +29,12 @@ fn transfers() -> Arc<Transfers> {
     let primary = Primary::new(None, 1000, true);
     primary.update(&mut catalog, 1_800_000_000);
     primary.announce();
-    Arc::new(Transfers {
-        primary: Arc::new(primary),
-        policy: Policy::default(),
-        allow: Vec::new(),
-        metrics: XfrMetrics::default(),
-    })
+    Arc::new(Transfers::new(
+        Arc::new(primary),
+        Policy::default(),
+        Vec::new(),
+        16,
+    ))
 }
 
 /// On a kernel booted with `ipv6.disable=1`, opening an IPv6 socket fails. Before, the sender

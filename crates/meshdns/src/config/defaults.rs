@@ -31,6 +31,8 @@ pub const HTTP_MAX_CONNECTIONS: usize = 1024;
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// Records of differences kept per zone for IXFR.
 pub const IXFR_JOURNAL_RECORDS: usize = 100_000;
+/// `--xfr-max-concurrent`: BIND's `transfers-out` is 10; a few more for a fleet of secondaries.
+pub const XFR_MAX_CONCURRENT: usize = 16;
 /// A burst of change notifications ends after this much quiet.
 pub const DEBOUNCE: Duration = Duration::from_millis(20);
 /// DNS over HTTPS on the HTTP listener.

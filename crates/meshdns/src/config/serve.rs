@@ -229,6 +229,11 @@ pub struct ServeConfig {
     #[arg(long, value_name = "N", value_parser = values::at_least_one, help_heading = "Zone transfers")]
     #[serde(default, deserialize_with = "de::at_least_one")]
     pub ixfr_journal_records: Option<usize>,
+    /// Transfers out served at once; past it a transfer request is REFUSED, as BIND does past
+    /// `transfers-out` [default: 16].
+    #[arg(long, value_name = "N", value_parser = values::at_least_one, help_heading = "Zone transfers")]
+    #[serde(default, deserialize_with = "de::at_least_one")]
+    pub xfr_max_concurrent: Option<usize>,
 
     /// Response rate limiting: UDP responses a second per client prefix and response class
     /// (positive, NXDOMAIN, NODATA, referral, error), up to 1000000; 0 turns it off
@@ -360,6 +365,7 @@ impl ServeConfig {
                 secondaries,
                 allow_notify,
                 ixfr_journal_records,
+                xfr_max_concurrent,
                 rrl_rate,
                 rrl_slip,
                 rrl_ipv4_prefix,

@@ -75,12 +75,12 @@ pub async fn run(mut plan: ServePlan) -> Result<()> {
     let tls = tls::certificates(plan.tls.take(), &http01)?;
     let certs = tls.as_ref().map(|t| t.certs.clone());
     let transfers = plan.transfers.as_ref().map(|t| {
-        Arc::new(Transfers {
-            primary: shared.primary.clone(),
-            policy: t.policy.clone(),
-            allow: t.allow.clone(),
-            metrics: Default::default(),
-        })
+        Arc::new(Transfers::new(
+            shared.primary.clone(),
+            t.policy.clone(),
+            t.allow.clone(),
+            t.max_concurrent,
+        ))
     });
     let server = bind_dns(&plan, &shared, &feeds, transfers.clone(), certs.clone()).await?;
     let watcher = spawn_watcher(sources).context("cannot start the file watcher")?;

@@ -113,6 +113,8 @@ pub struct TransfersPlan {
     pub allow: Vec<Cidr>,
     /// Secondaries notified of every serial change.
     pub notify: Vec<NotifyTarget>,
+    /// Transfers out served at once.
+    pub max_concurrent: usize,
 }
 
 /// The DNS listeners.
@@ -294,6 +296,9 @@ fn transfers(
         },
         allow: settings.allow_transfer.clone(),
         notify,
+        max_concurrent: settings
+            .xfr_max_concurrent
+            .unwrap_or(defaults::XFR_MAX_CONCURRENT),
     })
 }
 

@@ -120,3 +120,145 @@ fn sigterm_with_a_client_that_never_reads_exits_after_the_grace() {
 /// A zone whose `big` name has a large TXT answer (about 1 KB), so that replies fill buffers
 /// fast.
 pub const TXT_ZONE: &str = "zones:\n  - origin: example.org\n    records:\n      - {name: big, type: TXT, values: [\"a-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890\", \"b-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890-1234567890\"]}\n";
+
+/// Reads until the server closes the connection (EOF or reset), for at most `bound`; whether
+/// it closed.
+fn closed_by_server(mut stream: std::net::TcpStream, bound: Duration) -> bool {
+    use std::io::Read;
+    stream.set_nonblocking(false).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let deadline = std::time::Instant::now() + bound;
+    let mut buf = vec![0u8; 1 << 16];
+    while std::time::Instant::now() < deadline {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => return true, // reset
+        }
+    }
+    false
+}
+
+/// Clients that pipeline queries and never read, as many as the cap: a fresh TCP client is
+/// still answered (the stalled ones are idle while their writes wait, so one is shed), and a
+/// stalled one is closed once its write has waited the idle timeout. Before, a connection was
+/// busy while writing and the write had no bound: the fresh client was never answered.
+#[test]
+fn clients_that_never_read_hold_neither_the_tcp_slots_nor_their_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = write(dir.path(), "r.yaml", TXT_ZONE);
+    let m = Meshdns::serve(&[
+        "--records",
+        &records,
+        "--tcp-max-connections",
+        "8",
+        "--tcp-idle-timeout",
+        "1h",
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    let stalled: Vec<_> = (0..8)
+        .map(|_| stalled_reader(m.dns, "big.example.org."))
+        .collect();
+    let fresh = dig(m.dns, &["+tcp", "big.example.org", "TXT"]);
+    assert!(fresh.contains("status: NOERROR"), "{fresh}");
+    let (_, page) = m.get("/metrics");
+    assert!(metric(&page, "meshdns_dns_tcp_connections_shed_total ") >= 1);
+    drop(stalled);
+    drop(m);
+
+    let m = Meshdns::serve(&["--records", &records, "--tcp-idle-timeout", "1s"]);
+    let stalled = stalled_reader(m.dns, "big.example.org.");
+    assert!(
+        closed_by_server(stalled, Duration::from_secs(30)),
+        "a client that never reads is closed after the idle timeout"
+    );
+}
+
+/// Sends an AXFR for `zone` over a new TCP connection and reads the first reply message:
+/// (the connection, its rcode).
+fn axfr_started(dns: std::net::SocketAddr, zone: &str) -> (std::net::TcpStream, u8) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(dns).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let q = meshdns_xfr::message::MessageWriter::new(
+        9,
+        0,
+        Some((
+            meshdns_zone::Name::parse(zone, None).unwrap().wire(),
+            252,
+            1,
+        )),
+    )
+    .finish();
+    stream.write_all(&(q.len() as u16).to_be_bytes()).unwrap();
+    stream.write_all(&q).unwrap();
+    let mut len = [0u8; 2];
+    stream.read_exact(&mut len).unwrap();
+    let mut first = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    stream.read_exact(&mut first).unwrap();
+    let rcode = first[3] & 0xF;
+    (stream, rcode)
+}
+
+/// At --xfr-max-concurrent transfers in progress (clients that stopped reading), another
+/// transfer request is REFUSED and counted; once they go, transfers are served again. Before,
+/// each stalled transfer held a blocking thread with no limit (520 clients: 519 threads).
+#[test]
+fn transfers_past_the_cap_are_refused_and_the_slots_come_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut zone = String::from(
+        "$ORIGIN big.test.\n$TTL 300\n@ SOA ns hostmaster 1 3600 600 86400 60\n@ NS ns\nns A 192.0.2.1\n",
+    );
+    for i in 0..300_000u32 {
+        let [_, a, b, c] = i.to_be_bytes();
+        zone.push_str(&format!("h{i} A 10.{a}.{b}.{c}\n"));
+    }
+    let file = write(dir.path(), "big.test.zone", &zone);
+    let m = Meshdns::serve(&[
+        "--zone-file",
+        &format!("big.test={file}"),
+        "--allow-transfer",
+        "127.0.0.0/8",
+        "--xfr-max-concurrent",
+        "2",
+        "--tcp-idle-timeout",
+        "1h",
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    let stalled: Vec<_> = (0..2)
+        .map(|_| {
+            let (stream, rcode) = axfr_started(m.dns, "big.test.");
+            assert_eq!(rcode, 0, "the transfer starts");
+            stream
+        })
+        .collect();
+    let (_, rcode) = axfr_started(m.dns, "big.test.");
+    assert_eq!(rcode, 5, "REFUSED past --xfr-max-concurrent");
+    let (_, page) = m.get("/metrics");
+    assert_eq!(
+        metric(&page, "meshdns_xfr_refused_total{reason=\"busy\"}"),
+        1
+    );
+    drop(stalled);
+    // The stalled clients are gone: their slots come back once their writers see it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, rcode) = axfr_started(m.dns, "big.test.");
+        if rcode == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slots never came back"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
