@@ -16,6 +16,7 @@ mod dig;
 mod doh;
 mod doh_iroh;
 mod dropin;
+mod hostile_files;
 mod kubernetes;
 mod malformed;
 mod manifests;
