@@ -615,7 +615,7 @@ mod tests {
         format!("zones: [{{origin: {origin}, records: [{{name: www, type: A, value: {ip}}}]}}]\n")
     }
 
-    fn mkfifo(path: &Path) {
+    pub(super) fn mkfifo(path: &Path) {
         let _ = std::fs::remove_file(path);
         let c = std::ffi::CString::new(path.display().to_string()).unwrap();
         // SAFETY: mkfifo(3) with a NUL-terminated path.
@@ -812,6 +812,36 @@ spec:
         assert!(s.refresh());
         assert_eq!(served(&s, "api").as_deref(), Some("192.0.2.3"));
         assert_eq!(status.counters()[0].1.last_error, None);
+    }
+
+    #[test]
+    fn a_fifo_in_a_manifests_directory_or_as_the_manifests_file_is_named_and_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |f: &str| dir.path().join(f);
+        std::fs::write(at("zone.yaml"), ZONE).unwrap();
+        std::fs::write(at("a.yaml"), set("www", "192.0.2.1")).unwrap();
+        super::tests::mkfifo(&at("pipe.yaml"));
+        let (mut s, status) = sources(dir.path());
+        assert!(s.refresh());
+        assert_eq!(served(&s, "www").as_deref(), Some("192.0.2.1"));
+        let error = status.counters()[0].1.last_error.clone().unwrap();
+        let pipe = at("pipe.yaml").display().to_string();
+        assert!(
+            error.starts_with(&format!("{pipe}: file: not a regular file (a FIFO")),
+            "{error}"
+        );
+        std::fs::write(at("a.yaml"), set("www", "192.0.2.19")).unwrap();
+        assert!(s.refresh());
+        assert_eq!(served(&s, "www").as_deref(), Some("192.0.2.19"));
+
+        // A manifests path that is itself a pipe.
+        let (mut s, status) = super::tests::with_files(vec![FileSource {
+            path: at("pipe.yaml"),
+            kind: FileKind::Manifests,
+        }]);
+        s.refresh();
+        let reason = status.readiness().unwrap_err();
+        assert!(reason.contains("not a regular file (a FIFO"), "{reason}");
     }
 
     #[test]
