@@ -264,6 +264,12 @@ mod tests {
 
     #[test]
     fn deep_flow_nesting_is_refused_before_parsing_with_the_limit_named() {
+        let err = check_yaml("a.yaml", &nested("[", "]", 100_000)).unwrap_err();
+        assert_eq!(
+            err.reason,
+            "collections ([ ] or { }) nested deeper than 64, at line 1 column 72; at most 64 \
+             levels are read"
+        );
         for text in [
             nested("[", "]", 100_000),
             nested("{a: ", "}", 50_000),
