@@ -188,6 +188,8 @@ fn json_too_deep(text: &str, limit: usize) -> Option<(u64, u64)> {
 /// never pays for the depth it refuses. A syntax error ends the walk: the parse proper
 /// reports it.
 fn yaml_too_deep(text: &str, limit: usize) -> Option<(u64, u64)> {
+    #[allow(clippy::unsafe_removed_from_name)]
+    // the crate's items are called as sys::, as serde_yaml does
     use unsafe_libyaml as sys;
     // The parser points at itself once given its input: it lives on the heap and never moves.
     let mut parser: Box<MaybeUninit<sys::yaml_parser_t>> = Box::new(MaybeUninit::uninit());
@@ -240,9 +242,7 @@ fn yaml_too_deep(text: &str, limit: usize) -> Option<(u64, u64)> {
                 }
             }
             sys::YAML_SEQUENCE_END_EVENT | sys::YAML_MAPPING_END_EVENT => {
-                if open.pop() == Some(true) {
-                    flow -= 1;
-                }
+                flow -= usize::from(open.pop() == Some(true));
             }
             sys::YAML_STREAM_END_EVENT => break,
             _ => {}
