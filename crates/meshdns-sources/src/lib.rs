@@ -9,6 +9,7 @@
 
 pub mod content;
 pub mod feed;
+pub mod limits;
 pub mod manifests;
 pub mod native;
 pub mod pkarr;

@@ -137,6 +137,7 @@ pub fn looks_like_manifests(text: &str) -> bool {
 
 /// Every object in the documents of `text`, `List`s expanded.
 pub fn objects(file: &str, text: &str) -> Result<Vec<Value>, Problem> {
+    crate::limits::check_yaml(file, text)?;
     let mut out = Vec::new();
     for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let value = Value::deserialize(doc).map_err(|e| {

@@ -12,13 +12,15 @@ use serde_json::Value;
 use meshdns_zone::BuildDefaults;
 
 use crate::content::{ParseSettings, Problem};
-use crate::manifests;
 use crate::snapshot::{Loaded, load, load_parsed};
 use crate::watch::FileSource;
+use crate::{limits, manifests};
 
-/// Whether a file in a manifest directory is read: `.yaml`, `.yml` or `.json`.
+/// Whether a file in a manifest directory is read: `.yaml`, `.yml` or `.json`, and not a
+/// directory. Anything else so named (a named pipe, a socket) is listed, so that reading it
+/// refuses it by name ([`limits::read_file`]) rather than passing over it in silence.
 fn is_manifest_file(path: &Path) -> bool {
-    path.is_file()
+    std::fs::metadata(path).is_ok_and(|m| !m.is_dir())
         && path
             .extension()
             .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
@@ -53,8 +55,7 @@ pub fn manifest_objects(label: &str, bytes: &[u8]) -> Result<Vec<Value>, Problem
 /// One manifests file's objects; problems name the file.
 pub fn read_manifest_file(path: &Path) -> Result<Vec<Value>, Problem> {
     let label = path.display().to_string();
-    let bytes = std::fs::read(path)
-        .map_err(|e| Problem::new(&label, "file", format!("cannot read: {e}")))?;
+    let bytes = limits::read_file(&label, path)?;
     manifest_objects(&label, &bytes)
 }
 
@@ -96,8 +97,7 @@ pub fn load_source(
 ) -> Result<Loaded, Problem> {
     let label = source.path.display().to_string();
     if !source.path.is_dir() {
-        let bytes = std::fs::read(&source.path)
-            .map_err(|e| Problem::new(&label, "file", format!("cannot read: {e}")))?;
+        let bytes = limits::read_file(&label, &source.path)?;
         return load(&label, &source.kind, &bytes, settings, defaults);
     }
     let mut objects = Vec::new();

@@ -13,7 +13,7 @@
 use serde_json::Value;
 
 use crate::content::{FileKind, ParseSettings, Parsed, Problem};
-use crate::{manifests, native, tailscale, zonefile};
+use crate::{limits, manifests, native, tailscale, zonefile};
 
 /// Parses a records or zone file. `file` is the name used in problems.
 pub fn parse(
@@ -71,9 +71,11 @@ fn looks_like_zone_file(file: &str, text: &str) -> bool {
 fn parse_structured(file: &str, text: &str, settings: &ParseSettings) -> Result<Parsed, Problem> {
     let trimmed = text.trim_start();
     let value: Value = if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        limits::check_json(file, text)?;
         serde_json::from_str(text)
             .map_err(|e| Problem::new(file, "file", format!("not valid JSON: {e}")))?
     } else {
+        limits::check_yaml(file, text)?;
         serde_yaml::from_str(text)
             .map_err(|e| Problem::new(file, "file", format!("not valid YAML or JSON: {e}")))?
     };

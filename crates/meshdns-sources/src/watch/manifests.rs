@@ -29,6 +29,7 @@ use super::source::{
     stays_missing,
 };
 use crate::content::Problem;
+use crate::limits::read_file;
 use crate::manifests;
 use crate::read::{manifest_files, manifest_objects};
 
@@ -137,11 +138,11 @@ impl ManifestFile {
             return false;
         }
         let label = path.display().to_string();
-        let bytes = match std::fs::read(path) {
+        let bytes = match read_file(&label, path) {
             Ok(b) => b,
-            Err(e) => {
+            Err(problem) => {
                 self.seen = None;
-                self.broken = Some(Problem::new(&label, "file", format!("cannot read: {e}")));
+                self.broken = Some(problem);
                 return false;
             }
         };

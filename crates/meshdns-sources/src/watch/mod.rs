@@ -227,6 +227,8 @@ impl FileSources {
     /// a snapshot was published.
     pub fn refresh(&mut self) -> bool {
         let first = self.loader.first();
+        // The first snapshot holds every source; later, a slow parse goes on alone.
+        self.loader.wait_all = first;
         let mut changed = false;
         for Source { kept, input } in &mut self.sources {
             changed |= input.check(kept, &mut self.loader);
@@ -430,6 +432,7 @@ pub fn spawn_watcher(mut sources: FileSources) -> std::io::Result<WatchHandle> {
     // one, so a flood of them (a publish storm, a churning directory) costs no memory.
     let (tx, rx) = mpsc::sync_channel(POKES);
     let events = tx.clone();
+    sources.loader.waker = Some(Poker(tx.clone()));
     let mut watcher =
         match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             if res.is_ok() {
@@ -598,6 +601,98 @@ mod tests {
         assert_eq!(s.sources[0].kept.counters.last_error, None);
     }
 
+    /// The A record served at www.`origin`, if any.
+    fn www(s: &FileSources, origin: &str) -> Option<String> {
+        let zone_name: Name = format!("{origin}.").parse().unwrap();
+        let owner: Name = format!("www.{origin}.").parse().unwrap();
+        let catalog = s.published.load();
+        let zone = catalog.zone(&zone_name)?;
+        let set = zone.node(owner.wire())?.get(meshdns_zone::RType::A)?;
+        Some(set.decoded()[0].to_string())
+    }
+
+    fn zone_of(origin: &str, ip: &str) -> String {
+        format!("zones: [{{origin: {origin}, records: [{{name: www, type: A, value: {ip}}}]}}]\n")
+    }
+
+    pub(super) fn mkfifo(path: &Path) {
+        let _ = std::fs::remove_file(path);
+        let c = std::ffi::CString::new(path.display().to_string()).unwrap();
+        // SAFETY: mkfifo(3) with a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    }
+
+    #[test]
+    fn a_fifo_in_a_records_files_place_is_unusable_and_the_other_files_keep_reloading() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.yaml"), dir.path().join("b.yaml"));
+        std::fs::write(&a, zone_of("a.test", "192.0.2.1")).unwrap();
+        std::fs::write(&b, zone_of("b.test", "192.0.2.2")).unwrap();
+        let (mut s, status) = sources(&[&a, &b]);
+        assert!(s.refresh());
+
+        mkfifo(&a);
+        std::fs::write(&b, zone_of("b.test", "192.0.2.22")).unwrap();
+        assert!(s.refresh(), "b's change is served");
+        assert_eq!(www(&s, "b.test").as_deref(), Some("192.0.2.22"));
+        assert_eq!(
+            www(&s, "a.test").as_deref(),
+            Some("192.0.2.1"),
+            "a's last good"
+        );
+        let error = status.counters()[0].1.last_error.clone().unwrap();
+        assert_eq!(
+            error,
+            format!(
+                "{}: file: not a regular file (a FIFO (named pipe)); a records, zone or \
+                 manifests file must be a regular file or a symlink to one",
+                a.display()
+            )
+        );
+        assert_eq!(status.counters()[0].1.reloads_error, 1);
+        s.refresh();
+        assert_eq!(status.counters()[0].1.reloads_error, 1, "counted once");
+
+        std::fs::remove_file(&a).unwrap();
+        std::fs::write(&a, zone_of("a.test", "192.0.2.11")).unwrap();
+        assert!(s.refresh());
+        assert_eq!(www(&s, "a.test").as_deref(), Some("192.0.2.11"));
+        assert_eq!(status.counters()[0].1.last_error, None);
+    }
+
+    #[test]
+    fn a_slow_parse_holds_up_neither_the_other_files_nor_the_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.yaml"), dir.path().join("b.yaml"));
+        std::fs::write(&a, zone_of("a.test", "192.0.2.1")).unwrap();
+        std::fs::write(&b, zone_of("b.test", "192.0.2.2")).unwrap();
+        let (mut s, _status) = sources(&[&a, &b]);
+        assert!(s.refresh());
+
+        // a.yaml's next parse does not end until released.
+        let label = a.display().to_string();
+        source::gate::hold(&label);
+        std::fs::write(&a, zone_of("a.test", "192.0.2.11")).unwrap();
+        std::fs::write(&b, zone_of("b.test", "192.0.2.22")).unwrap();
+        assert!(s.refresh(), "b's change is served while a's parse runs");
+        assert_eq!(www(&s, "b.test").as_deref(), Some("192.0.2.22"));
+        assert_eq!(www(&s, "a.test").as_deref(), Some("192.0.2.1"));
+        // Still running: later checks go on too.
+        std::fs::write(&b, zone_of("b.test", "192.0.2.23")).unwrap();
+        assert!(s.refresh());
+        assert_eq!(www(&s, "b.test").as_deref(), Some("192.0.2.23"));
+
+        source::gate::release(&label);
+        for _ in 0..500 {
+            if www(&s, "a.test").as_deref() == Some("192.0.2.11") {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+            s.refresh();
+        }
+        panic!("a's parse was never served");
+    }
+
     #[test]
     fn a_precedence_problem_that_clears_and_returns_is_counted_again() {
         let dir = tempfile::tempdir().unwrap();
@@ -717,6 +812,36 @@ spec:
         assert!(s.refresh());
         assert_eq!(served(&s, "api").as_deref(), Some("192.0.2.3"));
         assert_eq!(status.counters()[0].1.last_error, None);
+    }
+
+    #[test]
+    fn a_fifo_in_a_manifests_directory_or_as_the_manifests_file_is_named_and_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |f: &str| dir.path().join(f);
+        std::fs::write(at("zone.yaml"), ZONE).unwrap();
+        std::fs::write(at("a.yaml"), set("www", "192.0.2.1")).unwrap();
+        super::tests::mkfifo(&at("pipe.yaml"));
+        let (mut s, status) = sources(dir.path());
+        assert!(s.refresh());
+        assert_eq!(served(&s, "www").as_deref(), Some("192.0.2.1"));
+        let error = status.counters()[0].1.last_error.clone().unwrap();
+        let pipe = at("pipe.yaml").display().to_string();
+        assert!(
+            error.starts_with(&format!("{pipe}: file: not a regular file (a FIFO")),
+            "{error}"
+        );
+        std::fs::write(at("a.yaml"), set("www", "192.0.2.19")).unwrap();
+        assert!(s.refresh());
+        assert_eq!(served(&s, "www").as_deref(), Some("192.0.2.19"));
+
+        // A manifests path that is itself a pipe.
+        let (mut s, status) = super::tests::with_files(vec![FileSource {
+            path: at("pipe.yaml"),
+            kind: FileKind::Manifests,
+        }]);
+        s.refresh();
+        let reason = status.readiness().unwrap_err();
+        assert!(reason.contains("not a regular file (a FIFO"), "{reason}");
     }
 
     #[test]

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use meshdns_zone::{BuildDefaults, Catalog, Name};
 use tracing::{debug, error, info, warn};
 
+use super::Poker;
 use super::health::SourceCounters;
 use crate::content::{FileKind, ParseSettings, Parsed, Problem, ZoneContent};
 use crate::records::parse;
@@ -152,20 +153,49 @@ impl Kept {
         }
     }
 
-    /// Parses and compiles a new version of a file's (or a ConfigMap key's) bytes; an unusable
-    /// one keeps the last good content serving.
+    /// Parses and compiles a new version of a file's (or a ConfigMap key's) bytes here; an
+    /// unusable one keeps the last good content serving.
     pub fn load_bytes(&mut self, kind: &FileKind, bytes: Vec<u8>, loader: &mut Loader) -> bool {
         let started = Instant::now();
-        let parsed = match parse(&self.label, kind, &bytes, &loader.settings) {
-            Ok(parsed) => parsed,
+        let compile = self.compile(kind, bytes, loader);
+        self.finish(compile.run(), started)
+    }
+
+    /// The parse and compile of a new version of a file's bytes, to run here or on a thread of
+    /// its own ([`Compile::run`]).
+    pub fn compile(&self, kind: &FileKind, bytes: Vec<u8>, loader: &mut Loader) -> Compile {
+        Compile {
+            label: self.label.clone(),
+            kind: kind.clone(),
+            bytes,
+            settings: loader.settings.clone(),
+            defaults: loader.defaults(),
+            emptied: self.last_good.as_ref().map(empty_like),
+        }
+    }
+
+    /// Keeps what a [`Compile`] gave (started at `started`): its content becomes the last good
+    /// one, or the input is unusable and the last good content keeps serving. Whether the
+    /// content to serve changed.
+    pub fn finish(&mut self, result: Result<Loaded, Problem>, started: Instant) -> bool {
+        match result {
+            Ok(loaded) => {
+                self.took(loaded, started);
+                true
+            }
             Err(problem) => {
                 self.fail(problem);
-                return false;
+                false
             }
-        };
-        drop(bytes);
-        self.load_parsed_file(parsed, loader, started);
-        true
+        }
+    }
+
+    /// Logs and keeps a loaded file's content.
+    fn took(&mut self, loaded: Loaded, started: Instant) {
+        loaded.problems.iter().for_each(log_skipped);
+        info!(file = %self.label, records = loaded.records(), skipped = loaded.problems.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64, "records file loaded");
+        self.succeed(loaded);
     }
 
     /// Compiles a file's parsed content and keeps it; every problem is logged (each load is a
@@ -179,10 +209,63 @@ impl Kept {
             parsed.zones = empty_like(previous);
         }
         let loaded = load_parsed(&self.label, parsed, loader.defaults());
-        loaded.problems.iter().for_each(log_skipped);
-        info!(file = %self.label, records = loaded.records(), skipped = loaded.problems.len(),
-            elapsed_ms = started.elapsed().as_millis() as u64, "records file loaded");
-        self.succeed(loaded);
+        self.took(loaded, started);
+    }
+}
+
+/// The parse and compile of one version of a file's bytes: pure, owning all it needs, so that
+/// it can run on a thread of its own while the loader checks the other sources.
+pub(super) struct Compile {
+    label: String,
+    kind: FileKind,
+    bytes: Vec<u8>,
+    settings: ParseSettings,
+    defaults: BuildDefaults,
+    /// The zones last served, emptied: what an emptied file keeps serving.
+    emptied: Option<Vec<ZoneContent>>,
+}
+
+impl Compile {
+    /// Parses and compiles; the problem when the bytes cannot be used.
+    pub fn run(self) -> Result<Loaded, Problem> {
+        #[cfg(test)]
+        gate::pass(&self.label);
+        let mut parsed = parse(&self.label, &self.kind, &self.bytes, &self.settings)?;
+        drop(self.bytes);
+        if parsed.zones.is_empty()
+            && let Some(emptied) = self.emptied
+        {
+            // An emptied file clears its records but keeps its zones served, so names in them
+            // get NXDOMAIN rather than REFUSED (as Tailscale's nameserver does).
+            parsed.zones = emptied;
+        }
+        Ok(load_parsed(&self.label, parsed, self.defaults))
+    }
+}
+
+/// Tests hold a file's parse here to stand for a slow one.
+#[cfg(test)]
+pub(super) mod gate {
+    use std::sync::{Condvar, Mutex};
+
+    static HELD: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    static CHANGED: Condvar = Condvar::new();
+
+    /// Parses of `label` wait until [`release`].
+    pub fn hold(label: &str) {
+        HELD.lock().unwrap().push(label.to_string());
+    }
+
+    pub fn release(label: &str) {
+        HELD.lock().unwrap().retain(|l| l != label);
+        CHANGED.notify_all();
+    }
+
+    pub fn pass(label: &str) {
+        let mut held = HELD.lock().unwrap();
+        while held.iter().any(|l| l == label) {
+            held = CHANGED.wait(held).unwrap();
+        }
     }
 }
 
@@ -201,14 +284,26 @@ pub(super) struct Loader {
     pub settings: ParseSettings,
     /// Quiet time that ends a burst of events (and that an absence must outlast).
     pub debounce: Duration,
+    /// Asks the watcher thread for a check: a parse that outlasted its budget calls it when
+    /// it ends, so its result is served at once.
+    pub waker: Option<Poker>,
+    /// Whether a check waits for every parse it starts to end (the first check, so that the
+    /// first snapshot holds every source), rather than at most [`PARSE_BUDGET`].
+    pub wait_all: bool,
     serial: u32,
 }
+
+/// How long a check waits for a file's parse before it goes on to the other sources. A parse
+/// that takes longer goes on on its own thread, and the check after it ends serves it.
+pub(super) const PARSE_BUDGET: Duration = Duration::from_millis(250);
 
 impl Loader {
     pub fn new(settings: ParseSettings, debounce: Duration) -> Loader {
         Loader {
             settings,
             debounce,
+            waker: None,
+            wait_all: true,
             serial: 0,
         }
     }

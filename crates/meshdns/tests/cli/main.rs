@@ -18,6 +18,7 @@ mod doh;
 mod doh_iroh;
 mod dropin;
 mod hostile;
+mod hostile_files;
 mod hostile_http;
 mod kubernetes;
 mod malformed;
