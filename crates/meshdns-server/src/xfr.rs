@@ -92,7 +92,7 @@ impl Transfers {
     pub fn refuse_busy(&self, packet: &[u8], peer: IpAddr) -> Option<Vec<u8>> {
         let msg = meshdns_xfr::message::parse(packet).ok()?;
         self.metrics.refused[BUSY].fetch_add(1, Relaxed);
-        if let Some(suppressed) = PEER_WARNINGS.admit("transfer busy") {
+        if let Some(suppressed) = PEER_WARNINGS.admit("transfer busy", "") {
             info!(%peer, suppressed, "zone transfer refused: --xfr-max-concurrent transfers in progress");
         }
         let flags = 0x8000 | (msg.flags & 0x7900) | meshdns_zone::rcode::REFUSED;
@@ -146,7 +146,9 @@ impl Transfers {
             }
             other => {
                 m.refused[refusal(other)].fetch_add(1, Relaxed);
-                if let Some(suppressed) = PEER_WARNINGS.admit("transfer refused") {
+                if let Some(suppressed) =
+                    PEER_WARNINGS.admit("transfer refused", &format!("{other:?}"))
+                {
                     info!(%peer, outcome = ?other, suppressed, "zone transfer refused");
                 }
             }
@@ -166,7 +168,9 @@ impl Transfers {
             Ok(()) => {}
             Err(outcome) => {
                 self.metrics.refused[refusal(outcome)].fetch_add(1, Relaxed);
-                if let Some(suppressed) = PEER_WARNINGS.admit("signed query refused") {
+                if let Some(suppressed) =
+                    PEER_WARNINGS.admit("signed query refused", &format!("{outcome:?}"))
+                {
                     info!(%peer, ?outcome, suppressed, "signed query refused");
                 }
             }

@@ -236,42 +236,44 @@ pub fn answer_notify(policy: &NotifyPolicy, packet: &[u8], peer: IpAddr) -> Opti
         .map_or(&[], std::slice::from_ref);
     let check = zone.map(|_| tsig::check(&msg, keys, now));
     // A peer can send these at will: every one is counted, the log lines are throttled.
-    let log = |cause: &'static str| PEER_WARNINGS.admit(cause);
+    let log = |cause: &'static str, zone: &SecondaryFeed| {
+        PEER_WARNINGS.admit(cause, &zone.origin.to_string())
+    };
     let outcome = match (zone, &check) {
         (None, _) => {
-            if let Some(suppressed) = log("notify unknown zone") {
+            if let Some(suppressed) = PEER_WARNINGS.admit("notify unknown zone", "") {
                 warn!(%peer, suppressed, "NOTIFY for a zone that is not a secondary here: ignored");
             }
             "unknown_zone"
         }
         (Some((f, _)), Some(Check::Signed(_))) => {
-            if let Some(suppressed) = log("notify signed") {
+            if let Some(suppressed) = log("notify signed", f) {
                 info!(zone = %f.origin, %peer, suppressed, "NOTIFY signed with the zone's key: refreshing");
             }
             f.wake();
             "accepted"
         }
         (Some((f, _)), Some(Check::Unsigned)) if f.notify(peer) => {
-            if let Some(suppressed) = log("notify from primary") {
+            if let Some(suppressed) = log("notify from primary", f) {
                 info!(zone = %f.origin, %peer, suppressed, "NOTIFY from the primary: refreshing");
             }
             "accepted"
         }
         (Some((f, _)), Some(Check::Unsigned)) if policy.allow.iter().any(|c| c.contains(peer)) => {
-            if let Some(suppressed) = log("notify from allowed prefix") {
+            if let Some(suppressed) = log("notify from allowed prefix", f) {
                 info!(zone = %f.origin, %peer, suppressed, "NOTIFY from an --allow-notify prefix: refreshing");
             }
             f.wake();
             "accepted"
         }
         (Some((f, _)), Some(Check::Unsigned)) => {
-            if let Some(suppressed) = log("notify not allowed") {
+            if let Some(suppressed) = log("notify not allowed", f) {
                 warn!(zone = %f.origin, %peer, suppressed, why = "unsigned, and not from an --allow-notify prefix", "NOTIFY from an address that is not the zone's primary: ignored");
             }
             "not_allowed"
         }
         (Some((f, _)), _) => {
-            if let Some(suppressed) = log("notify bad tsig") {
+            if let Some(suppressed) = log("notify bad tsig", f) {
                 warn!(zone = %f.origin, %peer, suppressed, "NOTIFY whose TSIG does not verify with the zone's key: ignored");
             }
             "bad_tsig"

@@ -3,16 +3,18 @@
 //! (each caller counts every event in its metrics), and the log gets the first occurrence of a
 //! cause in each interval, then one line per interval saying how many were left out.
 //!
-//! Keyed by cause (a fixed string), never by the peer: spoofed source addresses cannot grow the
-//! state, and a flood from many addresses is still one line per interval.
+//! Keyed by cause (a fixed string) and a scope from a bounded set the server knows (a zone it
+//! serves, an outcome), never by the peer: spoofed source addresses cannot grow the state, and a
+//! flood from many addresses is still one line per interval.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// One line per cause per interval.
 pub struct Throttle {
     interval: Duration,
-    causes: Mutex<Vec<(&'static str, Window)>>,
+    causes: Mutex<Option<HashMap<(&'static str, String), Window>>>,
 }
 
 struct Window {
@@ -21,8 +23,8 @@ struct Window {
 }
 
 /// The lines about peers' requests (NOTIFY, refused transfers and signed queries): one line per
-/// cause every 10 seconds at most. Use: `if let Some(suppressed) = PEER_WARNINGS.admit("cause")
-/// { warn!(…, suppressed, "…") }`.
+/// cause every 10 seconds at most. Use: `if let Some(suppressed) =
+/// PEER_WARNINGS.admit("cause", zone) { warn!(…, suppressed, "…") }`.
 pub static PEER_WARNINGS: Throttle = Throttle::new(Duration::from_secs(10));
 
 impl Throttle {
@@ -30,30 +32,32 @@ impl Throttle {
     pub const fn new(interval: Duration) -> Throttle {
         Throttle {
             interval,
-            causes: Mutex::new(Vec::new()),
+            causes: Mutex::new(None),
         }
     }
 
-    /// Whether to log this occurrence of `cause` now: `Some(n)` with the number of occurrences
-    /// left out since the last line logged for it, `None` to leave this one out.
-    pub fn admit(&self, cause: &'static str) -> Option<u64> {
-        self.admit_at(cause, Instant::now())
+    /// Whether to log this occurrence of `cause` in `scope` (a zone, an outcome: never
+    /// anything a peer chooses freely) now: `Some(n)` with the number of occurrences left out
+    /// since the last line logged for it, `None` to leave this one out.
+    pub fn admit(&self, cause: &'static str, scope: &str) -> Option<u64> {
+        self.admit_at(cause, scope, Instant::now())
     }
 
-    fn admit_at(&self, cause: &'static str, now: Instant) -> Option<u64> {
+    fn admit_at(&self, cause: &'static str, scope: &str, now: Instant) -> Option<u64> {
         let mut causes = self.causes.lock().unwrap_or_else(|e| e.into_inner());
-        match causes.iter_mut().find(|(c, _)| *c == cause) {
+        let causes = causes.get_or_insert_with(HashMap::new);
+        match causes.get_mut(&(cause, scope.to_string())) {
             None => {
-                causes.push((
-                    cause,
+                causes.insert(
+                    (cause, scope.to_string()),
                     Window {
                         opened: now,
                         suppressed: 0,
                     },
-                ));
+                );
                 Some(0)
             }
-            Some((_, w)) if now.duration_since(w.opened) >= self.interval => {
+            Some(w) if now.duration_since(w.opened) >= self.interval => {
                 let left_out = w.suppressed;
                 *w = Window {
                     opened: now,
@@ -61,7 +65,7 @@ impl Throttle {
                 };
                 Some(left_out)
             }
-            Some((_, w)) => {
+            Some(w) => {
                 w.suppressed += 1;
                 None
             }
@@ -74,16 +78,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn one_line_per_cause_per_interval_with_the_count_left_out() {
+    fn one_line_per_cause_and_scope_per_interval_with_the_count_left_out() {
         let t = Throttle::new(Duration::from_secs(10));
         let start = Instant::now();
-        assert_eq!(t.admit_at("a", start), Some(0));
+        assert_eq!(t.admit_at("a", "z1", start), Some(0));
         for i in 1..5000 {
-            assert_eq!(t.admit_at("a", start + Duration::from_millis(i)), None);
+            assert_eq!(
+                t.admit_at("a", "z1", start + Duration::from_millis(i)),
+                None
+            );
         }
-        assert_eq!(t.admit_at("b", start), Some(0), "causes are apart");
-        assert_eq!(t.admit_at("a", start + Duration::from_secs(10)), Some(4999));
-        assert_eq!(t.admit_at("a", start + Duration::from_secs(11)), None);
-        assert_eq!(t.admit_at("a", start + Duration::from_secs(20)), Some(1));
+        assert_eq!(t.admit_at("b", "z1", start), Some(0), "causes are apart");
+        assert_eq!(t.admit_at("a", "z2", start), Some(0), "scopes are apart");
+        assert_eq!(
+            t.admit_at("a", "z1", start + Duration::from_secs(10)),
+            Some(4999)
+        );
+        assert_eq!(t.admit_at("a", "z1", start + Duration::from_secs(11)), None);
+        assert_eq!(
+            t.admit_at("a", "z1", start + Duration::from_secs(20)),
+            Some(1)
+        );
     }
 }
