@@ -32,6 +32,7 @@ mod render_mesh;
 mod rrl;
 mod secondaries;
 mod tls;
+mod walk;
 mod xfr;
 mod xfr_tsig;
 
