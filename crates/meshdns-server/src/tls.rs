@@ -262,10 +262,19 @@ pub struct CertFiles {
 impl CertFiles {
     fn read(&self) -> Result<PemPair, CertError> {
         let read = |p: &PathBuf| {
-            std::fs::read(p).map_err(|source| CertError::Read {
+            // A FIFO or device in a certificate's place would block the read (and the reload
+            // thread) forever: only a regular file, or a symlink to one, is opened.
+            let err = |source| CertError::Read {
                 path: p.display().to_string(),
                 source,
-            })
+            };
+            if !std::fs::metadata(p).map_err(err)?.is_file() {
+                return Err(err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "not a regular file; a certificate or key file must be a regular file or a symlink to one",
+                )));
+            }
+            std::fs::read(p).map_err(err)
         };
         Ok((read(&self.cert)?, read(&self.key)?))
     }

@@ -241,12 +241,19 @@ fn tsig_keys(settings: &ServeConfig) -> Result<Vec<Key>, String> {
     let Some(path) = &settings.tsig_keys else {
         return Ok(Vec::new());
     };
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let cannot = |e: &dyn std::fmt::Display| {
         format!(
             "--tsig-keys (tsigKeys): cannot read {}: {e}",
             path.display()
         )
-    })?;
+    };
+    // A FIFO in the key file's place would block start-up forever: regular files only.
+    if !std::fs::metadata(path).map_err(|e| cannot(&e))?.is_file() {
+        return Err(cannot(
+            &"not a regular file; the key file must be a regular file or a symlink to one",
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| cannot(&e))?;
     meshdns_xfr::parse_key_file(&path.display().to_string(), &text)
         .map_err(|e| format!("--tsig-keys (tsigKeys): {e}"))
 }

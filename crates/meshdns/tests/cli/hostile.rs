@@ -262,3 +262,71 @@ fn transfers_past_the_cap_are_refused_and_the_slots_come_back() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Runs `meshdns ARGS` and waits for it to exit (20 s at most): (exit code, stderr).
+fn exit_of(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = bin()
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return (None, "still running after 20 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A named pipe where the TSIG key file or the certificate should be: refused at once, naming
+/// the file, instead of blocking start-up (or the certificate reload) in `open` forever.
+#[test]
+fn a_fifo_as_the_key_file_or_the_certificate_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let fifo = fifo.to_str().unwrap();
+    let (code, err) = exit_of(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--tsig-keys",
+        fifo,
+        "--allow-transfer-key",
+        "k.",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("not a regular file") && err.contains(fifo),
+        "{err}"
+    );
+    let (code, err) = exit_of(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--dot",
+        "127.0.0.1:0",
+        "--tls-cert",
+        fifo,
+        "--tls-key",
+        fifo,
+    ]);
+    assert!(code.is_some_and(|c| c != 0), "{code:?} {err}");
+    assert!(
+        err.contains("not a regular file") && err.contains(fifo),
+        "{err}"
+    );
+}
