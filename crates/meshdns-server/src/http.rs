@@ -283,7 +283,11 @@ async fn accept_plain(
             }
             Err(e) => {
                 // Usually out of file descriptors: back off instead of spinning.
-                warn!(error = %e, "HTTP accept failed");
+                if let Some(suppressed) =
+                    meshdns_xfr::throttle::PEER_WARNINGS.admit("accept", "http")
+                {
+                    warn!(error = %e, suppressed, "HTTP accept failed");
+                }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
@@ -502,7 +506,11 @@ async fn handshakes(
                 Ok(x) => x,
                 Err(e) => {
                     // Usually out of file descriptors: back off instead of spinning.
-                    warn!(error = %e, "HTTPS accept failed");
+                    if let Some(suppressed) =
+                        meshdns_xfr::throttle::PEER_WARNINGS.admit("accept", "https")
+                    {
+                        warn!(error = %e, suppressed, "HTTPS accept failed");
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }

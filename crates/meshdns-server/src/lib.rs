@@ -412,7 +412,11 @@ async fn serve_tcp(listener: TcpListener, dot: Dot, shared: Arc<Shared>, tasks: 
             Ok(x) => x,
             Err(e) => {
                 // Usually out of file descriptors: back off instead of spinning.
-                warn!(error = %e, "TCP accept failed");
+                if let Some(suppressed) =
+                    meshdns_xfr::throttle::PEER_WARNINGS.admit("accept", "tcp")
+                {
+                    warn!(error = %e, suppressed, "TCP accept failed");
+                }
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
