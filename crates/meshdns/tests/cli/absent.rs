@@ -9,22 +9,6 @@ use crate::*;
 
 const RECORDS: &str = r#"{"version":"v1alpha1","ip4":{"a.ts.net":["100.64.0.1"]}}"#;
 
-/// Polls `dig` until its output contains `want` (10 s at most).
-fn until(m: &Meshdns, args: &[&str], want: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let out = dig(m.dns, args);
-        if out.contains(want) {
-            return out;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "never {want}:\n{out}\nlog:\n{}",
-            m.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 fn absent_gauge(m: &Meshdns) -> String {
     let (_, metrics) = m.get("/metrics");

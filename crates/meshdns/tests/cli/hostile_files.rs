@@ -13,23 +13,6 @@ fn zone(origin: &str, ip: &str) -> String {
     format!("zones:\n- origin: {origin}\n  records:\n  - {{name: www, type: A, value: {ip}}}\n")
 }
 
-/// Polls `dig` until its output contains `want` (15 s at most: the bound only keeps a broken
-/// build from hanging).
-fn until(m: &Meshdns, args: &[&str], want: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let out = dig(m.dns, args);
-        if out.contains(want) {
-            return out;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "never {want}:\n{out}\nlog:\n{}",
-            m.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// `meshdns_source_up` of `file`, if the page has it.
 fn source_up(m: &Meshdns, file: &str) -> Option<u64> {

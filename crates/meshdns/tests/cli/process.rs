@@ -213,6 +213,24 @@ pub fn dig(server: SocketAddr, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Polls `dig` until its output contains `want` (15 s at most: the bound only keeps a broken
+/// build from hanging).
+pub fn until(m: &Meshdns, args: &[&str], want: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let out = dig(m.dns, args);
+        if out.contains(want) {
+            return out;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never {want}:\n{out}\nlog:\n{}",
+            m.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Writes `content` to `dir/name` and returns the path as a string.
 pub fn write(dir: &Path, name: &str, content: &str) -> String {
     let p = dir.join(name);
