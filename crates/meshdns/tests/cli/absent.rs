@@ -9,7 +9,6 @@ use crate::*;
 
 const RECORDS: &str = r#"{"version":"v1alpha1","ip4":{"a.ts.net":["100.64.0.1"]}}"#;
 
-
 fn absent_gauge(m: &Meshdns) -> String {
     let (_, metrics) = m.get("/metrics");
     metrics

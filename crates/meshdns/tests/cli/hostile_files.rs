@@ -13,7 +13,6 @@ fn zone(origin: &str, ip: &str) -> String {
     format!("zones:\n- origin: {origin}\n  records:\n  - {{name: www, type: A, value: {ip}}}\n")
 }
 
-
 /// `meshdns_source_up` of `file`, if the page has it.
 fn source_up(m: &Meshdns, file: &str) -> Option<u64> {
     let (_, page) = m.get("/metrics");
