@@ -190,7 +190,7 @@ reload_test() { # 10 reloads of the 1M-host zone while dnsperf sends 100k QPS
 
 setup() {
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq dnsperf nsd knot bind9 dnsutils knot-dnsutils >/dev/null
+  apt-get update -qq && apt-get install -y -qq dnsperf nsd knot bind9 dnsutils knot-dnsutils valgrind >/dev/null
   for svc in nsd knot named bind9; do systemctl stop "$svc" 2>/dev/null || service "$svc" stop 2>/dev/null || true; done
   (cd "$ROOT" && cargo build --release -p meshdns)
   mkdir -p "$RUN_ROOT/bin"; cc -O2 -o "$REFLECTOR" "$HERE/reflector.c"

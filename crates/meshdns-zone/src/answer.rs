@@ -128,7 +128,8 @@ pub fn answer(
     let mut flags =
         FLAG_QR | if query.rd { FLAG_RD } else { 0 } | if query.cd { FLAG_CD } else { 0 };
     let edns = query.edns;
-    let reply = |mut w: Writer<'_, '_>, flags: u16, rc: u16, truncated: bool| {
+    // The writer stays where it is: passing it by value would copy its table each time.
+    let reply = |w: &mut Writer<'_, '_>, flags: u16, rc: u16, truncated: bool| {
         if let Some(e) = edns {
             w.put_opt(config.edns_payload, (rc >> 4) as u8, e.dnssec_ok);
         }
@@ -146,19 +147,19 @@ pub fn answer(
     };
 
     if edns.is_some_and(|e| e.version > 0) {
-        return reply(w, flags, rcode::BADVERS, false);
+        return reply(&mut w, flags, rcode::BADVERS, false);
     }
     match query.qtype {
-        RType::OPT => return reply(w, flags, rcode::FORMERR, false),
-        RType::AXFR | RType::IXFR => return reply(w, flags, rcode::REFUSED, false),
-        RType::MAILA | RType::MAILB => return reply(w, flags, rcode::NOTIMP, false),
+        RType::OPT => return reply(&mut w, flags, rcode::FORMERR, false),
+        RType::AXFR | RType::IXFR => return reply(&mut w, flags, rcode::REFUSED, false),
+        RType::MAILA | RType::MAILB => return reply(&mut w, flags, rcode::NOTIMP, false),
         _ => {}
     }
     if query.qclass != CLASS_IN && query.qclass != CLASS_ANY {
-        return reply(w, flags, rcode::REFUSED, false);
+        return reply(&mut w, flags, rcode::REFUSED, false);
     }
     let Some(found) = catalog.find(qname_lower) else {
-        return reply(w, flags, rcode::REFUSED, false);
+        return reply(&mut w, flags, rcode::REFUSED, false);
     };
     // Published keys are read under one guard for the whole answer (CNAME hops and additional
     // addresses included): each key is seen at one version.
@@ -187,7 +188,7 @@ pub fn answer(
             w.rollback(mark);
         }
     }
-    reply(w, flags, resolved.rcode, truncated)
+    reply(&mut w, flags, resolved.rcode, truncated)
 }
 
 /// FORMERR or NOTIMP for a packet that is not a usable query; the question is echoed when it
@@ -215,7 +216,7 @@ fn malformed_reply(
     let qtype =
         question_end.map(|end| RType(u16::from_be_bytes([packet[end - 4], packet[end - 3]])));
     // The lower-cased name is only used for compression, and nothing follows the question here.
-    let w = Writer::new(out, question.map(|q| (q, &[][..])));
+    let mut w = Writer::new(out, question.map(|q| (q, &[][..])));
     w.finish(id, flags);
     Outcome {
         reply: true,

@@ -6,6 +6,7 @@
 
 use crate::name::{MAX_NAME_LEN, label_offsets};
 use crate::rdata::{RType, wire_name_len};
+use std::mem::MaybeUninit;
 
 /// Size of the fixed header.
 pub const HEADER_LEN: usize = 12;
@@ -294,10 +295,12 @@ const MAX_COMPRESSION_ENTRIES: usize = 48;
 /// Writes a response message, compressing names against those already written.
 ///
 /// The compression table holds (offset, lower-cased suffix) pairs in a fixed array: no
-/// allocation; names beyond its capacity are still correct, just written in full.
+/// allocation; names beyond its capacity are still correct, just written in full. The array
+/// is left uninitialised and only its first `entries` slots are ever read: zeroing its
+/// 1,152 bytes for every answer was about a tenth of the instructions of a query.
 pub struct Writer<'b, 'n> {
     buf: &'b mut Vec<u8>,
-    table: [(u16, &'n [u8]); MAX_COMPRESSION_ENTRIES],
+    table: [MaybeUninit<(u16, &'n [u8])>; MAX_COMPRESSION_ENTRIES],
     entries: usize,
     counts: [u16; 3],
     question_end: usize,
@@ -331,7 +334,7 @@ impl<'b, 'n> Writer<'b, 'n> {
         buf.extend_from_slice(&[0; HEADER_LEN]);
         let mut w = Writer {
             buf,
-            table: [(0, &[][..]); MAX_COMPRESSION_ENTRIES],
+            table: [const { MaybeUninit::uninit() }; MAX_COMPRESSION_ENTRIES],
             entries: 0,
             counts: [0; 3],
             question_end: HEADER_LEN,
@@ -365,13 +368,23 @@ impl<'b, 'n> Writer<'b, 'n> {
             if pos >= 0x3FFF || self.entries == MAX_COMPRESSION_ENTRIES {
                 break;
             }
-            self.table[self.entries] = (pos as u16, &name[o..]);
+            self.table[self.entries].write((pos as u16, &name[o..]));
             self.entries += 1;
         }
     }
 
+    /// The entries written so far.
+    fn used(&self) -> &[(u16, &'n [u8])] {
+        let used = &self.table[..self.entries];
+        // SAFETY: slots below `entries` have been written: `remember` is the only place that
+        // raises `entries`, one slot at a time, right after writing that slot; everything else
+        // (`rollback`, `truncate_to_question`) only lowers it. `MaybeUninit<T>` has the layout
+        // of `T`, so the initialised prefix may be read as `[T]`.
+        unsafe { std::slice::from_raw_parts(used.as_ptr().cast(), used.len()) }
+    }
+
     fn find(&self, suffix: &[u8]) -> Option<u16> {
-        self.table[..self.entries]
+        self.used()
             .iter()
             .find(|(_, s)| *s == suffix)
             .map(|(o, _)| *o)
@@ -478,7 +491,7 @@ impl<'b, 'n> Writer<'b, 'n> {
     }
 
     /// Fills in the header.
-    pub fn finish(self, id: u16, flags: u16) {
+    pub fn finish(&mut self, id: u16, flags: u16) {
         let qd: u16 = u16::from(self.question_end > HEADER_LEN);
         let h = &mut self.buf[..HEADER_LEN];
         h[0..2].copy_from_slice(&id.to_be_bytes());

@@ -84,6 +84,10 @@ impl<'z> Node<'z> {
 
     /// The RRset of `rtype`, if there is one.
     pub fn get(&self, rtype: RType) -> Option<RRset<'z>> {
+        // Most nodes hold nothing published: their own sets, without the merge.
+        if self.extra.is_empty() {
+            return sets(self.data).find(|s| s.rtype == rtype);
+        }
         self.rrsets().find(|s| s.rtype == rtype)
     }
 
