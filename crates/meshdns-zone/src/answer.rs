@@ -20,7 +20,7 @@
 
 use crate::name::is_wire_subdomain;
 use crate::rdata::RType;
-use crate::wire::{HEADER_LEN, Malformed, Owner, Section, Writer, parse_query};
+use crate::wire::{self, HEADER_LEN, Malformed, Owner, Section, Writer, parse_query};
 use crate::zone::{Catalog, Lookup, Node, RRset, ZoneView};
 
 /// Response codes (RFC 1035 §4.1.1, RFC 6891 §9).
@@ -124,7 +124,8 @@ pub fn answer(
     };
     let qname_lower = query.qname_lower.as_bytes();
     let question = &packet[HEADER_LEN..HEADER_LEN + query.qname.len() + 4];
-    let mut w = Writer::new(out, Some((question, qname_lower)));
+    let mut table = wire::table();
+    let mut w = Writer::new(out, &mut table, Some((question, qname_lower)));
     let mut flags =
         FLAG_QR | if query.rd { FLAG_RD } else { 0 } | if query.cd { FLAG_CD } else { 0 };
     let edns = query.edns;
@@ -216,7 +217,8 @@ fn malformed_reply(
     let qtype =
         question_end.map(|end| RType(u16::from_be_bytes([packet[end - 4], packet[end - 3]])));
     // The lower-cased name is only used for compression, and nothing follows the question here.
-    let mut w = Writer::new(out, question.map(|q| (q, &[][..])));
+    let mut table = wire::table();
+    let mut w = Writer::new(out, &mut table, question.map(|q| (q, &[][..])));
     w.finish(id, flags);
     Outcome {
         reply: true,
