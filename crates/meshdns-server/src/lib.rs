@@ -278,6 +278,8 @@ async fn transfer<W: AsyncWrite + Unpin>(
     let mut first: Option<Vec<u8>> = None;
     while let Some(m) = rx.recv().await {
         bounded.write_message(writer, &m).await?;
+        // Waiting for the next message is the server's doing: not sheddable as idle.
+        bounded.conn.busy();
         if first.is_none() {
             first = Some(m[..HEADER.min(m.len())].to_vec());
         }
@@ -295,17 +297,26 @@ async fn transfer<W: AsyncWrite + Unpin>(
 struct Bounded<'a> {
     conn: &'a conns::Conn,
     idle: Duration,
+    /// The server's shutdown: a connection closing because of it finishes the write in hand
+    /// (within the idle timeout, and `--shutdown-grace` over all); one shed does not.
+    shutdown: &'a CancellationToken,
 }
 
 impl Bounded<'_> {
     async fn run<T>(&self, io: impl std::future::Future<Output = io::Result<T>>) -> io::Result<T> {
         self.conn.idle();
+        let timed_out = |_| Err(io::ErrorKind::TimedOut.into());
+        let io = tokio::time::timeout(self.idle, io);
+        tokio::pin!(io);
         tokio::select! {
-            r = tokio::time::timeout(self.idle, io) => {
-                r.unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()))
-            }
-            () = self.conn.close.cancelled() => Err(io::ErrorKind::ConnectionAborted.into()),
+            biased;
+            r = &mut io => return r.unwrap_or_else(timed_out),
+            () = self.conn.close.cancelled() => {}
         }
+        if self.shutdown.is_cancelled() {
+            return io.await.unwrap_or_else(timed_out);
+        }
+        Err(io::ErrorKind::ConnectionAborted.into())
     }
 
     /// One message with its length prefix (RFC 7766 framing).
@@ -499,7 +510,11 @@ where
     let mut msg = Vec::with_capacity(512);
     let mut out = Vec::with_capacity(4096);
     let idle = shared.config.tcp_idle_timeout;
-    let bounded = Bounded { conn, idle };
+    let bounded = Bounded {
+        conn,
+        idle,
+        shutdown: &shared.shutdown,
+    };
     loop {
         let len = tokio::select! {
             r = tokio::time::timeout(idle, reader.read_u16()) => match r {

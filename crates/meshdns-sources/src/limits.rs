@@ -38,6 +38,17 @@ pub const MAX_DEPTH: usize = 64;
 /// blocking, at most [`MAX_FILE_BYTES`]. `label` names it in problems.
 pub fn read_file(label: &str, path: &Path) -> Result<Vec<u8>, Problem> {
     let refuse = |reason: String| Problem::new(label, "file", reason);
+    let not_file = |kind: &str| {
+        refuse(format!(
+            "not a regular file ({kind}); a records, zone or manifests file must be a regular file or a symlink to one"
+        ))
+    };
+    // Checked before the open too: opening a device can have effects of its own.
+    if let Ok(meta) = std::fs::metadata(path)
+        && let Some(kind) = not_regular(&meta)
+    {
+        return Err(not_file(kind));
+    }
     let mut file = File::options()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
@@ -47,9 +58,7 @@ pub fn read_file(label: &str, path: &Path) -> Result<Vec<u8>, Problem> {
         .metadata()
         .map_err(|e| refuse(format!("cannot read: {e}")))?;
     if let Some(kind) = not_regular(&meta) {
-        return Err(refuse(format!(
-            "not a regular file ({kind}); a records, zone or manifests file must be a regular file or a symlink to one"
-        )));
+        return Err(not_file(kind));
     }
     let too_large = |size: u64| {
         refuse(format!(

@@ -35,8 +35,8 @@
 //! (`--pkarr-max-future`) ahead of this relay's clock is refused ([`PutError::Future`], HTTP
 //! 400): accepted, it would win against every honest publish until that date and never expire
 //! by age. One already stored (by a version without the bound, or before the clock stepped
-//! back) pins nothing: at start-up it is dropped like an expired packet (logged and counted),
-//! and while running any valid publish replaces it.
+//! back) pins nothing: from start-up it is not served but kept on disk (the clock may be what
+//! is behind), and any valid publish replaces it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -333,15 +333,15 @@ impl PkarrStore {
         }
         let (overlay, beyond) = load(&db, horizon(config.max_future))?;
         let overlay = Arc::new(overlay);
-        drop_rows(&db, &beyond)?;
+        // Kept on disk, not served: if the clock is what is behind (no RTC, NTP not synced
+        // yet), deleting them would lose every packet; a publish at today's time replaces one.
         let db = Arc::new(db);
         let counters = Arc::new(PkarrCounters::default());
         if !beyond.is_empty() {
-            counters.expired.fetch_add(beyond.len() as u64, Relaxed);
             warn!(
-                dropped = beyond.len(),
+                not_served = beyond.len(),
                 max_future_s = config.max_future.as_secs(),
-                "pkarr packets dated beyond --pkarr-max-future dropped (stored by a relay without the bound, or the clock stepped back); their keys may publish again"
+                "pkarr packets dated beyond --pkarr-max-future are not served (stored by a relay without the bound, or this clock is behind); their keys may publish again"
             );
         }
         let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
@@ -496,6 +496,14 @@ impl PkarrStore {
             Ok(table.get(id.as_bytes())?.map(|v| v.value().to_vec()))
         };
         let payload = read().map_err(|e| PutError::Io(e.to_string()))?;
+        // A row dated beyond the bound (kept from before it, or this clock is behind) is not
+        // served, here as in DNS.
+        let latest = horizon(self.config.max_future);
+        let payload = payload.filter(|p| {
+            p.get(64..72)
+                .and_then(|b| b.try_into().ok())
+                .is_none_or(|b| u64::from_be_bytes(b) <= latest)
+        });
         Ok(payload.map(|payload| {
             let min_ttl = SignedPacket::from_stored(&id, &payload)
                 .ok()
@@ -734,7 +742,7 @@ fn prefetch(path: &Path) {
 }
 
 /// Every stored packet dated no later than `latest`, compiled for serving; and the rows of
-/// those dated later, for [`drop_rows`].
+/// those dated later (kept, not served).
 fn load(db: &Database, latest: u64) -> std::io::Result<(Overlay, Vec<(u64, Key)>)> {
     let started = Instant::now();
     let overlay = Overlay::new();
@@ -769,23 +777,6 @@ fn load(db: &Database, latest: u64) -> std::io::Result<(Overlay, Vec<(u64, Key)>
         "pkarr store loaded"
     );
     Ok((overlay, beyond))
-}
-
-/// Removes these `(timestamp, key)` rows from both tables, in one commit.
-fn drop_rows(db: &Database, rows: &[(u64, Key)]) -> std::io::Result<()> {
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let txn = db.begin_write().map_err(io)?;
-    {
-        let mut packets = txn.open_table(PACKETS).map_err(io)?;
-        let mut by_time = txn.open_table(BY_TIME).map_err(io)?;
-        for (stamp, key) in rows {
-            packets.remove(key).map_err(io)?;
-            by_time.remove((*stamp, key)).map_err(io)?;
-        }
-    }
-    txn.commit().map_err(io)
 }
 
 /// Moves packets of the earlier layout (`<dir>/<z32>.pkarr`) into the database, verifying each,
@@ -1017,12 +1008,12 @@ mod tests {
         );
         drop(store);
 
-        // ...which a relay with the bound drops at start-up: the key may publish again.
+        // ...which a relay with the bound keeps but does not serve (the clock may be what is
+        // behind): the key may publish again.
         let store =
             PkarrStore::open(config(Some(dir.path().into()), Duration::from_secs(3600))).unwrap();
         assert_eq!(store.get(&pinned_key).unwrap(), None);
         assert_eq!(served(&store, &pinned), None);
-        assert_eq!(store.counters.expired.load(Relaxed), 1);
         assert!(served(&store, &kept).is_some(), "the others are kept");
         store.put(None, &pinned_key, &today, None).await.unwrap();
         drop(store);
@@ -1031,9 +1022,8 @@ mod tests {
         assert_eq!(
             store.get(&pinned_key).unwrap().map(|p| p.payload),
             Some(today),
-            "dropped from both tables: nothing left of it"
+            "replaced in both tables: nothing left of it"
         );
-        assert_eq!(store.counters.expired.load(Relaxed), 0);
     }
 
     #[test]

@@ -393,7 +393,7 @@ impl<'b, 'n> Writer<'b, 'n> {
         let used = &self.table[..self.entries];
         // SAFETY: slots below `entries` have been written: `remember` is the only place that
         // raises `entries`, one slot at a time, right after writing that slot; everything else
-        // (`rollback`, `truncate_to_question`) only lowers it. `MaybeUninit<T>` has the layout
+        // (`rollback`, `truncate_to_question`) only ever lowers it. `MaybeUninit<T>` has the layout
         // of `T`, so the initialised prefix may be read as `[T]`.
         unsafe { std::slice::from_raw_parts(used.as_ptr().cast(), used.len()) }
     }
@@ -494,7 +494,10 @@ impl<'b, 'n> Writer<'b, 'n> {
     pub fn rollback(&mut self, mark: Mark) {
         self.buf.truncate(mark.len);
         self.counts = mark.counts;
-        self.entries = mark.entries;
+        // Never raised: slots above the current count may be unwritten (a mark from another
+        // writer, or from before `truncate_to_question`), and names at offsets now cut off
+        // must not be pointed to.
+        self.entries = mark.entries.min(self.entries);
     }
 
     /// Drops everything after the question and sets TC (RFC 2181 §9): the client retries over

@@ -12,6 +12,8 @@
 //! flight at a time; a version written meanwhile is read when it ends.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, TryRecvError};
 use std::time::Instant;
 
@@ -85,12 +87,19 @@ impl RecordsFile {
         let started = Instant::now();
         let (tx, rx) = mpsc::sync_channel(1);
         let waker = loader.waker.clone();
+        // Set once this check stops waiting: only then does the parse ask for a check when it
+        // ends. (Poking after a result already taken made a file that fails to parse be read
+        // and parsed again at once, in a loop.)
+        let detached = Arc::new(AtomicBool::new(false));
+        let gone = detached.clone();
         let spawned = std::thread::Builder::new()
             .name("meshdns-parse".into())
             .spawn(move || {
                 super::lower_own_priority();
                 let _ = tx.send(compile.run());
-                if let Some(waker) = waker {
+                if gone.load(Ordering::SeqCst)
+                    && let Some(waker) = waker
+                {
                     waker.poke_now();
                 }
             });
@@ -104,7 +113,11 @@ impl RecordsFile {
         let result = if loader.wait_all {
             rx.recv().ok()
         } else {
-            rx.recv_timeout(PARSE_BUDGET).ok()
+            rx.recv_timeout(PARSE_BUDGET).ok().or_else(|| {
+                detached.store(true, Ordering::SeqCst);
+                // A result sent before the flag was seen would not poke: take it now.
+                rx.try_recv().ok()
+            })
         };
         match result {
             Some(result) => kept.finish(result, started),

@@ -125,19 +125,20 @@ pub async fn run(mut plan: ServePlan) -> Result<()> {
     server.shutdown();
     tasks.shutdown.cancel();
     // Connections in progress and tasks get `grace` to finish; whatever is left (a client that
-    // never reads its reply, a watcher thread stuck in a read) is dropped with the process.
+    // never reads its reply) is dropped with the process. The watcher stops on a bound of its
+    // own, whatever the connections did: its last pass stamps the serials of publishes
+    // already acknowledged.
     let stopped = tokio::time::timeout(grace, async move {
         server.join().await;
         tasks.tracker.close();
         tasks.tracker.wait().await;
-        tokio::task::spawn_blocking(move || watcher.stop())
-            .await
-            .ok();
     })
     .await;
-    match stopped {
-        Ok(()) => info!("stopped"),
-        Err(_) => warn!(
+    let watcher_stopped =
+        tokio::time::timeout(grace, tokio::task::spawn_blocking(move || watcher.stop())).await;
+    match (stopped, watcher_stopped) {
+        (Ok(()), Ok(_)) => info!("stopped"),
+        _ => warn!(
             grace_ms = grace.as_millis() as u64,
             "stopped with work still in progress after --shutdown-grace; it is dropped"
         ),
