@@ -134,6 +134,7 @@ fn rcode_slot(r: u16) -> usize {
 
 impl DnsMetrics {
     /// Counts one query's outcome and how long `answer()` took.
+    #[inline]
     pub fn record(&self, proto: Proto, outcome: &Outcome, elapsed: Duration) {
         let p = proto as usize;
         if !outcome.reply {

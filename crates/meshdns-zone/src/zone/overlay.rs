@@ -380,7 +380,12 @@ impl<'n> ZoneView<'n> {
     }
 
     /// The node at exactly `name`, the zone's and the published data merged.
+    #[inline]
     pub fn node(&self, name: &'n [u8]) -> Option<Node<'n>> {
+        // A zone without a pkarr origin (most) costs the check of one field.
+        if self.overlay.is_none() {
+            return self.zone.node(name);
+        }
         let extra = self.published(name).and_then(|(prefix, p)| p.node(prefix));
         self.merged(name, extra)
     }
@@ -398,7 +403,16 @@ impl<'n> ZoneView<'n> {
     /// Looks `name` up (lower-cased wire format at or below the origin). The key is found once:
     /// every name the lookup tries (the name, then its ancestors for a wildcard's closest
     /// encloser) is the name or a suffix of it, under the same key or above it.
+    #[inline]
     pub fn lookup(&self, name: &'n [u8]) -> Lookup<'n> {
+        if self.overlay.is_none() {
+            return self.zone.lookup(name);
+        }
+        self.lookup_published(name)
+    }
+
+    /// [`ZoneView::lookup`] under a pkarr origin.
+    fn lookup_published(&self, name: &'n [u8]) -> Lookup<'n> {
         let Some((prefix, published)) = self.published(name) else {
             return self.zone.lookup(name);
         };
