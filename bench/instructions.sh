@@ -2,8 +2,9 @@
 # Instructions per answered query, counted by valgrind (cachegrind), for meshdns builds and NSD
 # on the same 100,000-host zone and the same query mix (hits, NXDOMAIN, NODATA).
 #
-#   bench/instructions.sh [N] NAME=BINARY... [nsd]
+#   bench/instructions.sh [N] NAME=BINARY... [nsd] [reflector=BINARY]
 #   bench/instructions.sh 20000 head=target/release/meshdns base=/tmp/base/release/meshdns nsd
+# (names and extra arguments as in bench/lib.sh)
 #
 # Why valgrind and not `perf stat`: this machine is a VM whose PMU is not exposed (`perf stat
 # -e instructions` says <not supported>), and CPU time on a shared VM varies by ±12% from run
@@ -28,12 +29,14 @@ PORT=${PORT:-5399}
 CACHE=${CACHE:-0}
 N=20000
 if [[ ${1:-} =~ ^[0-9]+$ ]]; then N=$1; shift; fi
-[ $# -gt 0 ] || { sed -n 2,6p "$0"; exit 2; }
-data=$DATA_ROOT/n100k
-[ -f "$data/queries.txt" ] || python3 "$HERE/gen_zone.py" 100000 "$data" >&2
+[ $# -gt 0 ] || { sed -n 2,7p "$0"; exit 2; }
+DATA=$DATA_ROOT/n100k
+[ -f "$DATA/queries.txt" ] || python3 "$HERE/gen_zone.py" 100000 "$DATA" >&2
+# shellcheck source=bench/lib.sh
+. "$HERE/lib.sh"
 mkdir -p "$OUT"
-head -n "$N" "$data/queries.txt" > "$OUT/q1.txt"
-head -n $((2 * N)) "$data/queries.txt" > "$OUT/q2.txt"
+head -n "$N" "$DATA/queries.txt" > "$OUT/q1.txt"
+head -n $((2 * N)) "$DATA/queries.txt" > "$OUT/q2.txt"
 [ "$(wc -l < "$OUT/q2.txt")" -eq $((2 * N)) ] || { echo "the mix has fewer than $((2 * N)) queries" >&2; exit 1; }
 
 sim="--cache-sim=no"
@@ -41,33 +44,13 @@ sim="--cache-sim=no"
 
 # run NAME BINARY QUERYFILE TAG: prints "instructions answered [D1 misses LL misses]"
 run() {
-  local name=$1 bin=$2 qf=$3 tag=$4 dir="$OUT/$1-$4" pid
-  rm -rf "$dir"; mkdir -p "$dir"
-  case $name in
-    nsd)
-      sed -e "s#@DATA@#$data#g" -e "s#@RUN@#$dir#g" "$HERE/conf/nsd.conf" \
-        | sed -e "s#@5301#@$PORT#" > "$dir/nsd.conf"
-      valgrind --tool=cachegrind $sim --trace-children=yes \
-        --cachegrind-out-file="$dir/cg.%p" nsd -d -c "$dir/nsd.conf" > "$dir/out.log" 2>&1 &
-      ;;
-    *)
-      valgrind --tool=cachegrind $sim --cachegrind-out-file="$dir/cg.%p" \
-        "$bin" serve --zone-file "bench.test.=$data/bench.test.zone" \
-        --listen "127.0.0.1:$PORT" --udp-sockets 1 --workers 1 --log-level warn \
-        > "$dir/out.log" 2>&1 &
-      ;;
-  esac
-  pid=$!
-  for _ in $(seq 1 600); do
-    kill -0 "$pid" 2>/dev/null || { echo "$name did not start: $dir/out.log" >&2; return 1; }
-    dig @127.0.0.1 -p "$PORT" +short +tries=1 +time=1 bench.test. SOA 2>/dev/null | grep -q . && break
-    sleep 0.2
-  done
+  local name=$1 bin=$2 qf=$3 tag=$4 dir="$OUT/$1-$4"
+  rm -rf "$dir"
+  # --trace-children: NSD forks its server process.
+  start_server "$name" "$bin" "$dir" valgrind --tool=cachegrind $sim --trace-children=yes \
+    --cachegrind-out-file="$dir/cg.%p" || return 1
   dnsperf -s 127.0.0.1 -p "$PORT" -d "$qf" -n 1 -c 1 -q 32 -t 10 > "$dir/dnsperf.txt" 2>&1 || true
-  kill -TERM "$pid"
-  wait "$pid" 2>/dev/null || true
-  # NSD's children may outlive the main process for a moment.
-  for _ in $(seq 1 100); do pgrep -f "$dir/nsd.conf" > /dev/null || break; sleep 0.1; done
+  stop_server "$dir"
   local answered ir
   answered=$(awk '/Queries completed:/ {print $3}' "$dir/dnsperf.txt")
   ir=$(cat "$dir"/cg.* | awk '/^summary:/ {s += $2} END {printf "%.0f", s}')

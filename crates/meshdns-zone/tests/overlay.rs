@@ -223,9 +223,35 @@ fn labels_decode_to_their_keys() {
         "query names are lower-cased first"
     );
     // The last character carries 4 bits that must be zero.
-    let mut bad = k.into_bytes();
+    let mut bad = k.clone().into_bytes();
     bad[51] = b'9';
     assert_eq!(key_of_label(&bad), None);
+    // A character outside the alphabet anywhere (each group of eight and the tail) refuses it.
+    for at in 0..52 {
+        for c in [b'0', b'l', b'v', b'2', b'.', 0xFF] {
+            let mut bad = k.clone().into_bytes();
+            bad[at] = c;
+            assert_eq!(key_of_label(&bad), None, "{} at {at}", c as char);
+        }
+    }
+    // Keys with every byte value in every position round-trip (xorshift, fixed seed).
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    for _ in 0..500 {
+        let mut key = [0u8; 32];
+        for b in &mut key {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        let label = meshdns_zone::label_of_key(&key);
+        assert_eq!(
+            key_of_label(&label),
+            Some(key),
+            "{}",
+            String::from_utf8_lossy(&label)
+        );
+    }
 }
 
 #[test]

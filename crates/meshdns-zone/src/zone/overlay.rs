@@ -308,29 +308,35 @@ pub fn label_of_key(key: &Key) -> [u8; 52] {
 /// Decodes a z-base-32 label of 52 characters into the 32-byte key it spells (lower case, as
 /// query names are compared).
 pub fn key_of_label(label: &[u8]) -> Option<Key> {
-    if label.len() != 52 {
+    let label: &[u8; 52] = label.try_into().ok()?;
+    // Eight characters are 40 bits, five bytes: six such groups, then four characters for
+    // the last two bytes and four bits that must be zero. Each group's values are or-ed
+    // together to check them at once (every valid value is below 32, a refused byte 0xFF).
+    let mut out = [0u8; 32];
+    for (chars, bytes) in label.chunks_exact(8).zip(out.chunks_exact_mut(5)) {
+        let chars: &[u8; 8] = chars.try_into().ok()?;
+        let v = chars.map(|c| u64::from(Z32_VALUE[usize::from(c)]));
+        if (v[0] | v[1] | v[2] | v[3] | v[4] | v[5] | v[6] | v[7]) > 31 {
+            return None;
+        }
+        let acc = v[0] << 35
+            | v[1] << 30
+            | v[2] << 25
+            | v[3] << 20
+            | v[4] << 15
+            | v[5] << 10
+            | v[6] << 5
+            | v[7];
+        bytes.copy_from_slice(&acc.to_be_bytes()[3..]);
+    }
+    let v: [u64; 4] = [48, 49, 50, 51].map(|i| u64::from(Z32_VALUE[usize::from(label[i])]));
+    // 20 bits: 16 for the key's last two bytes, then 4 that must be zero.
+    if (v[0] | v[1] | v[2] | v[3]) > 31 || v[3] & 0xF != 0 {
         return None;
     }
-    let mut out = [0u8; 32];
-    let (mut acc, mut bits, mut at) = (0u32, 0u32, 0usize);
-    for &c in label {
-        let v = match Z32_VALUE[usize::from(c)] {
-            0xFF => return None,
-            v => u32::from(v),
-        };
-        acc = acc << 5 | v;
-        bits += 5;
-        if bits >= 8 {
-            bits -= 8;
-            if at < 32 {
-                out[at] = (acc >> bits) as u8;
-            }
-            at += 1;
-            acc &= (1 << bits) - 1;
-        }
-    }
-    // 52 × 5 = 260 bits: 256 for the key, and 4 that must be zero.
-    (at == 32 && acc == 0).then_some(out)
+    let acc = v[0] << 15 | v[1] << 10 | v[2] << 5 | v[3];
+    out[30..].copy_from_slice(&((acc >> 4) as u16).to_be_bytes());
+    Some(out)
 }
 
 /// A zone together with the keys published under its origin: what one answer reads.
