@@ -25,7 +25,7 @@ servers=("head=$head" "base=$base")
 if [ "$FEATURES" = 1 ]; then
   # RRL at a rate nothing reaches (every reply goes through the check) and a pkarr origin
   # over the zone (every lookup under it goes through the overlay).
-  export ARGS_features="--rrl-rate 1000000 --pkarr bench.test. --http 127.0.0.1:0 --data-dir $OUT/features-data"
+  export ARGS_features="--rrl-rate 1000000 --pkarr bench.test. --http 127.0.0.1:0 --data-dir @DIR@/pkarr"
   servers+=("features=$head")
 fi
 servers+=(nsd "reflector=$OUT/reflector")

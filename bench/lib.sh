@@ -7,13 +7,16 @@
 #
 # NAME nsd runs NSD with conf/nsd.conf; NAME reflector runs bench/reflector.c's binary; any
 # other NAME is a meshdns binary, given the extra arguments in $ARGS_<NAME> (each character of
-# NAME that is not a letter, digit or _ read as _), for example
+# NAME that is not a letter, digit or _ read as _; @DIR@ there is DIR, so a --data-dir in it
+# starts empty every run, as DIR does), for example
 #   ARGS_rrl="--rrl-rate 1000000" bench/instructions.sh head=target/release/meshdns rrl=target/release/meshdns
 
 start_server() {
   local name=$1 bin=$2 dir=$3
   shift 3
   local var="ARGS_${name//[^A-Za-z0-9_]/_}"
+  local extra=${!var:-}
+  extra=${extra//@DIR@/$dir}
   mkdir -p "$dir"
   case $name in
     nsd)
@@ -26,7 +29,7 @@ start_server() {
     *)
       # shellcheck disable=SC2086 # the extra arguments are split on purpose
       "$@" "$bin" serve --zone-file "bench.test.=$DATA/bench.test.zone" --listen "127.0.0.1:$PORT" \
-        --udp-sockets 1 --workers 1 --log-level warn ${!var:-} > "$dir/out.log" 2>&1 &
+        --udp-sockets 1 --workers 1 --log-level warn $extra > "$dir/out.log" 2>&1 &
       ;;
   esac
   PID=$!
@@ -36,7 +39,10 @@ start_server() {
       # The reflector answers with the question echoed: any reply will do.
       dig @127.0.0.1 -p "$PORT" +tries=1 +time=1 bench.test. SOA > /dev/null 2>&1 && return 0
     else
-      dig @127.0.0.1 -p "$PORT" +short +tries=1 +time=1 bench.test. SOA 2> /dev/null | grep -q . && return 0
+      # The mix's first query answered with data: the zone file is loaded (with --pkarr over
+      # the zone, its SOA is answered before the file is).
+      # shellcheck disable=SC2046 # NAME TYPE
+      dig @127.0.0.1 -p "$PORT" +short +tries=1 +time=1 $(head -n 1 "$DATA/queries.txt") 2> /dev/null | grep -q . && return 0
     fi
     sleep 0.2
   done

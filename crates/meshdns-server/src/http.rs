@@ -60,6 +60,8 @@ pub struct HttpState {
     pub trusted_proxies: Arc<[meshdns_zone::Cidr]>,
     /// ACME HTTP-01 answers (`/.well-known/acme-challenge/<token>`), when ACME uses them.
     pub acme_http01: Option<Arc<crate::acme::Http01Tokens>>,
+    /// pkarr replication with peers (`/pkarr-peer/v1/…`), when peers are configured.
+    pub replication: Option<Arc<crate::replicate::Replicator>>,
 }
 
 /// What `/dns-query` answers from.
@@ -98,6 +100,12 @@ pub fn router(state: HttpState, with_metrics: bool) -> Router {
     if let Some(relay) = &state.pkarr {
         r = r.merge(crate::relay::routes(crate::relay::RelayState {
             relay: relay.clone(),
+            trusted_proxies: state.trusted_proxies.clone(),
+        }));
+    }
+    if let Some(replicator) = &state.replication {
+        r = r.merge(crate::replicate::routes(crate::replicate::PeerRoutes {
+            replicator: replicator.clone(),
             trusted_proxies: state.trusted_proxies.clone(),
         }));
     }

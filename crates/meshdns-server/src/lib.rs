@@ -19,6 +19,7 @@ pub mod http;
 pub mod metrics;
 mod padding;
 pub mod relay;
+pub mod replicate;
 pub mod rrl;
 pub mod tls;
 mod udp;

@@ -24,7 +24,7 @@ pub mod zonefile;
 
 pub use content::{FileKind, ParseSettings, Parsed, Problem, ZoneContent};
 pub use feed::BytesFeed;
-pub use pkarr::{PkarrConfig, PkarrStore, PutError, StoredPacket};
+pub use pkarr::{ChangePage, Epoch, PkarrConfig, PkarrStore, PutError, StoredPacket};
 pub use read::{load_source, read_manifests};
 pub use records::parse;
 pub use snapshot::{CompiledSource, Loaded, SourceInput, assemble, compile, load, load_parsed};

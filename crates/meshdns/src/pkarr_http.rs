@@ -7,12 +7,63 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use meshdns_server::relay::{PkarrRelay, Refusal, Stored};
+use meshdns_server::replicate::{Applied, Page, PeerStore, Replicator};
 use meshdns_sources::{PkarrStore, PutError};
 
 /// The pkarr relay as the HTTP endpoint sees it.
 pub struct PkarrHttp {
     /// Where packets are kept; a publish is served as soon as the store acknowledges it.
     pub store: Arc<PkarrStore>,
+    /// The other replicas, when there are: each acknowledged publish is sent to them.
+    pub replicator: Option<Arc<Replicator>>,
+}
+
+/// The store as replication reads and writes it.
+pub struct PkarrPeers {
+    /// The store.
+    pub store: Arc<PkarrStore>,
+}
+
+fn applied(r: &Result<(), PutError>) -> Applied {
+    match r {
+        Ok(()) => Applied::Stored,
+        Err(PutError::Same | PutError::Stale) => Applied::Have,
+        Err(PutError::Key(_) | PutError::Payload(_)) => Applied::Invalid,
+        Err(PutError::Future { .. }) => Applied::Future,
+        Err(PutError::RateLimited) => Applied::RateLimited,
+        Err(PutError::Changed { .. } | PutError::Busy | PutError::Io(_)) => Applied::Failed,
+    }
+}
+
+impl PeerStore for PkarrPeers {
+    fn epoch(&self) -> [u8; 16] {
+        self.store.epoch()
+    }
+
+    fn put_replicated(
+        &self,
+        client: Option<std::net::IpAddr>,
+        items: Vec<([u8; 32], Vec<u8>)>,
+        cursor: Option<([u8; 16], u64)>,
+    ) -> Pin<Box<dyn Future<Output = Vec<Applied>> + Send + '_>> {
+        Box::pin(async move {
+            let results = self.store.put_replicated(client, items, cursor).await;
+            results.iter().map(applied).collect()
+        })
+    }
+
+    fn changes_after(&self, after: u64, max_bytes: usize) -> std::io::Result<Page> {
+        let page = self.store.changes_after(after, max_bytes)?;
+        Ok(Page {
+            epoch: page.epoch,
+            head: page.head,
+            entries: page.entries,
+        })
+    }
+
+    fn cursor(&self, epoch: &[u8; 16]) -> std::io::Result<u64> {
+        self.store.cursor(epoch)
+    }
 }
 
 fn status(e: &PutError) -> StatusCode {
@@ -20,7 +71,7 @@ fn status(e: &PutError) -> StatusCode {
         PutError::Key(_) | PutError::Payload(_) | PutError::Future { .. } => {
             StatusCode::BAD_REQUEST
         }
-        PutError::Stale => StatusCode::CONFLICT,
+        PutError::Stale | PutError::Same => StatusCode::CONFLICT,
         PutError::Changed { .. } => StatusCode::PRECONDITION_FAILED,
         PutError::RateLimited => StatusCode::TOO_MANY_REQUESTS,
         PutError::Busy => StatusCode::SERVICE_UNAVAILABLE,
@@ -40,7 +91,13 @@ impl PkarrRelay for PkarrHttp {
             self.store
                 .put(Some(client), key, body, if_match)
                 .await
-                .map_err(|e| (status(&e), e.to_string()))
+                .map_err(|e| (status(&e), e.to_string()))?;
+            // Durable here: on to the other replicas (waiting for them only with
+            // --pkarr-ack-replicas).
+            match (&self.replicator, meshdns_iroh::parse_endpoint_id(key)) {
+                (Some(r), Ok(id)) => r.publish(*id.as_bytes(), body).await,
+                _ => Ok(()),
+            }
         })
     }
 

@@ -27,6 +27,8 @@ pub struct Sources<'a> {
     pub notify: &'a meshdns_sources::secondary::NotifyCounts,
     /// The TLS listeners' certificates, when on.
     pub tls: Option<&'a meshdns_server::tls::Certificates>,
+    /// Replication with the pkarr relay's peers, when on.
+    pub replication: Option<&'a meshdns_server::replicate::Replicator>,
 }
 
 /// Renders every meshdns metric in Prometheus text format.
@@ -59,6 +61,9 @@ pub fn render(m: &Sources<'_>) -> String {
     sources(&mut out, m.status);
     if let Some(store) = m.pkarr {
         pkarr(&mut out, store);
+    }
+    if let Some(r) = m.replication {
+        r.render(&mut out);
     }
     out
 }

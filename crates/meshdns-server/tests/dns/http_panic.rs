@@ -60,6 +60,7 @@ async fn a_panicking_handler_is_answered_500_and_counted() {
         pkarr: Some(Arc::new(Panicking)),
         trusted_proxies: Arc::from(Vec::new()),
         acme_http01: None,
+        replication: None,
     };
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();

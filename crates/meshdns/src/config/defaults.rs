@@ -49,6 +49,14 @@ pub const PKARR_PUT_LIMIT: u32 = 0;
 pub const PKARR_PUT_BURST: u32 = 1000;
 /// The pkarr store commits what is queued at once.
 pub const PKARR_COMMIT_WINDOW: Duration = Duration::ZERO;
+/// `--pkarr-ack-timeout`.
+pub const PKARR_ACK_TIMEOUT: Duration = Duration::from_secs(5);
+/// `--pkarr-catchup-wait`.
+pub const PKARR_CATCHUP_WAIT: Duration = Duration::from_secs(30);
+/// `--pkarr-catchup-interval`.
+pub const PKARR_CATCHUP_INTERVAL: Duration = Duration::from_secs(30);
+/// `--pkarr-peer-queue`.
+pub const PKARR_PEER_QUEUE: usize = 65_536;
 /// The ACME directory without --acme-directory: Let's Encrypt's production CA.
 pub const ACME_DIRECTORY: &str = meshdns_server::acme::LETS_ENCRYPT;
 /// How long a `--tls-self-signed` certificate is valid.

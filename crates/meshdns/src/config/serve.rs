@@ -190,6 +190,47 @@ pub struct ServeConfig {
     #[serde(default, deserialize_with = "de::list")]
     pub trusted_proxies: Vec<meshdns_zone::Cidr>,
 
+    /// Another replica of this pkarr relay, by its base URL (http://HOST:PORT or
+    /// https://HOST[:PORT]): publishes are pushed to it and caught up from it (repeatable)
+    /// [default: none].
+    #[arg(long = "pkarr-peer", value_name = "URL", value_parser = values::peer_url, help_heading = "pkarr replication")]
+    #[serde(default, deserialize_with = "de::list")]
+    pub pkarr_peers: Vec<values::PeerUrl>,
+    /// A name whose addresses are the other replicas (a headless Service), resolved every 5 s,
+    /// and the HTTP port they listen on; this replica's own address is found and skipped
+    /// (repeatable) [default: none].
+    #[arg(long = "pkarr-peers-dns", value_name = "NAME:PORT", value_parser = values::host_port, help_heading = "pkarr replication")]
+    #[serde(default, deserialize_with = "de::list")]
+    pub pkarr_peers_dns: Vec<values::HostPort>,
+    /// The token every replica shares (a file, from a Secret; at least 16 bytes): peers
+    /// present it, so their pushes are not rate limited, and catch-up reads need it
+    /// [default: none; required with peers].
+    #[arg(long, value_name = "FILE", help_heading = "pkarr replication")]
+    pub pkarr_peer_token_file: Option<PathBuf>,
+    /// A publish's 204 waits until N peers hold it durably (503 after --pkarr-ack-timeout)
+    /// [default: 0].
+    #[arg(long, value_name = "N", help_heading = "pkarr replication")]
+    pub pkarr_ack_replicas: Option<u32>,
+    /// How long a publish waits for --pkarr-ack-replicas peers [default: 5s].
+    #[arg(long, value_name = "DURATION", value_parser = values::duration, help_heading = "pkarr replication")]
+    #[serde(default, deserialize_with = "de::duration")]
+    pub pkarr_ack_timeout: Option<Duration>,
+    /// At start, /readyz waits this long at most for the catch-up from the peers
+    /// [default: 30s].
+    #[arg(long, value_name = "DURATION", value_parser = values::duration, help_heading = "pkarr replication")]
+    #[serde(default, deserialize_with = "de::duration")]
+    pub pkarr_catchup_wait: Option<Duration>,
+    /// How often each peer is read for what pushes missed: the longest two replicas stay
+    /// apart when pushes are lost [default: 30s].
+    #[arg(long, value_name = "DURATION", value_parser = values::duration, help_heading = "pkarr replication")]
+    #[serde(default, deserialize_with = "de::duration")]
+    pub pkarr_catchup_interval: Option<Duration>,
+    /// Publishes waiting to be pushed to one peer, at most; beyond it they are dropped and
+    /// the peer's catch-up reads them [default: 65536].
+    #[arg(long, value_name = "N", value_parser = values::at_least_one_u32, help_heading = "pkarr replication")]
+    #[serde(default, deserialize_with = "de::at_least_one_u32")]
+    pub pkarr_peer_queue: Option<u32>,
+
     /// An address or prefix allowed to transfer zones (AXFR/IXFR) without a key (repeatable)
     /// [default: none].
     #[arg(long = "allow-transfer", value_name = "PREFIX", value_parser = values::cidr, help_heading = "Zone transfers")]
@@ -358,6 +399,14 @@ impl ServeConfig {
                 pkarr_put_burst,
                 pkarr_commit_window,
                 trusted_proxies,
+                pkarr_peers,
+                pkarr_peers_dns,
+                pkarr_peer_token_file,
+                pkarr_ack_replicas,
+                pkarr_ack_timeout,
+                pkarr_catchup_wait,
+                pkarr_catchup_interval,
+                pkarr_peer_queue,
                 allow_transfer,
                 allow_transfer_keys,
                 notify,
@@ -393,7 +442,9 @@ impl ServeConfig {
         let paths = paths.chain(&mut self.data_dir).chain(&mut self.kubeconfig);
         let paths = paths.chain(&mut self.tsig_keys);
         let paths = paths.chain(&mut self.tls_cert).chain(&mut self.tls_key);
-        let paths = paths.chain(&mut self.acme_ca);
+        let paths = paths
+            .chain(&mut self.acme_ca)
+            .chain(&mut self.pkarr_peer_token_file);
         for path in paths {
             rebase(path, base);
         }

@@ -337,6 +337,71 @@ impl FromText for NotifySpec {
     }
 }
 
+/// Another pkarr relay replica: its base URL, `http://HOST:PORT` or `https://HOST[:PORT]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerUrl(pub String);
+
+/// Parses a peer's base URL (no path beyond `/`, no query).
+pub fn peer_url(text: &str) -> Result<PeerUrl, String> {
+    let text = text.trim();
+    let bad = || {
+        format!(
+            "{text:?}: expected a replica's base URL, http://HOST:PORT or https://HOST[:PORT] (http://meshdns-1.meshdns-peers:8080)"
+        )
+    };
+    let rest = text
+        .strip_prefix("http://")
+        .or_else(|| text.strip_prefix("https://"))
+        .ok_or_else(bad)?;
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    if authority.is_empty() || authority.contains(['/', '?', '#', '@', ' ']) {
+        return Err(bad());
+    }
+    text.parse::<axum::http::Uri>().map_err(|_| bad())?;
+    Ok(PeerUrl(text.trim_end_matches('/').to_string()))
+}
+
+impl FromText for PeerUrl {
+    fn from_text(text: &str) -> Result<Self, String> {
+        peer_url(text)
+    }
+}
+
+/// A name to resolve and the port at its addresses: `NAME:PORT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPort {
+    /// The name (or an address).
+    pub host: String,
+    /// The port.
+    pub port: u16,
+}
+
+/// Parses `NAME:PORT`.
+pub fn host_port(text: &str) -> Result<HostPort, String> {
+    let text = text.trim();
+    match text.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && !host.contains('/') => match port.parse() {
+            Ok(port) if port > 0 => Ok(HostPort {
+                host: host
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_string(),
+                port,
+            }),
+            _ => Err(format!("{text:?}: the port must be 1 to 65535")),
+        },
+        _ => Err(format!(
+            "{text:?}: expected NAME:PORT (meshdns-peers.meshdns-system.svc.cluster.local:8080)"
+        )),
+    }
+}
+
+impl FromText for HostPort {
+    fn from_text(text: &str) -> Result<Self, String> {
+        host_port(text)
+    }
+}
+
 /// A zone to transfer from a primary: `ORIGIN=HOST:PORT`, optionally `@KEYNAME`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecondaryArg {

@@ -28,8 +28,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use crate::pkarr_http::PkarrHttp;
+use crate::pkarr_http::{PkarrHttp, PkarrPeers};
 use crate::{controller_cmd, telemetry, wait_for_signal};
+use meshdns_server::replicate::Replicator;
 pub use plan::{EXIT_REFUSED, Refused, ServePlan};
 use plan::{HttpPlan, KubernetesPlan};
 
@@ -102,17 +103,33 @@ pub async fn run(mut plan: ServePlan) -> Result<()> {
     if let (Some(k), Some(feed)) = (&plan.kubernetes, feeds.kubernetes) {
         spawn_kubernetes(k, &plan, feed, &watcher, &tasks).await?;
     }
+    let replicator = match (&plan.replication, &shared.pkarr) {
+        (Some(config), Some(store)) => Some(
+            Replicator::new(
+                Arc::new(PkarrPeers {
+                    store: store.clone(),
+                }),
+                config.clone(),
+            )
+            .context("cannot start pkarr replication")?,
+        ),
+        _ => None,
+    };
     let state = http_state(
         &plan.http,
         &shared,
         transfers,
         (secondary_feeds, notify_counts),
-        &certs,
-        &http01,
+        (&certs, &http01),
+        replicator.clone(),
         &plan,
     );
     let (http_addr, https_addr) =
         serve_http_listeners(&plan.http, state, &certs, &shared, &tasks).await?;
+    // Peers are pushed to and read from once this replica answers them too.
+    if let Some(r) = &replicator {
+        r.start(tasks.shutdown.clone());
+    }
     // Renewal starts once the listeners a CA validates through are up.
     if let Some(tls) = tls {
         tls.spawn_renewal(&tasks.tracker, &tasks.shutdown);
@@ -411,17 +428,21 @@ fn http_state(
     shared: &Shared,
     transfers: Option<Arc<Transfers>>,
     (secondaries, notify): (Vec<Arc<SecondaryFeed>>, Arc<NotifyCounts>),
-    certs: &Option<Arc<Certificates>>,
-    http01: &Arc<meshdns_server::acme::Http01Tokens>,
+    (certs, http01): (
+        &Option<Arc<Certificates>>,
+        &Arc<meshdns_server::acme::Http01Tokens>,
+    ),
+    replicator: Option<Arc<Replicator>>,
     plan: &ServePlan,
 ) -> HttpState {
     let metrics = {
-        let (metrics, catalog, status, pkarr, certs) = (
+        let (metrics, catalog, status, pkarr, certs, replication) = (
             shared.metrics.clone(),
             shared.catalog.clone(),
             shared.status.clone(),
             shared.pkarr.clone(),
             certs.clone(),
+            replicator.clone(),
         );
         Arc::new(move || {
             telemetry::render(&telemetry::Sources {
@@ -433,17 +454,27 @@ fn http_state(
                 secondaries: &secondaries,
                 notify: &notify,
                 tls: certs.as_deref(),
+                replication: replication.as_deref(),
             })
         }) as meshdns_server::http::MetricsFn
     };
     let status = shared.status.clone();
+    let caught_up = replicator.clone();
     HttpState {
         metrics,
-        readiness: Arc::new(move || status.readiness()),
-        pkarr: shared
-            .pkarr
-            .clone()
-            .map(|store| Arc::new(PkarrHttp { store }) as Arc<dyn PkarrRelay>),
+        // Every records file loaded, and the pkarr catch-up from the peers done.
+        readiness: Arc::new(move || {
+            status
+                .readiness()
+                .and_then(|()| caught_up.as_ref().map_or(Ok(()), |r| r.readiness()))
+        }),
+        pkarr: shared.pkarr.clone().map(|store| {
+            Arc::new(PkarrHttp {
+                store,
+                replicator: replicator.clone(),
+            }) as Arc<dyn PkarrRelay>
+        }),
+        replication: replicator,
         trusted_proxies: http.trusted_proxies.clone().into(),
         acme_http01: http.acme_http01.then(|| http01.clone()),
         doh: http.doh.then(|| DohState {

@@ -83,6 +83,8 @@ pub struct ServePlan {
     pub transfers: Option<TransfersPlan>,
     /// The pkarr relay's store, when a pkarr origin is set.
     pub pkarr: Option<PkarrConfig>,
+    /// Replication with the relay's other replicas, when peers are named.
+    pub replication: Option<meshdns_server::replicate::ReplicationConfig>,
     /// The DNS listeners.
     pub server: ServerPlan,
     /// The certificate of `--https` and `--dot`, when either is on.
@@ -190,6 +192,7 @@ pub fn resolve(settings: &ServeConfig) -> Result<ServePlan, Refused> {
         );
     }
     let kubernetes = problems.take(kubernetes(settings)).flatten();
+    let replication = problems.take(replication(settings)).flatten();
     let data_dir = data_dir(settings);
     let tls = match tls_source.flatten() {
         Some(source) => problems.take(tls(settings, source, data_dir.as_deref())),
@@ -219,6 +222,7 @@ pub fn resolve(settings: &ServeConfig) -> Result<ServePlan, Refused> {
             .unwrap_or(defaults::IXFR_JOURNAL_RECORDS),
         transfers,
         pkarr: pkarr(settings),
+        replication,
         server: server(settings),
         tls,
         http: http(settings),
@@ -435,6 +439,102 @@ fn configmaps(settings: &ServeConfig) -> Vec<ConfigMapKey> {
             key: c.key.clone(),
         })
         .collect()
+}
+
+/// Replication with peers, or why not: it needs the relay, a listener the peers reach, and
+/// the token; acknowledgements need peers.
+fn replication(
+    settings: &ServeConfig,
+) -> Result<Option<meshdns_server::replicate::ReplicationConfig>, String> {
+    let has_peers = !settings.pkarr_peers.is_empty() || !settings.pkarr_peers_dns.is_empty();
+    let acks = settings.pkarr_ack_replicas.unwrap_or(0);
+    if !has_peers {
+        if acks > 0 {
+            return Err(
+                "--pkarr-ack-replicas (pkarrAckReplicas) waits for peers: name them with \
+                 --pkarr-peer (pkarrPeers) or --pkarr-peers-dns (pkarrPeersDns)"
+                    .into(),
+            );
+        }
+        if settings.pkarr_peer_token_file.is_some() {
+            return Err(
+                "--pkarr-peer-token-file (pkarrPeerTokenFile) is the peers' token: name the \
+                 peers with --pkarr-peer (pkarrPeers) or --pkarr-peers-dns (pkarrPeersDns)"
+                    .into(),
+            );
+        }
+        return Ok(None);
+    }
+    if settings.pkarr.is_empty() {
+        return Err(
+            "--pkarr-peer / --pkarr-peers-dns (pkarrPeers, pkarrPeersDns) replicate the pkarr \
+             relay: it needs --pkarr (pkarr)"
+                .into(),
+        );
+    }
+    if settings.http.is_none() && settings.https.is_none() {
+        return Err(
+            "--pkarr-peer / --pkarr-peers-dns (pkarrPeers, pkarrPeersDns): peers push to and \
+             read from this replica's --http or --https listener; set one"
+                .into(),
+        );
+    }
+    if !settings.pkarr_peers_dns.is_empty() && settings.http.is_none() {
+        return Err(
+            "--pkarr-peers-dns (pkarrPeersDns) reaches the resolved replicas over plain HTTP: \
+             it needs --http (http) on each"
+                .into(),
+        );
+    }
+    let Some(path) = &settings.pkarr_peer_token_file else {
+        return Err(
+            "--pkarr-peer / --pkarr-peers-dns (pkarrPeers, pkarrPeersDns) need the token every \
+             replica shares: --pkarr-peer-token-file (pkarrPeerTokenFile), a file of at least \
+             16 bytes (from a Secret)"
+                .into(),
+        );
+    };
+    let cannot = |e: &dyn std::fmt::Display| {
+        format!(
+            "--pkarr-peer-token-file (pkarrPeerTokenFile): cannot read {}: {e}",
+            path.display()
+        )
+    };
+    // A FIFO in the file's place would block start-up: regular files only.
+    if !std::fs::metadata(path).map_err(|e| cannot(&e))?.is_file() {
+        return Err(cannot(
+            &"not a regular file; the token file must be a regular file or a symlink to one",
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| cannot(&e))?;
+    let token = String::from_utf8_lossy(&bytes).trim().to_string();
+    if token.len() < 16 || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(cannot(
+            &"the token must be at least 16 visible ASCII characters (openssl rand -hex 32)",
+        ));
+    }
+    let mut config = meshdns_server::replicate::ReplicationConfig::new(token.into_bytes());
+    config.peers = settings.pkarr_peers.iter().map(|p| p.0.clone()).collect();
+    config.peers_dns = settings
+        .pkarr_peers_dns
+        .iter()
+        .map(|h| (h.host.clone(), h.port))
+        .collect();
+    config.ack_replicas = acks as usize;
+    config.ack_timeout = settings
+        .pkarr_ack_timeout
+        .unwrap_or(defaults::PKARR_ACK_TIMEOUT);
+    config.catchup_wait = settings
+        .pkarr_catchup_wait
+        .unwrap_or(defaults::PKARR_CATCHUP_WAIT);
+    config.catchup_interval = settings
+        .pkarr_catchup_interval
+        .unwrap_or(defaults::PKARR_CATCHUP_INTERVAL)
+        .max(std::time::Duration::from_millis(100));
+    config.queue = settings
+        .pkarr_peer_queue
+        .map_or(defaults::PKARR_PEER_QUEUE, |n| n as usize);
+    Ok(Some(config))
 }
 
 fn pkarr(settings: &ServeConfig) -> Option<PkarrConfig> {

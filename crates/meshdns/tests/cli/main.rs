@@ -17,6 +17,7 @@ mod docs;
 mod doh;
 mod doh_iroh;
 mod dropin;
+mod fleet;
 mod hostile;
 mod hostile_files;
 mod hostile_http;

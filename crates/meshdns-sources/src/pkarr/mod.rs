@@ -7,8 +7,9 @@
 //!
 //! **Storage.** `<data-dir>/pkarr.redb`, a [redb](https://docs.rs/redb) database (pure Rust,
 //! copy-on-write B-trees, checksummed commits, one writer and lock-free readers; the store
-//! iroh-dns-server uses too). Two tables: `packets` (key → relay payload, exactly as published)
-//! and `by_timestamp` ((timestamp, key) → ()), the expiry index.
+//! iroh-dns-server uses too). The tables ([`tables`]): `packets` (key → relay payload, exactly
+//! as published), `by_timestamp` ((timestamp, key) → ()), the expiry index, and the change log
+//! other replicas catch up from (`changes`, `seq_of`, `meta`, `cursors`).
 //!
 //! **One writer, group commit.** Publishes are verified by the caller (on the HTTP workers, in
 //! parallel), then queued (bounded) to one writer thread. It takes everything queued, decides
@@ -27,9 +28,12 @@
 //! **Migration.** Packets kept in the earlier layout (one `<data-dir>/pkarr/<z32>.pkarr` file
 //! per key) are verified, moved into the database on first start, and their files removed.
 //!
-//! Freshness follows the pkarr relay specification: a packet whose timestamp is not newer than
-//! the stored one is refused ([`PutError::Stale`], HTTP 409); with `If-Match: <timestamp>` the
-//! stored packet's timestamp must be that one ([`PutError::Changed`], HTTP 412).
+//! Freshness follows the pkarr relay specification: a packet whose timestamp is older than the
+//! stored one is refused ([`PutError::Stale`], HTTP 409); with `If-Match: <timestamp>` the
+//! stored packet's timestamp must be that one ([`PutError::Changed`], HTTP 412). Two different
+//! packets with the same timestamp are ordered by [`tie`], the same on every replica (so
+//! replicas that got them in either order keep the same one); the loser is `Stale`, and the
+//! stored packet sent again is [`PutError::Same`] (409 too).
 //!
 //! **Timestamps from the future.** A packet dated more than [`PkarrConfig::max_future`]
 //! (`--pkarr-max-future`) ahead of this relay's clock is refused ([`PutError::Future`], HTTP
@@ -50,11 +54,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use meshdns_iroh::parse_endpoint_id;
 use meshdns_iroh::pkarr::{PacketError, SignedPacket};
 use meshdns_zone::{Key, Name, Overlay, Published};
-use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use tracing::{error, info, warn};
 
-const PACKETS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("packets");
-const BY_TIME: TableDefinition<(u64, &[u8; 32]), ()> = TableDefinition::new("by_timestamp");
+mod tables;
+
+pub use tables::{ChangePage, Epoch, tie};
+use tables::{PACKETS, Tables};
 
 /// The database file in the data directory.
 pub const DB_FILE: &str = "pkarr.redb";
@@ -128,9 +134,15 @@ pub enum PutError {
         /// The bound (`--pkarr-max-future`).
         max_future: Duration,
     },
-    /// Not newer than the stored packet (409).
-    #[error("a packet with the same or a newer timestamp is already stored")]
+    /// Older than the stored packet, or of the same timestamp and losing the tie rule
+    /// ([`tie`]) to it (409).
+    #[error(
+        "a packet with a newer timestamp (or the same timestamp, winning the tie) is already stored"
+    )]
     Stale,
+    /// This very packet is already stored (409).
+    #[error("this packet is already stored")]
+    Same,
     /// `If-Match` named another timestamp than the stored packet's (412).
     #[error("the stored packet's timestamp is {}, not the one If-Match names", stored.map_or_else(|| "absent (nothing stored)".to_string(), |t| t.to_string()))]
     Changed {
@@ -159,6 +171,7 @@ impl PutError {
             PutError::Payload(PacketError::Dns(_)) => "dns",
             PutError::Future { .. } => "future",
             PutError::Stale => "stale",
+            PutError::Same => "same",
             PutError::Changed { .. } => "precondition",
             PutError::RateLimited => "rate_limited",
             PutError::Busy => "busy",
@@ -180,6 +193,8 @@ pub struct PkarrCounters {
     pub commits: AtomicU64,
     /// Time spent committing, in microseconds.
     pub commit_micros: AtomicU64,
+    /// Of the publishes stored, those another replica sent.
+    pub replicated: AtomicU64,
 }
 
 impl PkarrCounters {
@@ -203,26 +218,12 @@ struct Put {
 
 enum Job {
     Put(Put),
+    /// Every packet of the peer with this epoch up to this sequence number is here once the
+    /// puts queued before this job are decided: kept in their commit or a later one, answered
+    /// once committed.
+    Cursor(Epoch, u64, Reply),
     /// Expire now (tests), answering with how many went.
     Expire(std::sync::mpsc::Sender<usize>),
-}
-
-/// Stores `payload` as `key`'s packet at `timestamp_us` in both tables, replacing the row of
-/// the packet stored at `old` (if any).
-fn write_row(
-    packets: &mut redb::Table<'_, &'static [u8; 32], &'static [u8]>,
-    by_time: &mut redb::Table<'_, (u64, &'static [u8; 32]), ()>,
-    key: &Key,
-    payload: &[u8],
-    timestamp_us: u64,
-    old: Option<u64>,
-) -> Result<(), redb::StorageError> {
-    packets.insert(key, payload)?;
-    if let Some(old) = old {
-        by_time.remove((old, key))?;
-    }
-    by_time.insert((timestamp_us, key), ())?;
-    Ok(())
 }
 
 /// A stored packet, as `GET /pkarr/<key>` serves it.
@@ -270,6 +271,7 @@ pub struct PkarrStore {
     jobs: Option<SyncSender<Job>>,
     writer: Option<JoinHandle<()>>,
     buckets: Mutex<HashMap<IpAddr, (f64, Instant)>>,
+    epoch: Epoch,
     /// Publish counters.
     pub counters: Arc<PkarrCounters>,
 }
@@ -320,13 +322,8 @@ impl PkarrStore {
                 .create_with_backend(redb::backends::InMemoryBackend::new())
                 .map_err(io)?,
         };
-        {
-            // The tables exist from the first start on.
-            let txn = db.begin_write().map_err(io)?;
-            txn.open_table(PACKETS).map_err(io)?;
-            txn.open_table(BY_TIME).map_err(io)?;
-            txn.commit().map_err(io)?;
-        }
+        // The tables exist from the first start on, with this replica's epoch.
+        let epoch = tables::prepare(&db).map_err(io)?;
         if let Some(dir) = &config.data_dir {
             migrate(&db, &dir.join(LEGACY_DIR))?;
             prefetch(&dir.join(DB_FILE));
@@ -366,8 +363,93 @@ impl PkarrStore {
             jobs: Some(tx),
             writer: Some(thread),
             buckets: Mutex::default(),
+            epoch,
             counters,
         })
+    }
+
+    /// This replica's identity: random, made with its database.
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// What changed here after sequence number `after`: one page of at most about `max_bytes`
+    /// of packets, read in one snapshot (blocking: call it off the async workers).
+    pub fn changes_after(&self, after: u64, max_bytes: usize) -> std::io::Result<ChangePage> {
+        let mut page = tables::changes_after(&self.db, self.epoch, after, max_bytes).map_err(io)?;
+        // Packets dated beyond the bound are not served here, nor passed on.
+        let latest = horizon(self.config.max_future);
+        page.entries
+            .retain(|(_, _, p)| stamp_of(p).is_none_or(|t| t <= latest));
+        Ok(page)
+    }
+
+    /// How far the peer with `epoch` has been read: every packet it held up to this sequence
+    /// number is here (0: nothing read yet).
+    pub fn cursor(&self, epoch: &Epoch) -> std::io::Result<u64> {
+        tables::cursor(&self.db, epoch).map_err(io)
+    }
+
+    /// Stores packets another replica sent (pushed, or read while catching up): each verified
+    /// as a publish is, decided as one (newest wins, then [`tie`]), and never rate limited
+    /// unless `client` is given (a sender without the peers' token: each packet then counts
+    /// as a publish of that address). With `cursor`, the peer's cursor is kept once these are
+    /// decided. One result per item, in order; `Err(Same)` and `Err(Stale)` mean this replica
+    /// already holds that packet or one that wins over it.
+    pub async fn put_replicated(
+        &self,
+        client: Option<IpAddr>,
+        items: Vec<(Key, Vec<u8>)>,
+        cursor: Option<(Epoch, u64)>,
+    ) -> Vec<Result<(), PutError>> {
+        let latest = horizon(self.config.max_future);
+        let mut waiting = Vec::with_capacity(items.len());
+        for (key, payload) in items {
+            let r = match client {
+                Some(ip) if !self.allow(ip, Instant::now()) => Err(PutError::RateLimited),
+                // Strictly older than what is stored: refused before the signature is checked
+                // (a catch-up over keys already here costs a lookup each).
+                _ => match (stamp_of(&payload), self.overlay.stamp(&key)) {
+                    (Some(new), Some(old)) if old > new && old <= latest => Err(PutError::Stale),
+                    _ => self.enqueue(&key, &payload, None, true).await,
+                },
+            };
+            waiting.push(r);
+        }
+        let mut cursor_kept = None;
+        if let Some((epoch, seq)) = cursor
+            && let Some(jobs) = &self.jobs
+        {
+            let (reply, done) = tokio::sync::oneshot::channel();
+            if self
+                .send(jobs, Job::Cursor(epoch, seq, reply))
+                .await
+                .is_ok()
+            {
+                cursor_kept = Some(done);
+            }
+        }
+        let mut results = Vec::with_capacity(waiting.len());
+        for w in waiting {
+            let r = match w {
+                Ok(done) => done
+                    .await
+                    .unwrap_or_else(|_| Err(PutError::Io("the store's writer has stopped".into()))),
+                Err(e) => Err(e),
+            };
+            match &r {
+                Ok(()) => {
+                    self.counters.accepted.fetch_add(1, Relaxed);
+                    self.counters.replicated.fetch_add(1, Relaxed);
+                }
+                Err(e) => self.counters.reject(e),
+            }
+            results.push(r);
+        }
+        if let Some(done) = cursor_kept {
+            let _ = done.await;
+        }
+        results
     }
 
     /// What the store serves, for the catalog to attach under each origin.
@@ -422,6 +504,23 @@ impl PkarrStore {
 
     async fn try_put(&self, key: &str, body: &[u8], if_match: Option<u64>) -> Result<(), PutError> {
         let id = parse_endpoint_id(key).map_err(|e| PutError::Key(e.to_string()))?;
+        let done = self.enqueue(id.as_bytes(), body, if_match, false).await?;
+        done.await
+            .unwrap_or_else(|_| Err(PutError::Io("the store's writer has stopped".into())))
+    }
+
+    /// Verifies a publish and queues it for the writer, which will answer on the receiver.
+    /// When the queue is full, a client's publish gets [`PutError::Busy`] at once, and a
+    /// replicated one (`wait`) waits: a peer sends a bounded number of batches at a time.
+    async fn enqueue(
+        &self,
+        key: &Key,
+        body: &[u8],
+        if_match: Option<u64>,
+        wait: bool,
+    ) -> Result<tokio::sync::oneshot::Receiver<Result<(), PutError>>, PutError> {
+        let id = meshdns_iroh::EndpointId::from_bytes(key)
+            .map_err(|e| PutError::Key(format!("not an ed25519 public key: {e}")))?;
         let packet = SignedPacket::from_relay_payload(&id, body).map_err(PutError::Payload)?;
         let latest = horizon(self.config.max_future);
         if packet.timestamp_us > latest {
@@ -430,18 +529,19 @@ impl PkarrStore {
                 max_future: self.config.max_future,
             });
         }
-        // Refused here already when it could not win: saves the writer a lookup and a commit.
+        // Refused here already when it cannot win: saves the writer a lookup and a commit.
+        // (The same timestamp goes on: the writer compares the packets.)
         if if_match.is_none()
             && self
                 .overlay
-                .stamp(id.as_bytes())
-                .is_some_and(|t| stale(t, packet.timestamp_us, latest))
+                .stamp(key)
+                .is_some_and(|t| t != packet.timestamp_us && stale(t, packet.timestamp_us, latest))
         {
             return Err(PutError::Stale);
         }
         let (reply, done) = tokio::sync::oneshot::channel();
         let job = Job::Put(Put {
-            key: *id.as_bytes(),
+            key: *key,
             published: packet.published(),
             timestamp_us: packet.timestamp_us,
             payload: packet.payload().to_vec(),
@@ -450,14 +550,31 @@ impl PkarrStore {
         });
         let jobs = self.jobs.as_ref().ok_or(PutError::Busy)?;
         match jobs.try_send(job) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => return Err(PutError::Busy),
+            Ok(()) => Ok(done),
+            Err(TrySendError::Full(job)) if wait => {
+                self.send(jobs, job).await?;
+                Ok(done)
+            }
+            Err(TrySendError::Full(_)) => Err(PutError::Busy),
             Err(TrySendError::Disconnected(_)) => {
-                return Err(PutError::Io("the store's writer has stopped".into()));
+                Err(PutError::Io("the store's writer has stopped".into()))
             }
         }
-        done.await
-            .unwrap_or_else(|_| Err(PutError::Io("the store's writer has stopped".into())))
+    }
+    /// Queues `job`, waiting while the queue is full.
+    async fn send(&self, jobs: &SyncSender<Job>, mut job: Job) -> Result<(), PutError> {
+        loop {
+            match jobs.try_send(job) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Full(j)) => {
+                    job = j;
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                Err(TrySendError::Disconnected(_)) => {
+                    return Err(PutError::Io("the store's writer has stopped".into()));
+                }
+            }
+        }
     }
 
     /// Token bucket per client address: `put_burst` tokens, refilled at `put_per_minute`.
@@ -545,6 +662,14 @@ impl Drop for PkarrStore {
     }
 }
 
+/// The timestamp in a relay payload (after the 64-byte signature).
+fn stamp_of(payload: &[u8]) -> Option<u64> {
+    payload
+        .get(64..72)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_be_bytes)
+}
+
 /// Whether a publish at `new` loses to the packet stored at `stored`: it is not newer, and the
 /// stored one is not itself beyond `latest` (the clock plus `--pkarr-max-future`; such a
 /// packet, stored before the clock stepped back, is replaced by any valid publish).
@@ -598,16 +723,18 @@ impl Writer {
             let mut expire_now = Instant::now() >= next_expiry;
             let mut waiting = Vec::new();
             let mut puts = Vec::with_capacity(batch.len());
+            let mut cursors = Vec::new();
             for job in batch {
                 match job {
                     Job::Put(put) => puts.push(put),
+                    Job::Cursor(epoch, seq, reply) => cursors.push((epoch, seq, reply)),
                     Job::Expire(tx) => {
                         expire_now = true;
                         waiting.push(tx);
                     }
                 }
             }
-            let expired = self.commit(puts, expire_now);
+            let expired = self.commit(puts, cursors, expire_now);
             if expire_now {
                 next_expiry = Instant::now() + EXPIRE_EVERY;
             }
@@ -618,8 +745,8 @@ impl Writer {
     }
 
     /// Decides and commits one batch; returns how many packets expired.
-    fn commit(&self, puts: Vec<Put>, expire: bool) -> usize {
-        if puts.is_empty() && !expire {
+    fn commit(&self, puts: Vec<Put>, cursors: Vec<(Epoch, u64, Reply)>, expire: bool) -> usize {
+        if puts.is_empty() && cursors.is_empty() && !expire {
             return 0;
         }
         let started = Instant::now();
@@ -628,10 +755,9 @@ impl Writer {
         let outcome = (|| -> Result<(), redb::Error> {
             let txn = self.db.begin_write()?;
             {
-                let mut packets = txn.open_table(PACKETS)?;
-                let mut by_time = txn.open_table(BY_TIME)?;
-                // Timestamps decided in this batch (a key may publish twice in one).
-                let mut staged: HashMap<Key, u64> = HashMap::new();
+                let mut t = Tables::open(&txn)?;
+                // What this batch decided for a key (a key may publish twice in one).
+                let mut staged: HashMap<Key, (u64, Vec<u8>)> = HashMap::new();
                 let latest = horizon(self.max_future);
                 for Put {
                     key,
@@ -644,24 +770,34 @@ impl Writer {
                 {
                     let stored = staged
                         .get(&key)
-                        .copied()
+                        .map(|s| s.0)
                         .or_else(|| self.overlay.stamp(&key));
                     let result = match (if_match, stored) {
                         (Some(m), s) if s != Some(m) => Err(PutError::Changed { stored: s }),
-                        (_, Some(s)) if stale(s, timestamp_us, latest) => Err(PutError::Stale),
-                        _ => {
-                            write_row(
-                                &mut packets,
-                                &mut by_time,
-                                &key,
-                                &payload,
-                                timestamp_us,
-                                stored,
-                            )?;
-                            staged.insert(key, timestamp_us);
-                            Ok(())
+                        // The same timestamp: the same packet, or the tie rule decides.
+                        (_, Some(s)) if s == timestamp_us && s <= latest => {
+                            let order = match staged.get(&key) {
+                                Some((_, p)) => tie(&payload, p),
+                                None => t
+                                    .packets
+                                    .get(&key)?
+                                    .map_or(std::cmp::Ordering::Greater, |p| {
+                                        tie(&payload, p.value())
+                                    }),
+                            };
+                            match order {
+                                std::cmp::Ordering::Equal => Err(PutError::Same),
+                                std::cmp::Ordering::Less => Err(PutError::Stale),
+                                std::cmp::Ordering::Greater => Ok(()),
+                            }
                         }
+                        (_, Some(s)) if stale(s, timestamp_us, latest) => Err(PutError::Stale),
+                        _ => Ok(()),
                     };
+                    if result.is_ok() {
+                        t.write(&key, &payload, timestamp_us, stored)?;
+                        staged.insert(key, (timestamp_us, payload));
+                    }
                     decided.push(Decided {
                         key,
                         published,
@@ -671,16 +807,15 @@ impl Writer {
                 }
                 if expire {
                     let limit = now_us().saturating_sub(micros(self.max_age));
-                    for entry in by_time.range(..(limit, &[0u8; 32]))?.take(EXPIRE_BATCH) {
-                        let (k, _) = entry?;
-                        let (ts, key) = k.value();
-                        expired.push((ts, *key));
-                    }
+                    expired = t.older_than(limit, EXPIRE_BATCH)?;
                     for (ts, key) in &expired {
-                        by_time.remove((*ts, key))?;
-                        packets.remove(key)?;
+                        t.remove(key, *ts)?;
                     }
                 }
+                for (epoch, seq, _) in &cursors {
+                    t.set_cursor(epoch, *seq)?;
+                }
+                t.finish()?;
             }
             txn.commit()?;
             Ok(())
@@ -715,6 +850,9 @@ impl Writer {
                 for (reply, result) in replies {
                     let _ = reply.send(result);
                 }
+                for (_, _, reply) in cursors {
+                    let _ = reply.send(Ok(()));
+                }
                 expired.len()
             }
             Err(e) => {
@@ -722,6 +860,9 @@ impl Writer {
                 for d in decided {
                     let result = d.result.and(Err(PutError::Io(e.to_string())));
                     let _ = d.reply.send(result);
+                }
+                for (_, _, reply) in cursors {
+                    let _ = reply.send(Err(PutError::Io(e.to_string())));
                 }
                 0
             }
@@ -798,8 +939,7 @@ fn migrate(db: &Database, dir: &Path) -> std::io::Result<()> {
     for chunk in files.chunks(10_000) {
         let txn = db.begin_write().map_err(io)?;
         {
-            let mut packets = txn.open_table(PACKETS).map_err(io)?;
-            let mut by_time = txn.open_table(BY_TIME).map_err(io)?;
+            let mut t = Tables::open(&txn).map_err(io)?;
             for path in chunk {
                 let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
                 let loaded = parse_endpoint_id(stem)
@@ -817,7 +957,8 @@ fn migrate(db: &Database, dir: &Path) -> std::io::Result<()> {
                     }
                 };
                 let key = *p.key.as_bytes();
-                let stored = packets
+                let stored = t
+                    .packets
                     .get(&key)
                     .map_err(io)?
                     .map(|v| v.value()[64..72].try_into().map(u64::from_be_bytes));
@@ -825,17 +966,11 @@ fn migrate(db: &Database, dir: &Path) -> std::io::Result<()> {
                 if old.is_some_and(|old| old >= p.timestamp_us) {
                     continue;
                 }
-                write_row(
-                    &mut packets,
-                    &mut by_time,
-                    &key,
-                    p.payload(),
-                    p.timestamp_us,
-                    old,
-                )
-                .map_err(io)?;
+                t.write(&key, p.payload(), p.timestamp_us, old)
+                    .map_err(io)?;
                 moved += 1;
             }
+            t.finish().map_err(io)?;
         }
         txn.commit().map_err(io)?;
     }
@@ -898,7 +1033,7 @@ mod tests {
         store.put(None, &key, &first, None).await.unwrap();
         assert_eq!(
             store.put(None, &key, &first, None).await,
-            Err(PutError::Stale),
+            Err(PutError::Same),
             "the same packet again is not newer"
         );
         let second = payload(&secret, "addr=192.0.2.2:2");
@@ -939,6 +1074,164 @@ mod tests {
         expiring.expire();
         assert!(expiring.is_empty());
         assert_eq!(expiring.get(&key).unwrap(), None);
+    }
+
+    /// The key and payloads of one secret's packets in the order they were given.
+    fn items(secret: &SecretKey, payloads: &[&Vec<u8>]) -> Vec<(Key, Vec<u8>)> {
+        payloads
+            .iter()
+            .map(|p| (*secret.public().as_bytes(), (*p).clone()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn equal_timestamps_converge_whatever_the_order() {
+        let secret = SecretKey::generate();
+        let key = secret.public().to_z32();
+        let t = now_us() - 1000;
+        let x = payload_at(&secret, "addr=192.0.2.1:1", t);
+        let y = payload_at(&secret, "addr=192.0.2.2:2", t);
+        let (winner, loser) = match tie(&x, &y) {
+            std::cmp::Ordering::Greater => (&x, &y),
+            _ => (&y, &x),
+        };
+        // One store gets the winner first, one the loser first, one both in one batch.
+        let a = PkarrStore::open(config(None, Duration::from_secs(3600))).unwrap();
+        a.put(None, &key, winner, None).await.unwrap();
+        assert_eq!(a.put(None, &key, loser, None).await, Err(PutError::Stale));
+        assert_eq!(a.put(None, &key, winner, None).await, Err(PutError::Same));
+        let b = PkarrStore::open(config(None, Duration::from_secs(3600))).unwrap();
+        b.put(None, &key, loser, None).await.unwrap();
+        b.put(None, &key, winner, None).await.unwrap();
+        let c = PkarrStore::open(config(None, Duration::from_secs(3600))).unwrap();
+        let results = c
+            .put_replicated(None, items(&secret, &[loser, winner, loser]), None)
+            .await;
+        assert_eq!(results, vec![Ok(()), Ok(()), Err(PutError::Stale)]);
+        for store in [&a, &b, &c] {
+            assert_eq!(store.get(&key).unwrap().unwrap().payload, *winner);
+        }
+        assert_eq!(tie(&x, &x), std::cmp::Ordering::Equal);
+    }
+
+    #[tokio::test]
+    async fn the_change_log_gives_what_changed_after_a_sequence_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || {
+            PkarrStore::open(config(Some(dir.path().into()), Duration::from_secs(3600))).unwrap()
+        };
+        let store = open();
+        let epoch = store.epoch();
+        let secrets: Vec<SecretKey> = (0..5).map(|_| SecretKey::generate()).collect();
+        let t = now_us() - 1_000_000;
+        for (i, s) in secrets.iter().enumerate() {
+            let p = payload_at(s, "addr=192.0.2.1:1", t + i as u64);
+            store
+                .put(None, &s.public().to_z32(), &p, None)
+                .await
+                .unwrap();
+        }
+        let all = store.changes_after(0, usize::MAX).unwrap();
+        assert_eq!((all.epoch, all.head, all.entries.len()), (epoch, 5, 5));
+        assert!(all.complete(0));
+        let seqs: Vec<u64> = all.entries.iter().map(|e| e.0).collect();
+        assert_eq!(seqs, [1, 2, 3, 4, 5]);
+        // Pages: at least one entry each, resumed from the last one's number.
+        let page = store.changes_after(0, 1).unwrap();
+        assert_eq!(page.entries.len(), 1);
+        assert!(!page.complete(0));
+        assert_eq!(page.next(0), 1);
+        // A key published again moves to the end of the log; nothing else is repeated.
+        let again = payload_at(&secrets[1], "addr=192.0.2.9:9", t + 100);
+        store
+            .put(None, &secrets[1].public().to_z32(), &again, None)
+            .await
+            .unwrap();
+        let after = store.changes_after(5, usize::MAX).unwrap();
+        assert_eq!(after.head, 6);
+        assert_eq!(after.entries.len(), 1);
+        assert_eq!((after.entries[0].0, &after.entries[0].2), (6, &again));
+        assert_eq!(store.changes_after(0, usize::MAX).unwrap().entries.len(), 5);
+        // Cursors are kept with the packets they follow.
+        let peer = [7u8; 16];
+        assert_eq!(store.cursor(&peer).unwrap(), 0);
+        let newer = payload_at(&secrets[2], "addr=192.0.2.7:7", t + 200);
+        let r = store
+            .put_replicated(None, items(&secrets[2], &[&newer]), Some((peer, 42)))
+            .await;
+        assert_eq!(r, vec![Ok(())]);
+        assert_eq!(store.cursor(&peer).unwrap(), 42);
+        drop(store);
+        // The epoch, numbers and cursors survive a restart; numbers are never given twice.
+        let store = open();
+        assert_eq!(store.epoch(), epoch);
+        assert_eq!(store.cursor(&peer).unwrap(), 42);
+        let p = payload_at(&secrets[3], "addr=192.0.2.3:3", t + 300);
+        store
+            .put(None, &secrets[3].public().to_z32(), &p, None)
+            .await
+            .unwrap();
+        assert_eq!(store.changes_after(7, usize::MAX).unwrap().entries[0].0, 8);
+        drop(store);
+        // A new disk is a new replica.
+        let other = tempfile::tempdir().unwrap();
+        let fresh =
+            PkarrStore::open(config(Some(other.path().into()), Duration::from_secs(3600))).unwrap();
+        assert_ne!(fresh.epoch(), epoch);
+        assert_eq!(fresh.changes_after(0, usize::MAX).unwrap().head, 0);
+    }
+
+    #[tokio::test]
+    async fn packets_stored_without_a_change_log_get_one_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = SecretKey::generate();
+        let p = payload_at(&secret, "addr=192.0.2.1:1", now_us() - 1000);
+        {
+            // The two tables of a store written before the change log.
+            const OLD_PACKETS: redb::TableDefinition<&[u8; 32], &[u8]> =
+                redb::TableDefinition::new("packets");
+            let db = Database::create(dir.path().join(DB_FILE)).unwrap();
+            let txn = db.begin_write().unwrap();
+            txn.open_table(OLD_PACKETS)
+                .unwrap()
+                .insert(secret.public().as_bytes(), p.as_slice())
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let store =
+            PkarrStore::open(config(Some(dir.path().into()), Duration::from_secs(3600))).unwrap();
+        let page = store.changes_after(0, usize::MAX).unwrap();
+        assert_eq!(page.entries.len(), 1);
+        assert_eq!((page.head, &page.entries[0].2), (1, &p));
+    }
+
+    #[tokio::test]
+    async fn replicated_packets_are_verified_and_limited_without_the_token() {
+        let mut c = config(None, Duration::from_secs(3600));
+        c.put_per_minute = 1;
+        c.put_burst = 1;
+        let store = PkarrStore::open(c).unwrap();
+        let secret = SecretKey::generate();
+        let good = payload(&secret, "addr=192.0.2.1:1");
+        // Signed by another key: refused, whoever sends it.
+        let forged = (
+            *secret.public().as_bytes(),
+            payload(&SecretKey::generate(), "addr=192.0.2.66:1"),
+        );
+        let r = store.put_replicated(None, vec![forged], None).await;
+        assert!(matches!(
+            r[..],
+            [Err(PutError::Payload(PacketError::Signature))]
+        ));
+        // Without the token (a client address given): one publish of the burst, then limited.
+        let other = SecretKey::generate();
+        let mut batch = items(&secret, &[&good]);
+        batch.extend(items(&other, &[&payload(&other, "addr=192.0.2.2:2")]));
+        let r = store
+            .put_replicated(Some("192.0.2.50".parse().unwrap()), batch, None)
+            .await;
+        assert_eq!(r, vec![Ok(()), Err(PutError::RateLimited)]);
+        assert_eq!(store.counters.replicated.load(Relaxed), 1);
     }
 
     #[tokio::test]

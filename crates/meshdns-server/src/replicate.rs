@@ -1,0 +1,1121 @@
+//! pkarr replication between relay replicas: every replica takes publishes, sends each to
+//! every peer, and catches up from them; none is the single writer.
+//!
+//! pkarr packets certify themselves (signed by the key they describe, ordered by their own
+//! timestamp), so replicas exchange them without trusting each other's content: a replicated
+//! packet is verified like a publish, and the newest wins everywhere (equal timestamps: the
+//! store's tie rule, the same on every replica). The peers' shared token only exempts their
+//! traffic from the publish rate limit and opens the catch-up reads.
+//!
+//! - **Push.** A publish acknowledged here (durable) is queued for every peer (a bounded
+//!   queue each, never blocking the publisher) and sent in batches of up to [`PUSH_BYTES`]
+//!   over one persistent HTTP/2 connection per peer: `POST /pkarr-peer/v1/push`, frames of
+//!   `key(32) ‖ length(u16) ‖ relay payload`, answered with one result byte per frame after the
+//!   receiver's commit. A received packet is never pushed on (only client publishes are).
+//! - **Catch-up.** Each replica numbers its changes (the store's change log); a peer reads
+//!   `GET /pkarr-peer/v1/changes?after=S` page by page and keeps, with the packets, how far it
+//!   read (its cursor for that replica's epoch). A replica that was down or partitioned reads
+//!   what it missed; one that lost its disk (a new epoch) is read from the start; one whose
+//!   peer's disk went back (the cursor beyond the peer's head) reads that peer again from the
+//!   start. This runs at start and every [`ReplicationConfig::catchup_interval`], which bounds
+//!   how long a lost push leaves replicas apart.
+//! - **Readiness.** Until a catch-up reached the head of at least one peer, and every other
+//!   peer either did too or could not be reached, `/readyz` says not ready (at most
+//!   [`ReplicationConfig::catchup_wait`]): a replica that is new or lost its disk does not
+//!   serve with fewer packets than a reachable peer had.
+//! - **Acknowledged by peers.** With `ack_replicas` N, a publish's `204` waits until N peers
+//!   answered that they hold it durably (or a newer packet of its key), else 503 after
+//!   `ack_timeout` (the packet stays stored here and keeps replicating).
+//!
+//! Why a change log and not a digest exchange: a replica that missed 100,000 of a million
+//! keys reads 100,000 entries, where comparing digests of buckets would touch most buckets
+//! (and their keys) for that many scattered changes. The log costs a sequence row per key.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt::Write as _;
+use std::future::Future;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::metrics::{header as metric_header, label_value};
+
+/// A replica's identity (random, made with its database).
+pub type Epoch = [u8; 16];
+
+/// The largest push request body (the HTTP listeners read at most [`crate::http::MAX_BODY`]).
+pub const PUSH_BYTES: usize = 60 * 1024;
+/// A catch-up page, at most about this many bytes of packets.
+pub const PAGE_BYTES: usize = 4 << 20;
+/// Header naming the replica that answered (hex of its epoch).
+pub const EPOCH_HEADER: &str = "meshdns-pkarr-epoch";
+/// Header with the highest change number of the replica when a page was read.
+pub const HEAD_HEADER: &str = "meshdns-pkarr-head";
+const FRAME_TYPE: &str = "application/x-meshdns-pkarr-frames";
+
+/// What happened to one replicated packet, as the receiver answers it (one byte).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Applied {
+    /// Stored (durable).
+    Stored = 0,
+    /// This packet, or one that wins over it, is already stored.
+    Have = 1,
+    /// Not a valid signed packet for its key.
+    Invalid = 2,
+    /// Dated beyond the receiver's `--pkarr-max-future`.
+    Future = 3,
+    /// Counted as a publish of the sender (no token) and over its rate.
+    RateLimited = 4,
+    /// Not stored: the receiver's store failed or stopped.
+    Failed = 5,
+}
+
+impl Applied {
+    fn from_byte(b: u8) -> Applied {
+        match b {
+            0 => Applied::Stored,
+            1 => Applied::Have,
+            2 => Applied::Invalid,
+            3 => Applied::Future,
+            4 => Applied::RateLimited,
+            _ => Applied::Failed,
+        }
+    }
+
+    /// Whether the receiver holds the packet (or a winner over it) durably.
+    pub fn held(self) -> bool {
+        matches!(self, Applied::Stored | Applied::Have)
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Applied::Stored => "stored",
+            Applied::Have => "have",
+            Applied::Invalid => "invalid",
+            Applied::Future => "future",
+            Applied::RateLimited => "rate_limited",
+            Applied::Failed => "failed",
+        }
+    }
+}
+
+/// One change of a replica's log: its number, the key and the relay payload.
+pub type Change = (u64, [u8; 32], Vec<u8>);
+
+/// One page of a replica's change log.
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    /// The replica's epoch.
+    pub epoch: Epoch,
+    /// Its highest change number when the page was read.
+    pub head: u64,
+    /// The changes, in order.
+    pub entries: Vec<Change>,
+}
+
+/// The store replication reads and writes.
+pub trait PeerStore: Send + Sync + 'static {
+    /// This replica's epoch.
+    fn epoch(&self) -> Epoch;
+    /// Stores packets a peer sent, each verified as a publish; rate limited as publishes of
+    /// `client` when given (a sender without the token). With `cursor`, the peer's cursor is
+    /// kept once they are decided. One result per item.
+    fn put_replicated(
+        &self,
+        client: Option<IpAddr>,
+        items: Vec<([u8; 32], Vec<u8>)>,
+        cursor: Option<(Epoch, u64)>,
+    ) -> Pin<Box<dyn Future<Output = Vec<Applied>> + Send + '_>>;
+    /// The changes after `after`, one page (blocking).
+    fn changes_after(&self, after: u64, max_bytes: usize) -> std::io::Result<Page>;
+    /// How far the peer with `epoch` has been read (blocking).
+    fn cursor(&self, epoch: &Epoch) -> std::io::Result<u64>;
+}
+
+/// The settings (`--pkarr-peer`, `--pkarr-peers-dns`, `--pkarr-peer-token-file`,
+/// `--pkarr-ack-replicas`, ...).
+#[derive(Debug, Clone)]
+pub struct ReplicationConfig {
+    /// Base URLs of the other replicas (`http://host:port`, `https://…`).
+    pub peers: Vec<String>,
+    /// Names resolved every [`ReplicationConfig::resolve_every`], each address a peer at port.
+    pub peers_dns: Vec<(String, u16)>,
+    /// The token every replica shares.
+    pub token: Vec<u8>,
+    /// Peers that must hold a publish before its `204`.
+    pub ack_replicas: usize,
+    /// How long a publish waits for them.
+    pub ack_timeout: Duration,
+    /// How long start-up waits for a catch-up before it is ready anyway.
+    pub catchup_wait: Duration,
+    /// How often each peer is read for what pushes missed.
+    pub catchup_interval: Duration,
+    /// How often `peers_dns` is resolved again.
+    pub resolve_every: Duration,
+    /// Packets queued per peer, at most; more are dropped (and caught up later).
+    pub queue: usize,
+}
+
+impl ReplicationConfig {
+    /// The defaults, with no peers.
+    pub fn new(token: Vec<u8>) -> ReplicationConfig {
+        ReplicationConfig {
+            peers: Vec::new(),
+            peers_dns: Vec::new(),
+            token,
+            ack_replicas: 0,
+            ack_timeout: Duration::from_secs(5),
+            catchup_wait: Duration::from_secs(30),
+            catchup_interval: Duration::from_secs(30),
+            resolve_every: Duration::from_secs(5),
+            queue: 65_536,
+        }
+    }
+}
+
+/// Publishes waiting for peers' acknowledgements.
+struct Ack {
+    got: AtomicUsize,
+    done: Notify,
+}
+
+struct Entry {
+    key: [u8; 32],
+    payload: Bytes,
+    queued: Instant,
+    ack: Option<Arc<Ack>>,
+}
+
+/// Replication latency buckets (seconds): from the local commit to the peer's answer.
+const LAG_BUCKETS: [f64; 10] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 10.0,
+];
+
+#[derive(Default)]
+struct PeerCounters {
+    pushed: Mutex<HashMap<&'static str, u64>>,
+    dropped: AtomicU64,
+    push_errors: AtomicU64,
+    catchup_runs: AtomicU64,
+    catchup_failures: AtomicU64,
+    fetched: AtomicU64,
+    lag_buckets: [AtomicU64; LAG_BUCKETS.len()],
+    lag_count: AtomicU64,
+    lag_micros: AtomicU64,
+}
+
+impl PeerCounters {
+    fn lag(&self, d: Duration) {
+        let s = d.as_secs_f64();
+        for (i, b) in LAG_BUCKETS.iter().enumerate() {
+            if s <= *b {
+                self.lag_buckets[i].fetch_add(1, Relaxed);
+            }
+        }
+        self.lag_count.fetch_add(1, Relaxed);
+        self.lag_micros.fetch_add(d.as_micros() as u64, Relaxed);
+    }
+}
+
+/// Another replica.
+struct Peer {
+    url: String,
+    queue: Mutex<VecDeque<Entry>>,
+    wake: Notify,
+    stop: CancellationToken,
+    /// This replica itself (found by its epoch): nothing is sent to it.
+    is_self: AtomicBool,
+    /// A catch-up from it reached its head at least once.
+    caught_up: AtomicBool,
+    /// Its last catch-up attempt could not reach it.
+    unreachable: AtomicBool,
+    /// When a DNS resolution last named it (static peers: never forgotten).
+    seen: Mutex<Option<Instant>>,
+    counters: PeerCounters,
+}
+
+type HttpClient = Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    Full<Bytes>,
+>;
+
+/// Replication of one relay with its peers.
+pub struct Replicator {
+    store: Arc<dyn PeerStore>,
+    config: ReplicationConfig,
+    epoch: Epoch,
+    peers: Mutex<Vec<Arc<Peer>>>,
+    http: HttpClient,
+    started: Instant,
+    ready: AtomicBool,
+    received: Mutex<HashMap<(&'static str, &'static str), u64>>,
+    refused: Mutex<HashMap<&'static str, u64>>,
+    stop: CancellationToken,
+}
+
+impl std::fmt::Debug for Replicator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replicator")
+            .field("peers", &self.config.peers)
+            .finish_non_exhaustive()
+    }
+}
+
+fn hex(epoch: &Epoch) -> String {
+    epoch.iter().fold(String::with_capacity(32), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+fn parse_hex(text: &str) -> Option<Epoch> {
+    let bytes = data_encoding::HEXLOWER_PERMISSIVE
+        .decode(text.as_bytes())
+        .ok()?;
+    bytes.try_into().ok()
+}
+
+/// Constant-time comparison of a presented token with ours (their SHA-256 digests, so the
+/// time depends on neither's content nor length).
+fn token_matches(presented: &[u8], ours: &[u8]) -> bool {
+    use ring::digest::{SHA256, digest};
+    let (a, b) = (digest(&SHA256, presented), digest(&SHA256, ours));
+    a.as_ref()
+        .iter()
+        .zip(b.as_ref())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
+}
+
+/// Frames of a push body: `key(32) ‖ length(u16) ‖ payload`, or `None` when malformed.
+pub fn decode_push(mut body: &[u8]) -> Option<Vec<([u8; 32], Vec<u8>)>> {
+    let mut out = Vec::new();
+    while !body.is_empty() {
+        let key: [u8; 32] = body.get(..32)?.try_into().ok()?;
+        let len = usize::from(u16::from_be_bytes(body.get(32..34)?.try_into().ok()?));
+        out.push((key, body.get(34..34 + len)?.to_vec()));
+        body = &body[34 + len..];
+    }
+    Some(out)
+}
+
+fn encode_push(entries: &[Entry]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(entries.iter().map(|e| 34 + e.payload.len()).sum());
+    for e in entries {
+        out.extend_from_slice(&e.key);
+        out.extend_from_slice(&(e.payload.len() as u16).to_be_bytes());
+        out.extend_from_slice(&e.payload);
+    }
+    out
+}
+
+/// A page's body: `change(u64) ‖ key(32) ‖ length(u16) ‖ payload` per entry.
+pub fn encode_page(page: &Page) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (seq, key, payload) in &page.entries {
+        out.extend_from_slice(&seq.to_be_bytes());
+        out.extend_from_slice(key);
+        out.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+        out.extend_from_slice(payload);
+    }
+    out
+}
+
+/// The entries of a page's body, or `None` when malformed.
+pub fn decode_page(mut body: &[u8]) -> Option<Vec<Change>> {
+    let mut out = Vec::new();
+    while !body.is_empty() {
+        let seq = u64::from_be_bytes(body.get(..8)?.try_into().ok()?);
+        let key: [u8; 32] = body.get(8..40)?.try_into().ok()?;
+        let len = usize::from(u16::from_be_bytes(body.get(40..42)?.try_into().ok()?));
+        out.push((seq, key, body.get(42..42 + len)?.to_vec()));
+        body = &body[42 + len..];
+    }
+    Some(out)
+}
+
+impl Replicator {
+    /// Replication for `store` with `config`'s peers; [`Replicator::start`] runs it.
+    pub fn new(
+        store: Arc<dyn PeerStore>,
+        config: ReplicationConfig,
+    ) -> std::io::Result<Arc<Replicator>> {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in rustls_native_certs::load_native_certs().certs {
+            let _ = roots.add(c);
+        }
+        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(std::io::Error::other)?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http2()
+            .build();
+        // HTTP/2 only: one connection per peer carries every push and page (prior knowledge
+        // over plain HTTP, ALPN over TLS); idle ones close before the peers' idle timeout.
+        let http = Client::builder(TokioExecutor::new())
+            .http2_only(true)
+            .pool_idle_timeout(Duration::from_secs(20))
+            .build(connector);
+        let epoch = store.epoch();
+        Ok(Arc::new(Replicator {
+            store,
+            epoch,
+            peers: Mutex::new(Vec::new()),
+            http,
+            started: Instant::now(),
+            ready: AtomicBool::new(false),
+            received: Mutex::default(),
+            refused: Mutex::default(),
+            stop: CancellationToken::new(),
+            config,
+        }))
+    }
+
+    /// Starts the peers' tasks and the DNS discovery; they stop with `stop`.
+    pub fn start(self: &Arc<Self>, stop: CancellationToken) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            stop.cancelled().await;
+            this.stop.cancel();
+        });
+        for url in self.config.peers.clone() {
+            self.add_peer(url, None);
+        }
+        if !self.config.peers_dns.is_empty() {
+            let this = self.clone();
+            tokio::spawn(async move { this.discover().await });
+        }
+    }
+
+    fn add_peer(self: &Arc<Self>, url: String, seen: Option<Instant>) {
+        let url = url.trim_end_matches('/').to_string();
+        let mut peers = self.peers.lock().expect("peers");
+        if let Some(p) = peers.iter().find(|p| p.url == url) {
+            if let Some(at) = seen {
+                *p.seen.lock().expect("peer") = Some(at);
+            }
+            return;
+        }
+        let peer = Arc::new(Peer {
+            url,
+            queue: Mutex::new(VecDeque::new()),
+            wake: Notify::new(),
+            stop: self.stop.child_token(),
+            is_self: AtomicBool::new(false),
+            caught_up: AtomicBool::new(false),
+            unreachable: AtomicBool::new(false),
+            seen: Mutex::new(seen),
+            counters: PeerCounters::default(),
+        });
+        peers.push(peer.clone());
+        let this = self.clone();
+        let p = peer.clone();
+        tokio::spawn(async move { this.push_loop(p).await });
+        let this = self.clone();
+        tokio::spawn(async move { this.catchup_loop(peer).await });
+    }
+
+    /// Resolves `--pkarr-peers-dns` names again and again; a peer no name gave for a minute
+    /// is forgotten with its queue.
+    async fn discover(self: Arc<Self>) {
+        loop {
+            for (name, port) in &self.config.peers_dns {
+                match tokio::net::lookup_host((name.as_str(), *port)).await {
+                    Ok(addrs) => {
+                        for a in addrs {
+                            let url = match a.ip() {
+                                IpAddr::V4(ip) => format!("http://{ip}:{port}"),
+                                IpAddr::V6(ip) => format!("http://[{ip}]:{port}"),
+                            };
+                            self.add_peer(url, Some(Instant::now()));
+                        }
+                    }
+                    Err(e) => debug!(name, error = %e, "pkarr peers: name not resolved"),
+                }
+            }
+            let forget = Duration::from_secs(60).max(self.config.resolve_every * 3);
+            self.peers.lock().expect("peers").retain(|p| {
+                let gone = p
+                    .seen
+                    .lock()
+                    .expect("peer")
+                    .is_some_and(|at| at.elapsed() > forget);
+                if gone {
+                    info!(peer = %p.url, "pkarr peer no longer named; forgotten");
+                    p.stop.cancel();
+                }
+                !gone
+            });
+            tokio::select! {
+                () = self.stop.cancelled() => return,
+                () = tokio::time::sleep(self.config.resolve_every) => {}
+            }
+        }
+    }
+
+    fn peers(&self) -> Vec<Arc<Peer>> {
+        self.peers
+            .lock()
+            .expect("peers")
+            .iter()
+            .filter(|p| !p.is_self.load(Relaxed))
+            .cloned()
+            .collect()
+    }
+
+    /// Sends a publish this replica acknowledged to every peer; with `--pkarr-ack-replicas`,
+    /// resolves once that many hold it, or with the refusal to answer after the timeout.
+    pub async fn publish(&self, key: [u8; 32], payload: &[u8]) -> Result<(), (StatusCode, String)> {
+        let need = self.config.ack_replicas;
+        let ack = (need > 0).then(|| {
+            Arc::new(Ack {
+                got: AtomicUsize::new(0),
+                done: Notify::new(),
+            })
+        });
+        let payload = Bytes::copy_from_slice(payload);
+        for p in self.peers() {
+            let mut q = p.queue.lock().expect("queue");
+            if q.len() >= self.config.queue {
+                p.counters.dropped.fetch_add(1, Relaxed);
+                continue;
+            }
+            q.push_back(Entry {
+                key,
+                payload: payload.clone(),
+                queued: Instant::now(),
+                ack: ack.clone(),
+            });
+            drop(q);
+            p.wake.notify_one();
+        }
+        let Some(ack) = ack else { return Ok(()) };
+        let wait = async {
+            loop {
+                // Registered before the count is read, so an answer in between wakes it.
+                let notified = ack.done.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if ack.got.load(Relaxed) >= need {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        match tokio::time::timeout(self.config.ack_timeout, wait).await {
+            Ok(()) => Ok(()),
+            Err(_) => Err((
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "stored on this replica, but {} of the {need} peers --pkarr-ack-replicas asks for confirmed it within --pkarr-ack-timeout ({:?}); it keeps replicating",
+                    ack.got.load(Relaxed),
+                    self.config.ack_timeout
+                ),
+            )),
+        }
+    }
+
+    async fn push_loop(self: Arc<Self>, peer: Arc<Peer>) {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            let batch: Vec<Entry> = {
+                let mut q = peer.queue.lock().expect("queue");
+                let mut size = 0;
+                let mut batch = Vec::new();
+                while let Some(e) = q.front() {
+                    let frame = 34 + e.payload.len();
+                    if !batch.is_empty() && size + frame > PUSH_BYTES {
+                        break;
+                    }
+                    size += frame;
+                    batch.extend(q.pop_front());
+                }
+                batch
+            };
+            if batch.is_empty() {
+                tokio::select! {
+                    () = peer.stop.cancelled() => return,
+                    () = peer.wake.notified() => continue,
+                }
+            }
+            if peer.is_self.load(Relaxed) {
+                peer.queue.lock().expect("queue").clear();
+                continue;
+            }
+            match self.push(&peer, &batch).await {
+                Ok(results) => {
+                    backoff = Duration::from_millis(100);
+                    let mut pushed = peer.counters.pushed.lock().expect("counters");
+                    for (e, r) in batch.iter().zip(results) {
+                        *pushed.entry(r.label()).or_default() += 1;
+                        if r.held() {
+                            peer.counters.lag(e.queued.elapsed());
+                            if let Some(ack) = &e.ack {
+                                ack.got.fetch_add(1, Relaxed);
+                                ack.done.notify_waiters();
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    peer.counters.push_errors.fetch_add(1, Relaxed);
+                    debug!(peer = %peer.url, error = %e, "pkarr push failed; retrying");
+                    {
+                        // Back to the front, in order; what no longer fits is dropped (the
+                        // peer's catch-up reads it).
+                        let mut q = peer.queue.lock().expect("queue");
+                        for e in batch.into_iter().rev() {
+                            if q.len() >= self.config.queue {
+                                peer.counters.dropped.fetch_add(1, Relaxed);
+                                continue;
+                            }
+                            q.push_front(e);
+                        }
+                    }
+                    tokio::select! {
+                        () = peer.stop.cancelled() => return,
+                        () = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+
+    async fn push(&self, peer: &Peer, batch: &[Entry]) -> Result<Vec<Applied>, String> {
+        let req = hyper::Request::post(format!("{}/pkarr-peer/v1/push", peer.url))
+            .header(header::CONTENT_TYPE, FRAME_TYPE)
+            .header(header::AUTHORIZATION, self.bearer())
+            .header(EPOCH_HEADER, hex(&self.epoch))
+            .body(Full::new(Bytes::from(encode_push(batch))))
+            .map_err(|e| e.to_string())?;
+        let (status, headers, body) = self.request(req, Duration::from_secs(10)).await?;
+        if status != StatusCode::OK {
+            return Err(format!("{status}: {}", String::from_utf8_lossy(&body)));
+        }
+        if self.is_us(&headers) {
+            self.found_self(peer);
+        }
+        if body.len() != batch.len() {
+            return Err(format!(
+                "{} results for {} packets",
+                body.len(),
+                batch.len()
+            ));
+        }
+        Ok(body.iter().map(|b| Applied::from_byte(*b)).collect())
+    }
+
+    fn bearer(&self) -> String {
+        format!("Bearer {}", String::from_utf8_lossy(&self.config.token))
+    }
+
+    fn is_us(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get(EPOCH_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_hex)
+            == Some(self.epoch)
+    }
+
+    fn found_self(&self, peer: &Peer) {
+        if !peer.is_self.swap(true, Relaxed) {
+            info!(peer = %peer.url, "this pkarr peer is this replica; not sending to it");
+        }
+    }
+
+    async fn request(
+        &self,
+        req: hyper::Request<Full<Bytes>>,
+        timeout: Duration,
+    ) -> Result<(StatusCode, HeaderMap, Bytes), String> {
+        let exchange = async {
+            let resp = self.http.request(req).await.map_err(|e| {
+                let mut msg = e.to_string();
+                let mut source = std::error::Error::source(&e);
+                while let Some(s) = source {
+                    let _ = write!(msg, ": {s}");
+                    source = s.source();
+                }
+                msg
+            })?;
+            let (parts, body) = resp.into_parts();
+            let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+            Ok((parts.status, parts.headers, body))
+        };
+        tokio::time::timeout(timeout, exchange)
+            .await
+            .map_err(|_| format!("no answer within {timeout:?}"))?
+    }
+
+    async fn catchup_loop(self: Arc<Self>, peer: Arc<Peer>) {
+        loop {
+            let started = Instant::now();
+            match self.catch_up(&peer).await {
+                Ok(fetched) => {
+                    peer.unreachable.store(false, Relaxed);
+                    peer.counters.catchup_runs.fetch_add(1, Relaxed);
+                    if !peer.caught_up.swap(true, Relaxed) || fetched > 0 {
+                        info!(peer = %peer.url, packets = fetched, elapsed_ms = started.elapsed().as_millis() as u64, "pkarr caught up with peer");
+                    }
+                }
+                Err(e) => {
+                    peer.unreachable.store(true, Relaxed);
+                    peer.counters.catchup_failures.fetch_add(1, Relaxed);
+                    debug!(peer = %peer.url, error = %e, "pkarr catch-up failed");
+                }
+            }
+            if peer.is_self.load(Relaxed) {
+                return;
+            }
+            // Until ready, try often: start-up waits on it.
+            let every = if self.ready.load(Relaxed) {
+                self.config.catchup_interval
+            } else {
+                Duration::from_millis(500).min(self.config.catchup_interval)
+            };
+            tokio::select! {
+                () = peer.stop.cancelled() => return,
+                () = tokio::time::sleep(every) => {}
+            }
+        }
+    }
+
+    /// Reads the peer's change log from our cursor for it to its head; returns how many
+    /// packets it stored here.
+    async fn catch_up(&self, peer: &Peer) -> Result<u64, String> {
+        // Its epoch and head first (an empty page), then our cursor for that epoch.
+        let first = self.page(peer, u64::MAX).await?;
+        if first.epoch == self.epoch {
+            self.found_self(peer);
+            return Ok(0);
+        }
+        let store = self.store.clone();
+        let epoch = first.epoch;
+        let mut after = tokio::task::spawn_blocking(move || store.cursor(&epoch))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        if after > first.head {
+            // The peer's log went back (its disk restored): read it all again.
+            after = 0;
+        }
+        let target = first.head;
+        let mut stored = 0u64;
+        while after < target {
+            let page = self.page(peer, after).await?;
+            if page.epoch != epoch {
+                return Err("the peer's epoch changed while reading it".into());
+            }
+            let next = page.entries.last().map_or(page.head, |e| e.0);
+            let n = page.entries.len() as u64;
+            let items = page.entries.into_iter().map(|(_, k, p)| (k, p)).collect();
+            let results = self
+                .store
+                .put_replicated(None, items, Some((epoch, next)))
+                .await;
+            stored += results.iter().filter(|r| **r == Applied::Stored).count() as u64;
+            peer.counters.fetched.fetch_add(n, Relaxed);
+            if next <= after {
+                break;
+            }
+            after = next;
+        }
+        Ok(stored)
+    }
+
+    async fn page(&self, peer: &Peer, after: u64) -> Result<Page, String> {
+        let req = hyper::Request::get(format!("{}/pkarr-peer/v1/changes?after={after}", peer.url))
+            .header(header::AUTHORIZATION, self.bearer())
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| e.to_string())?;
+        let (status, headers, body) = self.request(req, Duration::from_secs(60)).await?;
+        if status != StatusCode::OK {
+            return Err(format!("{status}: {}", String::from_utf8_lossy(&body)));
+        }
+        let epoch = headers
+            .get(EPOCH_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_hex)
+            .ok_or("no epoch header")?;
+        let head = headers
+            .get(HEAD_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .ok_or("no head header")?;
+        let entries = decode_page(&body).ok_or("a malformed page")?;
+        Ok(Page {
+            epoch,
+            head,
+            entries,
+        })
+    }
+
+    /// `/readyz`'s part: ready once a catch-up reached the head of a peer and every other
+    /// peer did too or could not be reached, or once the wait is over. Never unready again.
+    pub fn readiness(&self) -> Result<(), String> {
+        if self.ready.load(Relaxed) {
+            return Ok(());
+        }
+        let peers = self.peers();
+        let done = peers.iter().filter(|p| p.caught_up.load(Relaxed)).count();
+        let settled = peers
+            .iter()
+            .all(|p| p.caught_up.load(Relaxed) || p.unreachable.load(Relaxed));
+        let waited = self.started.elapsed() >= self.config.catchup_wait;
+        // With no peer named at all (none configured answered yet), only the wait ends it.
+        if (done > 0 && settled) || waited {
+            if done == 0 || !settled {
+                warn!(
+                    wait_s = self.config.catchup_wait.as_secs(),
+                    caught_up = done,
+                    peers = peers.len(),
+                    "pkarr catch-up did not finish within --pkarr-catchup-wait; ready with what is here"
+                );
+            }
+            self.ready.store(true, Relaxed);
+            return Ok(());
+        }
+        Err(format!(
+            "pkarr catch-up: {done} of {} peers read to their head (at most --pkarr-catchup-wait, {:?})",
+            peers.len(),
+            self.config.catchup_wait
+        ))
+    }
+
+    /// Appends the replication metrics.
+    pub fn render(&self, out: &mut String) {
+        let peers = self.peers();
+        metric_header(
+            out,
+            "meshdns_pkarr_peer_queue_depth",
+            "Publishes waiting to be pushed to each pkarr peer.",
+            "gauge",
+        );
+        for p in &peers {
+            let _ = writeln!(
+                out,
+                "meshdns_pkarr_peer_queue_depth{{peer=\"{}\"}} {}",
+                label_value(&p.url),
+                p.queue.lock().expect("queue").len()
+            );
+        }
+        metric_header(
+            out,
+            "meshdns_pkarr_peer_pushed_total",
+            "Publishes pushed to each pkarr peer, by what the peer answered (dropped: the queue was full; error: requests that failed, retried).",
+            "counter",
+        );
+        for p in &peers {
+            let url = label_value(&p.url);
+            let pushed = p.counters.pushed.lock().expect("counters").clone();
+            let mut labels: Vec<_> = pushed.into_iter().collect();
+            labels.sort();
+            for (result, n) in labels {
+                let _ = writeln!(
+                    out,
+                    "meshdns_pkarr_peer_pushed_total{{peer=\"{url}\",result=\"{result}\"}} {n}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "meshdns_pkarr_peer_pushed_total{{peer=\"{url}\",result=\"dropped\"}} {}",
+                p.counters.dropped.load(Relaxed)
+            );
+            let _ = writeln!(
+                out,
+                "meshdns_pkarr_peer_pushed_total{{peer=\"{url}\",result=\"error\"}} {}",
+                p.counters.push_errors.load(Relaxed)
+            );
+        }
+        metric_header(
+            out,
+            "meshdns_pkarr_peer_received_total",
+            "Packets other replicas pushed here, by result and whether the sender had the peers' token.",
+            "counter",
+        );
+        let mut received: Vec<_> = self
+            .received
+            .lock()
+            .expect("counters")
+            .iter()
+            .map(|(k, v)| (*k, *v))
+            .collect();
+        received.sort();
+        for ((auth, result), n) in received {
+            let _ = writeln!(
+                out,
+                "meshdns_pkarr_peer_received_total{{auth=\"{auth}\",result=\"{result}\"}} {n}"
+            );
+        }
+        metric_header(
+            out,
+            "meshdns_pkarr_peer_refused_total",
+            "Peer requests refused, by reason.",
+            "counter",
+        );
+        let mut refused: Vec<_> = self
+            .refused
+            .lock()
+            .expect("counters")
+            .iter()
+            .map(|(k, v)| (*k, *v))
+            .collect();
+        refused.sort();
+        for (reason, n) in refused {
+            let _ = writeln!(
+                out,
+                "meshdns_pkarr_peer_refused_total{{reason=\"{reason}\"}} {n}"
+            );
+        }
+        metric_header(
+            out,
+            "meshdns_pkarr_catchup_runs_total",
+            "Catch-up runs from each pkarr peer, by result.",
+            "counter",
+        );
+        metric_header(
+            out,
+            "meshdns_pkarr_catchup_packets_total",
+            "Packets read from each pkarr peer's change log while catching up.",
+            "counter",
+        );
+        for p in &peers {
+            let url = label_value(&p.url);
+            let c = &p.counters;
+            let _ = writeln!(
+                out,
+                "meshdns_pkarr_catchup_runs_total{{peer=\"{url}\",result=\"ok\"}} {}\nmeshdns_pkarr_catchup_runs_total{{peer=\"{url}\",result=\"error\"}} {}\nmeshdns_pkarr_catchup_packets_total{{peer=\"{url}\"}} {}",
+                c.catchup_runs.load(Relaxed),
+                c.catchup_failures.load(Relaxed),
+                c.fetched.load(Relaxed)
+            );
+        }
+        metric_header(
+            out,
+            "meshdns_pkarr_replication_seconds",
+            "Time from a publish's local commit to each peer's acknowledgement.",
+            "histogram",
+        );
+        for p in &peers {
+            let url = label_value(&p.url);
+            let c = &p.counters;
+            for (i, b) in LAG_BUCKETS.iter().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "meshdns_pkarr_replication_seconds_bucket{{peer=\"{url}\",le=\"{b}\"}} {}",
+                    c.lag_buckets[i].load(Relaxed)
+                );
+            }
+            let count = c.lag_count.load(Relaxed);
+            let _ = writeln!(
+                out,
+                "meshdns_pkarr_replication_seconds_bucket{{peer=\"{url}\",le=\"+Inf\"}} {count}\nmeshdns_pkarr_replication_seconds_sum{{peer=\"{url}\"}} {}\nmeshdns_pkarr_replication_seconds_count{{peer=\"{url}\"}} {count}",
+                c.lag_micros.load(Relaxed) as f64 / 1e6
+            );
+        }
+        metric_header(
+            out,
+            "meshdns_pkarr_catchup_ready",
+            "1 once start-up's catch-up from the peers finished (or its wait ran out).",
+            "gauge",
+        );
+        let _ = writeln!(
+            out,
+            "meshdns_pkarr_catchup_ready {}",
+            u8::from(self.ready.load(Relaxed))
+        );
+    }
+
+    fn count_received(&self, auth: &'static str, results: &[Applied]) {
+        let mut r = self.received.lock().expect("counters");
+        for a in results {
+            *r.entry((auth, a.label())).or_default() += 1;
+        }
+    }
+
+    fn refuse(&self, reason: &'static str, status: StatusCode, text: &str) -> Response {
+        *self
+            .refused
+            .lock()
+            .expect("counters")
+            .entry(reason)
+            .or_default() += 1;
+        let mut resp = (status, format!("{text}\n")).into_response();
+        self.stamp(&mut resp);
+        resp
+    }
+
+    fn stamp(&self, resp: &mut Response) {
+        if let Ok(v) = HeaderValue::from_str(&hex(&self.epoch)) {
+            resp.headers_mut().insert(EPOCH_HEADER, v);
+        }
+    }
+
+    fn authorized(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+            .is_some_and(|t| token_matches(t, &self.config.token))
+    }
+}
+
+/// What the peer routes need.
+#[derive(Clone)]
+pub struct PeerRoutes {
+    /// The replication.
+    pub replicator: Arc<Replicator>,
+    /// Peers whose forwarding headers name the client (for a sender without the token).
+    pub trusted_proxies: Arc<[meshdns_zone::Cidr]>,
+}
+
+/// `/pkarr-peer/v1/push` and `/pkarr-peer/v1/changes`.
+pub fn routes<S>(state: PeerRoutes) -> axum::Router<S> {
+    axum::Router::new()
+        .route("/pkarr-peer/v1/push", axum::routing::post(push))
+        .route("/pkarr-peer/v1/changes", axum::routing::get(changes))
+        .with_state(state)
+}
+
+async fn push(
+    State(s): State<PeerRoutes>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let r = &s.replicator;
+    let Some(items) = decode_push(&body) else {
+        return r.refuse(
+            "malformed",
+            StatusCode::BAD_REQUEST,
+            "a push body is frames of key (32 bytes), length (u16) and relay payload",
+        );
+    };
+    // Without the token, each packet is a publish of the sender, rate limited as any.
+    let (auth, client) = if r.authorized(&headers) {
+        ("token", None)
+    } else {
+        (
+            "none",
+            Some(crate::relay::client_address(
+                peer.ip(),
+                &headers,
+                &s.trusted_proxies,
+            )),
+        )
+    };
+    let results = r.store.put_replicated(client, items, None).await;
+    r.count_received(auth, &results);
+    let mut resp = (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, FRAME_TYPE)],
+        results.iter().map(|a| *a as u8).collect::<Vec<u8>>(),
+    )
+        .into_response();
+    r.stamp(&mut resp);
+    resp
+}
+
+async fn changes(
+    State(s): State<PeerRoutes>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let r = &s.replicator;
+    if !r.authorized(&headers) {
+        return r.refuse(
+            "token",
+            StatusCode::UNAUTHORIZED,
+            "catch-up reads need the peers' token (Authorization: Bearer, --pkarr-peer-token-file)",
+        );
+    }
+    let Some(after) = query.get("after").and_then(|a| a.parse::<u64>().ok()) else {
+        return r.refuse(
+            "malformed",
+            StatusCode::BAD_REQUEST,
+            "?after=<change number> is required",
+        );
+    };
+    let store = r.store.clone();
+    let page = tokio::task::spawn_blocking(move || store.changes_after(after, PAGE_BYTES)).await;
+    match page {
+        Ok(Ok(page)) => {
+            let mut resp = (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, FRAME_TYPE)],
+                encode_page(&page),
+            )
+                .into_response();
+            r.stamp(&mut resp);
+            if let Ok(v) = HeaderValue::from_str(&page.head.to_string()) {
+                resp.headers_mut().insert(HEAD_HEADER, v);
+            }
+            resp
+        }
+        Ok(Err(e)) => r.refuse("io", StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+        Err(e) => r.refuse("io", StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_malformed_bodies_are_refused() {
+        let page = Page {
+            epoch: [1; 16],
+            head: 9,
+            entries: vec![(3, [7; 32], vec![1, 2, 3]), (9, [8; 32], Vec::new())],
+        };
+        assert_eq!(decode_page(&encode_page(&page)), Some(page.entries.clone()));
+        let entries: Vec<Entry> = page
+            .entries
+            .iter()
+            .map(|(_, k, p)| Entry {
+                key: *k,
+                payload: Bytes::from(p.clone()),
+                queued: Instant::now(),
+                ack: None,
+            })
+            .collect();
+        let body = encode_push(&entries);
+        assert_eq!(
+            decode_push(&body),
+            Some(vec![([7; 32], vec![1, 2, 3]), ([8; 32], Vec::new())])
+        );
+        assert_eq!(decode_push(&body[..body.len() - 1]), None, "truncated");
+        assert_eq!(decode_push(&body[..20]), None, "a key cut short");
+        assert_eq!(decode_push(&[]), Some(Vec::new()));
+        assert_eq!(decode_page(&[0; 41]), None);
+    }
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(token_matches(b"s3cret-token-1234", b"s3cret-token-1234"));
+        assert!(!token_matches(b"s3cret-token-123", b"s3cret-token-1234"));
+        assert!(!token_matches(b"", b"s3cret-token-1234"));
+        assert!(!token_matches(b"s3cret-token-1235", b"s3cret-token-1234"));
+        assert_eq!(parse_hex(&hex(&[0xab; 16])), Some([0xab; 16]));
+    }
+}

@@ -1,0 +1,428 @@
+//! The pkarr relay as a fleet: three `serve --pkarr` replicas on loopback, each with its own
+//! data directory, pushing publishes to each other and catching up; kills, a partition, a
+//! peer without the token, a forged push, conflicting publishes, acknowledged replication.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use iroh_base::SecretKey;
+use iroh_dns::dns::DnsResolver;
+use iroh_dns::endpoint_info::EndpointInfo;
+
+use crate::secondaries::free_port;
+use crate::*;
+
+const ORIGIN: &str = "dns.example.org";
+const TOKEN: &str = "fleet-test-token-0123456789abcdef";
+
+/// The fleet's fixed HTTP ports and shared token, with a data directory per replica.
+struct Fleet {
+    ports: Vec<u16>,
+    dirs: Vec<tempfile::TempDir>,
+    token: PathBuf,
+    _token_dir: tempfile::TempDir,
+}
+
+impl Fleet {
+    fn new(n: usize) -> Fleet {
+        let token_dir = tempfile::tempdir().unwrap();
+        let token = token_dir.path().join("token");
+        std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+        Fleet {
+            ports: (0..n).map(|_| free_port()).collect(),
+            dirs: (0..n).map(|_| tempfile::tempdir().unwrap()).collect(),
+            token,
+            _token_dir: token_dir,
+        }
+    }
+
+    fn addr(&self, i: usize) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.ports[i]))
+    }
+
+    /// Replica `i`, its peers every other replica, with `extra` flags.
+    fn start(&self, i: usize, extra: &[&str]) -> Meshdns {
+        self.start_in(i, self.dirs[i].path(), extra)
+    }
+
+    fn start_in(&self, i: usize, dir: &Path, extra: &[&str]) -> Meshdns {
+        let http = self.addr(i).to_string();
+        let peers: Vec<String> = (0..self.ports.len())
+            .filter(|j| *j != i)
+            .map(|j| format!("http://{}", self.addr(j)))
+            .collect();
+        let mut args = vec![
+            "--pkarr",
+            ORIGIN,
+            "--data-dir",
+            dir.to_str().unwrap(),
+            "--http",
+            &http,
+            "--pkarr-peer-token-file",
+            self.token.to_str().unwrap(),
+            "--pkarr-catchup-interval",
+            "1s",
+        ];
+        for p in &peers {
+            args.extend(["--pkarr-peer", p.as_str()]);
+        }
+        args.extend_from_slice(extra);
+        Meshdns::serve(&args)
+    }
+}
+
+/// A relay payload signed by `secret` now, holding the address 192.0.2.1:`port`.
+fn signed(secret: &SecretKey, port: u16) -> Vec<u8> {
+    EndpointInfo::new(secret.public())
+        .with_ip_addrs(vec![SocketAddr::from(([192, 0, 2, 1], port))])
+        .to_pkarr_signed_packet(secret, 30)
+        .unwrap()
+        .to_relay_payload()
+}
+
+/// `payload`'s DNS message signed by `secret` at `stamp`.
+fn resigned(secret: &SecretKey, payload: &[u8], stamp: u64) -> Vec<u8> {
+    let message = &payload[72..];
+    let mut signable = format!("3:seqi{stamp}e1:v{}:", message.len()).into_bytes();
+    signable.extend_from_slice(message);
+    let mut out = secret.sign(&signable).to_bytes().to_vec();
+    out.extend_from_slice(&stamp.to_be_bytes());
+    out.extend_from_slice(message);
+    out
+}
+
+fn put(addr: SocketAddr, secret: &SecretKey, payload: &[u8]) -> u16 {
+    let path = format!("/pkarr/{}", secret.public().to_z32());
+    http(addr, "PUT", &path, None, payload).0
+}
+
+fn stored(addr: SocketAddr, secret: &SecretKey) -> Option<Vec<u8>> {
+    let path = format!("/pkarr/{}", secret.public().to_z32());
+    match http(addr, "GET", &path, None, &[]) {
+        (200, _, body) => Some(body),
+        _ => None,
+    }
+}
+
+/// Waits (15 s at most: the bound only keeps a broken build from hanging) until `check`.
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !check() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn ready(addr: SocketAddr) -> bool {
+    http_get(addr, "/readyz").0 == 200
+}
+
+/// A push body: frames of key, length and payload.
+fn frames(items: &[(&SecretKey, &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (secret, payload) in items {
+        out.extend_from_slice(secret.public().as_bytes());
+        out.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+        out.extend_from_slice(payload);
+    }
+    out
+}
+
+#[test]
+fn a_publish_to_any_replica_is_answered_by_every_replica() {
+    let fleet = Fleet::new(3);
+    let replicas: Vec<Meshdns> = (0..3).map(|i| fleet.start(i, &[])).collect();
+    for (i, m) in replicas.iter().enumerate() {
+        eventually(&format!("replica {i} ready"), || ready(m.http.unwrap()));
+    }
+    let secrets: Vec<SecretKey> = (0..3).map(|_| SecretKey::generate()).collect();
+    for (i, s) in secrets.iter().enumerate() {
+        assert_eq!(put(fleet.addr(i), s, &signed(s, 1000 + i as u16)), 204);
+    }
+    for (i, s) in secrets.iter().enumerate() {
+        let want = format!("192.0.2.1:{}", 1000 + i);
+        for (j, m) in replicas.iter().enumerate() {
+            eventually(&format!("key {i} served by replica {j}"), || {
+                stored(fleet.addr(j), s).is_some()
+            });
+            let name = format!("_iroh.{}.{ORIGIN}", s.public().to_z32());
+            until(m, &[&name, "TXT"], &want);
+        }
+    }
+    let (_, metrics) = replicas[0].get("/metrics");
+    assert!(
+        metrics.contains("meshdns_pkarr_catchup_ready 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("meshdns_pkarr_replication_seconds_count{peer=\"http://127.0.0.1:"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn iroh_publishes_to_one_replica_and_resolves_at_another() {
+    let fleet = Fleet::new(2);
+    let a = fleet.start(0, &[]);
+    let b = fleet.start(1, &[]);
+    let secret = SecretKey::generate();
+    let id = secret.public();
+    let addrs: Vec<SocketAddr> = vec!["192.0.2.7:4433".parse().unwrap()];
+    let payload = EndpointInfo::new(id)
+        .with_ip_addrs(addrs.clone())
+        .to_pkarr_signed_packet(&secret, 30)
+        .unwrap()
+        .to_relay_payload();
+    assert_eq!(put(a.http.unwrap(), &secret, &payload), 204);
+    let resolver = DnsResolver::with_nameserver(b.dns);
+    let Some(found) = resolve_within(&resolver, &id, ORIGIN, 10).await else {
+        panic!(
+            "replica b never answered the publish to a; log:\n{}",
+            b.log_text()
+        );
+    };
+    assert_eq!(found.ip_addrs().copied().collect::<Vec<_>>(), addrs);
+}
+
+/// A replica killed with `kill -9` misses publishes; restarted, it is not ready until it has
+/// every one of them, and one that lost its disk gets everything back the same way.
+#[test]
+fn a_restarted_replica_is_ready_only_once_it_caught_up() {
+    let fleet = Fleet::new(3);
+    let a = fleet.start(0, &[]);
+    let b = fleet.start(1, &[]);
+    let mut c = fleet.start(2, &[]);
+    eventually("c ready", || ready(c.http.unwrap()));
+    c.child.kill().unwrap();
+    c.child.wait().unwrap();
+    let secrets: Vec<SecretKey> = (0..60).map(|_| SecretKey::generate()).collect();
+    for (i, s) in secrets.iter().enumerate() {
+        let to = if i % 2 == 0 { &a } else { &b };
+        assert_eq!(put(to.http.unwrap(), s, &signed(s, i as u16 + 1)), 204);
+    }
+    // Back on the same disk: ready only with all 60.
+    let c = fleet.start(2, &["--pkarr-catchup-wait", "60s"]);
+    let addr = c.http.unwrap();
+    eventually("c ready again", || ready(addr));
+    for (i, s) in secrets.iter().enumerate() {
+        assert!(
+            stored(addr, s).is_some(),
+            "publish {i} missing when c said ready"
+        );
+    }
+    drop(c);
+    // On a new, empty disk: the same.
+    let empty = tempfile::tempdir().unwrap();
+    let c = fleet.start_in(2, empty.path(), &["--pkarr-catchup-wait", "60s"]);
+    let addr = c.http.unwrap();
+    eventually("c ready on a new disk", || ready(addr));
+    for (i, s) in secrets.iter().enumerate() {
+        assert!(
+            stored(addr, s).is_some(),
+            "publish {i} missing on the new disk"
+        );
+    }
+    let (_, metrics) = c.get("/metrics");
+    assert!(
+        metrics.contains("meshdns_pkarr_catchup_packets_total{peer="),
+        "{metrics}"
+    );
+    drop((a, b));
+}
+
+/// A peer that cannot be reached: the queue for it stays within its bound (the rest dropped
+/// and counted), and once it is back it catches up on everything.
+#[test]
+fn a_partitioned_peer_catches_up_when_it_returns() {
+    let fleet = Fleet::new(2);
+    let a = fleet.start(0, &["--pkarr-peer-queue", "10"]);
+    // b is not running: its port answers nothing.
+    let secrets: Vec<SecretKey> = (0..40).map(|_| SecretKey::generate()).collect();
+    for (i, s) in secrets.iter().enumerate() {
+        assert_eq!(put(a.http.unwrap(), s, &signed(s, i as u16 + 1)), 204);
+    }
+    let (_, metrics) = a.get("/metrics");
+    let peer = format!("http://{}", fleet.addr(1));
+    let depth = metric(
+        &metrics,
+        &format!("meshdns_pkarr_peer_queue_depth{{peer=\"{peer}\"}}"),
+    );
+    assert!(depth <= 10, "queue depth {depth}:\n{metrics}");
+    let dropped = metric(
+        &metrics,
+        &format!("meshdns_pkarr_peer_pushed_total{{peer=\"{peer}\",result=\"dropped\"}}"),
+    );
+    // 40 publishes, at most 10 queued and 10 in the request that failed.
+    assert!(dropped >= 20, "dropped {dropped}:\n{metrics}");
+    let b = fleet.start(1, &[]);
+    for (i, s) in secrets.iter().enumerate() {
+        eventually(&format!("publish {i} on b"), || {
+            stored(b.http.unwrap(), s).is_some()
+        });
+    }
+}
+
+/// The same key published to two replicas at once converges on every replica: to the newer
+/// packet, and for equal timestamps to the one the tie rule picks, whichever came first.
+#[test]
+fn conflicting_publishes_converge_on_every_replica() {
+    let fleet = Fleet::new(3);
+    let replicas: Vec<Meshdns> = (0..3).map(|i| fleet.start(i, &[])).collect();
+    let secret = SecretKey::generate();
+    let base = signed(&secret, 1);
+    let stamp = u64::from_be_bytes(base[64..72].try_into().unwrap()) - 5_000_000;
+    let older = resigned(&secret, &signed(&secret, 2), stamp);
+    let newer = resigned(&secret, &signed(&secret, 3), stamp + 1);
+    std::thread::scope(|s| {
+        s.spawn(|| put(fleet.addr(0), &secret, &older));
+        s.spawn(|| put(fleet.addr(1), &secret, &newer));
+    });
+    for j in 0..3 {
+        eventually(&format!("replica {j} holds the newer packet"), || {
+            stored(fleet.addr(j), &secret).as_deref() == Some(newer.as_slice())
+        });
+    }
+    // Two different packets with one timestamp.
+    let x = resigned(&secret, &signed(&secret, 4), stamp + 2);
+    let y = resigned(&secret, &signed(&secret, 5), stamp + 2);
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| put(fleet.addr(1), &secret, &x));
+        let b = s.spawn(|| put(fleet.addr(2), &secret, &y));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert!(a == 204 || b == 204, "{a} {b}");
+    let mut held = Vec::new();
+    eventually("one packet everywhere", || {
+        held = (0..3).map(|j| stored(fleet.addr(j), &secret)).collect();
+        held.iter().all(|h| h.is_some() && *h == held[0])
+    });
+    let winner = held[0].clone().unwrap();
+    assert!(winner == x || winner == y);
+    // The loser, published again anywhere, is refused as not newer.
+    let loser = if winner == x { &y } else { &x };
+    assert_eq!(put(fleet.addr(0), &secret, loser), 409);
+    drop(replicas);
+}
+
+/// Replication with the token is exempt from the publish rate limit; without it each pushed
+/// packet is a publish of the sender, and catch-up reads are refused. A forged packet is
+/// refused whoever pushes it.
+#[test]
+fn pushes_without_the_token_are_publishes_and_forged_ones_are_refused() {
+    // One replica running; its one peer is not (replication needs a peer named).
+    let fleet = Fleet::new(2);
+    let m = fleet.start(0, &["--pkarr-put-limit", "1", "--pkarr-put-burst", "2"]);
+    let addr = m.http.unwrap();
+    let secrets: Vec<SecretKey> = (0..5).map(|_| SecretKey::generate()).collect();
+    let payloads: Vec<Vec<u8>> = secrets.iter().map(|s| signed(s, 7)).collect();
+    let items: Vec<(&SecretKey, &[u8])> = secrets
+        .iter()
+        .zip(&payloads)
+        .map(|(s, p)| (s, p.as_slice()))
+        .collect();
+    let body = frames(&items);
+    let push = |headers: &[(&str, &str)], body: &[u8]| {
+        http_with(addr, "POST", "/pkarr-peer/v1/push", headers, body)
+    };
+    let (status, _, results) = push(&[], &body);
+    assert_eq!(
+        (status, results),
+        (200, vec![0, 0, 4, 4, 4]),
+        "a burst of 2, then limited"
+    );
+    // A wrong token is no token: the sender's bucket is empty now.
+    let (status, _, results) = push(&[("Authorization", "Bearer not-the-token-at-all")], &body);
+    assert_eq!((status, results), (200, vec![4, 4, 4, 4, 4]));
+    let bearer = format!("Bearer {TOKEN}");
+    let (status, _, results) = push(&[("Authorization", &bearer)], &body);
+    assert_eq!(
+        (status, results),
+        (200, vec![1, 1, 0, 0, 0]),
+        "with the token: none limited"
+    );
+    // A packet for one key signed by another: refused, token or not.
+    let forger = SecretKey::generate();
+    let victim = SecretKey::generate();
+    let forged = signed(&forger, 66);
+    let (_, _, results) = push(
+        &[("Authorization", &bearer)],
+        &frames(&[(&victim, &forged)]),
+    );
+    assert_eq!(results, vec![2]);
+    assert_eq!(stored(addr, &victim), None);
+    // Malformed bodies and reads without the token.
+    assert_eq!(push(&[("Authorization", &bearer)], &body[..50]).0, 400);
+    assert_eq!(http_get(addr, "/pkarr-peer/v1/changes?after=0").0, 401);
+    let (status, head, page) = http_with(
+        addr,
+        "GET",
+        "/pkarr-peer/v1/changes?after=0",
+        &[("Authorization", &bearer)],
+        &[],
+    );
+    assert_eq!(status, 200);
+    assert!(
+        head.to_ascii_lowercase().contains("meshdns-pkarr-head: 5"),
+        "{head}"
+    );
+    assert_eq!(
+        page.len(),
+        payloads.iter().map(|p| 42 + p.len()).sum::<usize>()
+    );
+    let (_, metrics) = m.get("/metrics");
+    assert!(
+        metrics
+            .contains("meshdns_pkarr_peer_received_total{auth=\"none\",result=\"rate_limited\"} 8"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("meshdns_pkarr_peer_refused_total{reason=\"token\"} 1"),
+        "{metrics}"
+    );
+}
+
+/// With `--pkarr-ack-replicas 1`, a 204 means a peer holds the packet durably: killing the
+/// replica that answered loses nothing. Without a peer to confirm, the answer is 503.
+#[test]
+fn acknowledged_by_a_peer_survives_the_loss_of_the_replica() {
+    let fleet = Fleet::new(2);
+    let b = fleet.start(1, &[]);
+    let mut a = fleet.start(0, &["--pkarr-ack-replicas", "1"]);
+    let secrets: Vec<SecretKey> = (0..20).map(|_| SecretKey::generate()).collect();
+    for (i, s) in secrets.iter().enumerate() {
+        assert_eq!(put(a.http.unwrap(), s, &signed(s, i as u16 + 1)), 204);
+    }
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    for (i, s) in secrets.iter().enumerate() {
+        assert!(
+            stored(b.http.unwrap(), s).is_some(),
+            "publish {i} lost with a"
+        );
+    }
+    drop(b);
+    // b is gone: a publish waits --pkarr-ack-timeout, then 503 (kept on a, still pushed).
+    let a = fleet.start(
+        0,
+        &[
+            "--pkarr-ack-replicas",
+            "1",
+            "--pkarr-ack-timeout",
+            "500ms",
+            "--pkarr-catchup-wait",
+            "1s",
+        ],
+    );
+    let s = SecretKey::generate();
+    let (status, _, body) = http(
+        a.http.unwrap(),
+        "PUT",
+        &format!("/pkarr/{}", s.public().to_z32()),
+        None,
+        &signed(&s, 9),
+    );
+    assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
+    assert!(String::from_utf8_lossy(&body).contains("--pkarr-ack-replicas"));
+    assert!(stored(a.http.unwrap(), &s).is_some());
+}
