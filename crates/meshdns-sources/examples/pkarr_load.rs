@@ -4,11 +4,13 @@
 //! pkarr_load sign N VERSION FILE     pre-sign N packets (keys 0..N, TXT as iroh publishes; the
 //!                                     addr port is 1000+VERSION so each version is told apart)
 //! pkarr_load put FILE HTTP DNS ORIGIN [--rate R] [--conns C] [--pid PID] [--check]
+//!                  [--answer-dns ADDR]
 //!                                     PUT every packet of FILE over C keep-alive connections, at
 //!                                     R PUT/s (open loop; 0 = as fast as acknowledged); with
-//!                                     --check, poll DNS after each 204 until the new version is
-//!                                     answered (publish → answer latency). With --pid, report the
-//!                                     server's CPU time per accepted PUT (from /proc).
+//!                                     --check, poll DNS (or ADDR: another replica) after each 204
+//!                                     until the new version is answered (publish → answer
+//!                                     latency). With --pid, report the server's CPU time per
+//!                                     accepted PUT (from /proc; PIDs separated by commas: each).
 //! pkarr_load ready DNS ORIGIN FILE    wait until the first key of FILE is answered over DNS
 //!                                     (any version of it) and print the milliseconds it took
 //! pkarr_load missing FILE HTTP        GET every key of FILE and print how many the relay does
@@ -244,14 +246,16 @@ fn run_put(args: &[String], flag: &dyn Fn(&str) -> Option<String>) {
     let origin = args[5].clone();
     let rate: f64 = flag("--rate").map_or(0.0, |r| r.parse().unwrap());
     let conns: usize = flag("--conns").map_or(32, |c| c.parse().unwrap());
-    let pid = flag("--pid");
+    let pids: Vec<String> =
+        flag("--pid").map_or(Vec::new(), |p| p.split(',').map(str::to_string).collect());
     let check = args.iter().any(|a| a == "--check");
+    let answer_dns: SocketAddr = flag("--answer-dns").map_or(dns, |a| a.parse().unwrap());
     let next = AtomicUsize::new(0);
     let statuses = Mutex::new(std::collections::BTreeMap::<u16, usize>::new());
     let put_ms = Mutex::new(Vec::new());
     let answer_ms = Mutex::new(Vec::new());
     let unanswered = AtomicUsize::new(0);
-    let ticks0 = pid.as_deref().and_then(cpu_ticks);
+    let ticks0: Vec<Option<u64>> = pids.iter().map(|p| cpu_ticks(p)).collect();
     let started = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..conns {
@@ -284,7 +288,7 @@ fn run_put(args: &[String], flag: &dyn Fn(&str) -> Option<String>) {
                     mine_status.push(status);
                     if check && status == 204 {
                         let name = format!("_iroh.{}.{origin}", p.z32);
-                        if answered(&sock, dns, &name, &p.marker) {
+                        if answered(&sock, answer_dns, &name, &p.marker) {
                             mine_answer.push(t0.elapsed().as_secs_f64() * 1000.0);
                         } else {
                             unanswered.fetch_add(1, Ordering::Relaxed);
@@ -301,20 +305,25 @@ fn run_put(args: &[String], flag: &dyn Fn(&str) -> Option<String>) {
         }
     });
     let elapsed = started.elapsed().as_secs_f64();
-    let ticks1 = pid.as_deref().and_then(cpu_ticks);
+    let ticks1: Vec<Option<u64>> = pids.iter().map(|p| cpu_ticks(p)).collect();
     let statuses = statuses.into_inner().unwrap();
     let accepted = *statuses.get(&204).unwrap_or(&0);
     let mut put_ms = put_ms.into_inner().unwrap();
     let mut answer_ms = answer_ms.into_inner().unwrap();
     put_ms.sort_by(f64::total_cmp);
     answer_ms.sort_by(f64::total_cmp);
-    let cpu_us = match (ticks0, ticks1) {
-        (Some(a), Some(b)) if accepted > 0 => {
-            let hz = 100.0; // USER_HZ on Linux
-            format!("{:.0}", (b - a) as f64 / hz * 1e6 / accepted as f64)
-        }
-        _ => "-".into(),
-    };
+    let cpu_us = ticks0
+        .iter()
+        .zip(&ticks1)
+        .map(|t| match t {
+            (Some(a), Some(b)) if accepted > 0 => {
+                let hz = 100.0; // USER_HZ on Linux
+                format!("{:.0}", (b - a) as f64 / hz * 1e6 / accepted as f64)
+            }
+            _ => "-".into(),
+        })
+        .collect::<Vec<String>>()
+        .join(",");
     println!(
         "offered={} achieved={:.0} statuses={:?} put_p50_ms={:.2} put_p99_ms={:.2} answer_p50_ms={:.2} answer_p99_ms={:.2} unanswered={} server_cpu_us_per_put={}",
         if rate > 0.0 {

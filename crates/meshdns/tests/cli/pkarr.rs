@@ -156,7 +156,7 @@ async fn iroh_publishes_and_resolves_through_meshdns() {
         "{metrics}"
     );
     assert!(
-        metrics.contains(r#"meshdns_pkarr_publishes_total{result="stale"} 1"#),
+        metrics.contains(r#"meshdns_pkarr_publishes_total{result="same"} 1"#),
         "{metrics}"
     );
     assert!(metrics.contains("meshdns_pkarr_packets 1"), "{metrics}");

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The pkarr relay as a fleet: three meshdns replicas (A, B, C), each with its own data
+# directory, peers of each other with the shared token; replicas on core 0, the client on core 1.
+#
+#   bench/pkarr_fleet.sh N          # N stored endpoints (100000, 1000000)
+#
+#   1. fill:     N pre-signed packets PUT to A as fast as acknowledged (64 connections); then
+#                the time until B and C hold all N (pushed by A)
+#   2. stream:   30,000 re-publishes offered to A at 1,000 PUT/s; publish on A → answered over
+#                DNS by B, p50/p99 (pkarr_load --answer-dns); A's histogram of commit → each
+#                peer's acknowledgement; CPU per publish of A (took it, pushed it to two peers)
+#                and of B and C (received it)
+#   3. catch-up: C stopped (SIGTERM), 100,000 re-publishes PUT to A as fast as acknowledged,
+#                C started again: time from start to /readyz 200 (caught up with A and B), and
+#                to C answering the last of them
+#   4. RSS of each replica, and the data directories' sizes
+# Results: $OUT/pkarr_fleet_N.txt (default OUT=/tmp/meshdns-bench-out).
+#
+# Needs: cargo build --release -p meshdns --bin meshdns --example pkarr_load -p meshdns-sources;
+# curl. Loopback only.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+N=${1:?N stored endpoints}
+STREAM=${STREAM:-30000}
+MISSED=${MISSED:-100000}
+RATE=${RATE:-1000}
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+MESHDNS=${MESHDNS:-$TARGET/release/meshdns}
+LOAD=${LOAD:-$TARGET/release/examples/pkarr_load}
+DATA=${DATA:-/tmp/meshdns-bench-data/pkarr}
+RUN=${RUN:-/tmp/meshdns-bench-run/fleet}
+OUT=${OUT:-/tmp/meshdns-bench-out}
+mkdir -p "$DATA" "$OUT"
+RESULT="$OUT/pkarr_fleet_$N.txt"
+: > "$RESULT"
+say() { echo "$*" | tee -a "$RESULT"; }
+
+[ -s "$DATA/v1_$N.bin" ] || "$LOAD" sign "$N" 1 "$DATA/v1_$N.bin"
+# Signed now, newer than anything stored; versions apart from earlier runs'.
+v=$(( $(date +%s) % 30000 + 2 ))
+"$LOAD" sign "$STREAM" "$v" "$DATA/fleet_stream.bin"
+"$LOAD" sign "$MISSED" $((v + 30000)) "$DATA/fleet_missed.bin"
+
+rm -rf "$RUN"; mkdir -p "$RUN"
+openssl rand -hex 32 > "$RUN/token" 2> /dev/null || head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$RUN/token"
+HTTP=(5391 5392 5393); DNS=(5394 5395 5396); NAMES=(a b c)
+PIDS=()
+start() { # start I [extra flags...]: sets PIDS[I]
+  local i=$1; shift
+  local peers=()
+  for j in 0 1 2; do [ "$j" = "$i" ] || peers+=(--pkarr-peer "http://127.0.0.1:${HTTP[$j]}"); done
+  taskset -c 0 "$MESHDNS" serve --pkarr bench.test. --data-dir "$RUN/${NAMES[$i]}" \
+    --http "127.0.0.1:${HTTP[$i]}" --listen "127.0.0.1:${DNS[$i]}" --udp-sockets 1 --workers 1 \
+    --pkarr-peer-token-file "$RUN/token" "${peers[@]}" --log-level info "$@" \
+    >> "$RUN/${NAMES[$i]}.log" 2>&1 &
+  PIDS[$i]=$!
+  until curl -s -o /dev/null "http://127.0.0.1:${HTTP[$i]}/healthz"; do sleep 0.05; done
+}
+stop() { kill "${PIDS[$1]}" 2> /dev/null || true; wait "${PIDS[$1]}" 2> /dev/null || true; }
+metric() { curl -s "http://127.0.0.1:${HTTP[$1]}/metrics" | awk -v m="$2" '$1 == m {print $2}'; }
+rss_mib() { echo $(( $(awk '/VmRSS/{print $2}' "/proc/${PIDS[$1]}/status") / 1024 )); }
+cpu_ticks() { awk '{print $14+$15}' "/proc/${PIDS[$1]}/stat"; }
+ms() { echo $(( $(date +%s%N) / 1000000 )); }
+trap 'for i in 0 1 2; do stop $i; done' EXIT
+
+for i in 0 1 2; do start "$i"; done
+say "== 3 replicas, $N endpoints ($(git -C "$ROOT" describe --always --dirty))"
+
+# 1. fill
+t0=$(ms)
+say "fill A:    $(taskset -c 1 "$LOAD" put "$DATA/v1_$N.bin" "127.0.0.1:${HTTP[0]}" "127.0.0.1:${DNS[0]}" bench.test. --conns 64 --pid "${PIDS[0]},${PIDS[1]},${PIDS[2]}")"
+for i in 1 2; do
+  until [ "$(metric "$i" meshdns_pkarr_packets)" = "$N" ]; do sleep 0.2; done
+done
+say "fill:      B and C hold all $N $(( $(ms) - t0 )) ms after the fill began"
+
+# 2. stream at RATE to A, answered by B
+c=(); for i in 0 1 2; do c[$i]=$(cpu_ticks "$i"); done
+out=$(taskset -c 1 "$LOAD" put "$DATA/fleet_stream.bin" "127.0.0.1:${HTTP[0]}" "127.0.0.1:${DNS[0]}" bench.test. \
+  --rate "$RATE" --conns 64 --check --answer-dns "127.0.0.1:${DNS[1]}")
+say "stream:    $out  (answer_*: publish to A → answered by B over DNS)"
+for i in 0 1 2; do
+  say "cpu ${NAMES[$i]}:     $(python3 -c "print(round(($(cpu_ticks "$i") - ${c[$i]}) / 100 * 1e6 / $STREAM))") µs per publish of the stream"
+done
+curl -s "http://127.0.0.1:${HTTP[0]}/metrics" | grep '^meshdns_pkarr_replication_seconds' > "$RUN/lag.txt"
+python3 - "$RUN/lag.txt" <<'EOF' | tee -a "$RESULT"
+import re, sys
+peers = {}
+for line in open(sys.argv[1]):
+    m = re.match(r'meshdns_pkarr_replication_seconds_bucket\{peer="([^"]+)",le="([^"]+)"\} (\d+)', line)
+    if m:
+        peers.setdefault(m[1], []).append((float('inf') if m[2] == '+Inf' else float(m[2]), int(m[3])))
+for peer, buckets in sorted(peers.items()):
+    total = buckets[-1][1]
+    def q(p):
+        return next(le for le, n in buckets if n >= p * total)
+    print(f"lag {peer}: A's commit → peer acknowledged, of {total}: p50 ≤ {q(0.5) * 1000:g} ms, p99 ≤ {q(0.99) * 1000:g} ms (histogram buckets)")
+EOF
+
+# 3. catch-up of MISSED publishes
+stop 2
+out=$(taskset -c 1 "$LOAD" put "$DATA/fleet_missed.bin" "127.0.0.1:${HTTP[0]}" "127.0.0.1:${DNS[0]}" bench.test. --conns 64)
+say "missed:    $MISSED published to A while C was down: $out"
+t0=$(ms)
+start 2 --pkarr-catchup-wait 600s
+until [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${HTTP[2]}/readyz")" = 200 ]; do sleep 0.05; done
+t1=$(ms)
+last=$(python3 - "$DATA/fleet_missed.bin" <<'EOF'
+import struct, sys
+data = open(sys.argv[1], 'rb').read()[2:]
+pos, key = 0, None
+while pos < len(data):
+    key = data[pos:pos+52].decode(); n = struct.unpack('!H', data[pos+52:pos+54])[0]; pos += 54 + n
+print(key)
+EOF
+)
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${HTTP[2]}/pkarr/$last")
+say "catch-up:  C started → /readyz 200 in $(( t1 - t0 )) ms; the last missed publish on C then: HTTP $code; C read $(metric 2 "meshdns_pkarr_catchup_packets_total{peer=\"http://127.0.0.1:${HTTP[0]}\"}") packets from A, $(metric 2 "meshdns_pkarr_catchup_packets_total{peer=\"http://127.0.0.1:${HTTP[1]}\"}") from B"
+say "missing:   $(taskset -c 1 "$LOAD" missing "$DATA/fleet_missed.bin" "127.0.0.1:${HTTP[2]}") of $MISSED missed publishes not on C after its catch-up"
+
+# 4. memory and disk
+for i in 0 1 2; do say "rss ${NAMES[$i]}:     $(rss_mib "$i") MiB, disk $(du -sh "$RUN/${NAMES[$i]}" | cut -f1)"; done
