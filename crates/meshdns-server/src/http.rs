@@ -73,6 +73,8 @@ pub struct DohState {
     pub metrics: Arc<DnsMetrics>,
     /// Answer settings.
     pub answer: AnswerConfig,
+    /// The [`crate::NSID_HEADER`] every response carries (the server's NSID), when it has one.
+    pub nsid: Option<axum::http::HeaderValue>,
 }
 
 /// The largest request body read (a DNS message or a pkarr payload is far smaller). A larger
@@ -158,10 +160,17 @@ fn doh_answer(s: &HttpState, packet: &[u8]) -> Response {
         &mut out,
     );
     doh.metrics.record(Proto::Doh, &outcome, started.elapsed());
-    if !outcome.reply {
-        return (StatusCode::BAD_REQUEST, "not a DNS query\n").into_response();
+    let mut response = if outcome.reply {
+        ([(header::CONTENT_TYPE, DNS_MESSAGE)], out).into_response()
+    } else {
+        (StatusCode::BAD_REQUEST, "not a DNS query\n").into_response()
+    };
+    if let Some(nsid) = &doh.nsid {
+        response
+            .headers_mut()
+            .insert(crate::NSID_HEADER, nsid.clone());
     }
-    ([(header::CONTENT_TYPE, DNS_MESSAGE)], out).into_response()
+    response
 }
 
 async fn acme_http01(

@@ -44,6 +44,10 @@ pub use metrics::{DnsMetrics, Proto};
 /// The snapshot every query reads; sources swap whole catalogs into it.
 pub type SharedCatalog = Arc<ArcSwap<Catalog>>;
 
+/// The HTTP response header that names the replica answering `/dns-query` and `/pkarr`: the
+/// server's NSID (RFC 5001), the text DNS replies carry to queries that ask for it.
+pub const NSID_HEADER: &str = "meshdns-nsid";
+
 /// How the DNS listeners behave.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -584,7 +588,7 @@ where
             }
             None => {
                 if proto == Proto::Dot && outcome.reply && outcome.padding {
-                    padding::pad(&mut out, padding::RESPONSE_BLOCK);
+                    padding::pad(&mut out, padding::RESPONSE_BLOCK, shared.config.answer.nsid);
                 }
                 outcome
             }

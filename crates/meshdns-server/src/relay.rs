@@ -12,6 +12,8 @@
 //!   `If-Modified-Since` is not older than the packet; 404 when unknown.
 //! - CORS for browser publishers: every response allows any origin, and `OPTIONS` answers the
 //!   preflight (methods GET, PUT; headers Content-Type, If-Match, If-Modified-Since).
+//! - Every response names the replica that answered in `Meshdns-Nsid` when the server has an
+//!   NSID ([`PkarrRelay::nsid`]; `--nsid`), as `/dns-query` does.
 //!
 //! The client address (for the rate limit and logs) is the TCP peer, unless the peer is a
 //! trusted proxy ([`Cidr`], `--trusted-proxy`): then it is the last address in `Forwarded`
@@ -41,13 +43,29 @@ pub struct RelayState {
 }
 
 /// `/pkarr/<key>`: `GET`, `PUT` and the CORS preflight, with their own state.
-pub fn routes<S>(state: RelayState) -> axum::Router<S> {
-    axum::Router::new()
+pub fn routes<S>(state: RelayState) -> axum::Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    let nsid = state.relay.nsid();
+    let routes = axum::Router::new()
         .route(
             "/pkarr/{key}",
             axum::routing::get(get).put(put).options(preflight),
         )
-        .with_state(state)
+        .with_state(state);
+    match nsid {
+        // Every response, refusals and the preflight included.
+        Some(nsid) => routes.layer(axum::middleware::map_response(
+            move |mut response: Response| {
+                response
+                    .headers_mut()
+                    .insert(crate::NSID_HEADER, nsid.clone());
+                std::future::ready(response)
+            },
+        )),
+        None => routes,
+    }
 }
 
 /// The media type of pkarr relay payloads.
@@ -69,6 +87,12 @@ pub trait PkarrRelay: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = Result<(), Refusal>> + Send + 'a>>;
     /// The stored packet (200), nothing (404), or a refusal (400).
     fn get(&self, key: &str) -> Result<Option<Stored>, Refusal>;
+    /// The server's NSID (RFC 5001, `--nsid`), sent as [`crate::NSID_HEADER`] on every
+    /// `/pkarr` response so a client behind a load balancer can tell which replica answered;
+    /// `None`: no header.
+    fn nsid(&self) -> Option<HeaderValue> {
+        None
+    }
 }
 
 /// A stored packet as `GET` serves it.
@@ -142,7 +166,7 @@ fn cors(headers: &mut HeaderMap) {
     );
     headers.insert(
         header::ACCESS_CONTROL_EXPOSE_HEADERS,
-        HeaderValue::from_static("Last-Modified, Cache-Control"),
+        HeaderValue::from_static("Last-Modified, Cache-Control, Meshdns-Nsid"),
     );
 }
 

@@ -8,6 +8,10 @@
 //! - CNAME chains followed inside the zone, RCODE from the last name (RFC 6604);
 //! - wildcards (RFC 4592) and referrals at zone cuts (AA clear, glue in additional);
 //! - EDNS(0): OPT echoed with our payload size, BADVERS for versions above 0 (RFC 6891 §6.1.3);
+//! - NSID (RFC 5001): the configured server identifier in the OPT of the reply to a query whose
+//!   OPT carries the (empty) NSID option, never otherwise (§2.1); it counts towards the UDP
+//!   size limit like the rest of OPT, and a reply cut to its question leaves it out when the
+//!   two would not fit;
 //! - UDP answers larger than the client's limit truncated to the question with TC
 //!   (RFC 1035 §4.2.1, RFC 6891 §7);
 //! - QTYPE ANY answered with one RRset (RFC 8482 §4.1; NODATA for an empty non-terminal);
@@ -56,11 +60,18 @@ pub struct AnswerConfig {
     /// The UDP payload size we advertise and accept (RFC 6891 §6.2.5; 1232 avoids fragmentation
     /// on common paths, per DNS Flag Day 2020).
     pub edns_payload: u16,
+    /// This server's identifier (RFC 5001), sent to queries that ask for it; `None`: never.
+    /// At most 255 bytes (longer is cut); `serve` leaks the configured text once at start, so
+    /// the settings stay `Copy`.
+    pub nsid: Option<&'static [u8]>,
 }
 
 impl Default for AnswerConfig {
     fn default() -> Self {
-        AnswerConfig { edns_payload: 1232 }
+        AnswerConfig {
+            edns_payload: 1232,
+            nsid: None,
+        }
     }
 }
 
@@ -129,10 +140,23 @@ pub fn answer(
     let mut flags =
         FLAG_QR | if query.rd { FLAG_RD } else { 0 } | if query.cd { FLAG_CD } else { 0 };
     let edns = query.edns;
+    // RFC 5001 §2.1: a name server "MUST NOT" send NSID to a query that did not ask for it.
+    let nsid = match edns {
+        Some(e) if e.nsid => config.nsid,
+        _ => None,
+    };
+    let limit = match (transport, edns) {
+        (Transport::Stream, _) => usize::from(u16::MAX),
+        (Transport::Udp, None) => 512,
+        (Transport::Udp, Some(e)) => usize::from(e.payload.min(config.edns_payload).max(512)),
+    };
     // The writer stays where it is: passing it by value would copy its table each time.
     let reply = |w: &mut Writer<'_, '_>, flags: u16, rc: u16, truncated: bool| {
         if let Some(e) = edns {
-            w.put_opt(config.edns_payload, (rc >> 4) as u8, e.dnssec_ok);
+            // Cut to its question, a reply keeps the NSID only if both fit: a long name and a
+            // long NSID may not, in 512 bytes.
+            let nsid = nsid.filter(|_| !truncated || w.len() + wire::opt_len(nsid) <= limit);
+            w.put_opt(config.edns_payload, (rc >> 4) as u8, e.dnssec_ok, nsid);
         }
         w.finish(
             query.id,
@@ -171,12 +195,11 @@ pub fn answer(
     if resolved.authoritative {
         flags |= FLAG_AA;
     }
-    let limit = match (transport, edns) {
-        (Transport::Stream, _) => usize::from(u16::MAX),
-        (Transport::Udp, None) => 512,
-        (Transport::Udp, Some(e)) => usize::from(e.payload.min(config.edns_payload).max(512)),
+    let opt_len = if edns.is_some() {
+        wire::opt_len(nsid)
+    } else {
+        0
     };
-    let opt_len = if edns.is_some() { 11 } else { 0 };
     let truncated = w.len() + opt_len > limit;
     if truncated {
         w.truncate_to_question();
@@ -375,5 +398,191 @@ fn put_target_addresses<'n>(w: &mut Writer<'_, 'n>, zone: ZoneView<'n>, set: RRs
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BuildDefaults, CatalogBuilder, Name, RData, Record};
+
+    const NSID: &[u8] = b"replica-a";
+
+    /// `example.org.` with `www` (one A), `big` (29 A records: 508 bytes with an empty OPT, 521
+    /// with the NSID above, so it fits 512 only without it) and a wildcard as large.
+    fn catalog() -> Catalog {
+        let origin: Name = "example.org.".parse().unwrap();
+        let mut b = CatalogBuilder::new(BuildDefaults {
+            default_ttl: 5,
+            serial: 1,
+        });
+        let mut add = |name: &str, i: u32| {
+            let record = Record {
+                name: Name::parse(name, Some(&origin)).unwrap(),
+                ttl: 60,
+                data: RData::A(std::net::Ipv4Addr::from(0x0A00_0000 + i)),
+            };
+            b.add(&origin, record, 0).unwrap();
+        };
+        add("www", 0);
+        for i in 0..29 {
+            add("big", i);
+            add("*", i);
+        }
+        b.build().0
+    }
+
+    /// A query for `name` A; with an OPT offering `payload` and carrying `options` when given.
+    fn query(name: &str, opt: Option<(u16, &[u8])>) -> Vec<u8> {
+        let name: Name = name.parse().unwrap();
+        // ID, flags, one question, no answer or authority, OPT in additional when given.
+        let mut q = vec![0x12, 0x34, 0, 0, 0, 1, 0, 0, 0, 0, 0];
+        q.push(u8::from(opt.is_some()));
+        q.extend_from_slice(name.wire());
+        q.extend_from_slice(&[0, 1, 0, 1]);
+        if let Some((payload, options)) = opt {
+            q.extend_from_slice(&[0, 0, 41]);
+            q.extend_from_slice(&payload.to_be_bytes());
+            q.extend_from_slice(&[0, 0, 0, 0]);
+            q.extend_from_slice(&(options.len() as u16).to_be_bytes());
+            q.extend_from_slice(options);
+        }
+        q
+    }
+
+    /// The empty NSID option a query asks with (RFC 5001 §2.1).
+    const ASK: &[u8] = &[0, 3, 0, 0];
+
+    fn ask(
+        catalog: &Catalog,
+        packet: &[u8],
+        transport: Transport,
+        nsid: Option<&'static [u8]>,
+    ) -> (Outcome, Vec<u8>) {
+        let config = AnswerConfig {
+            nsid,
+            ..AnswerConfig::default()
+        };
+        let mut out = Vec::new();
+        let outcome = answer(catalog, packet, transport, &config, &mut out);
+        // Whatever it carries, the reply is a DNS message hickory reads.
+        hickory_proto::op::Message::from_vec(&out).expect("a well-formed reply");
+        (outcome, out)
+    }
+
+    /// The OPT record every reply here ends with, as bytes: an empty one, or one carrying
+    /// `nsid`.
+    fn opt(nsid: Option<&[u8]>) -> Vec<u8> {
+        let mut r = vec![0, 0, 41];
+        r.extend_from_slice(&1232u16.to_be_bytes());
+        r.extend_from_slice(&[0, 0, 0, 0]);
+        match nsid {
+            None => r.extend_from_slice(&[0, 0]),
+            Some(text) => {
+                r.extend_from_slice(&(4 + text.len() as u16).to_be_bytes());
+                r.extend_from_slice(&[0, 3, 0, text.len() as u8]);
+                r.extend_from_slice(text);
+            }
+        }
+        r
+    }
+
+    #[test]
+    fn nsid_is_sent_with_its_text_when_asked_and_configured() {
+        let catalog = catalog();
+        for transport in [Transport::Udp, Transport::Stream] {
+            let q = query("www.example.org.", Some((1232, ASK)));
+            let (outcome, reply) = ask(&catalog, &q, transport, Some(NSID));
+            assert!(outcome.reply && !outcome.truncated);
+            assert!(reply.ends_with(&opt(Some(NSID))), "{reply:02x?}");
+            // The answer itself is the one a query without NSID gets.
+            let plain = query("www.example.org.", Some((1232, &[])));
+            let (_, without) = ask(&catalog, &plain, transport, Some(NSID));
+            let head = reply.len() - opt(Some(NSID)).len();
+            assert_eq!(reply[..head], without[..without.len() - opt(None).len()]);
+        }
+        // Among other options (a cookie first).
+        let cookie_then_nsid = [&[0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8][..], ASK].concat();
+        let q = query("www.example.org.", Some((1232, &cookie_then_nsid)));
+        let (_, reply) = ask(&catalog, &q, Transport::Udp, Some(NSID));
+        assert!(reply.ends_with(&opt(Some(NSID))));
+        // An NSID option with data in a query is still a request.
+        let q = query("www.example.org.", Some((1232, &[0, 3, 0, 2, 0xab, 0xcd])));
+        let (_, reply) = ask(&catalog, &q, Transport::Udp, Some(NSID));
+        assert!(reply.ends_with(&opt(Some(NSID))));
+        // Negative answers and refusals carry it too.
+        for name in ["nope.www.example.org.", "example.net."] {
+            let q = query(name, Some((1232, ASK)));
+            let (_, reply) = ask(&catalog, &q, Transport::Udp, Some(NSID));
+            assert!(reply.ends_with(&opt(Some(NSID))), "{name}");
+        }
+    }
+
+    #[test]
+    fn nsid_is_never_sent_unasked_nor_unconfigured() {
+        let catalog = catalog();
+        let cookie = [0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8];
+        for options in [&[][..], &cookie, &[0, 12, 0, 0]] {
+            let q = query("www.example.org.", Some((1232, options)));
+            let (_, with) = ask(&catalog, &q, Transport::Udp, Some(NSID));
+            let (_, without) = ask(&catalog, &q, Transport::Udp, None);
+            assert_eq!(with, without, "options {options:?}");
+            assert!(with.ends_with(&opt(None)));
+        }
+        // Asked, but none configured: the empty OPT.
+        let q = query("www.example.org.", Some((1232, ASK)));
+        let (_, reply) = ask(&catalog, &q, Transport::Udp, None);
+        assert!(reply.ends_with(&opt(None)));
+        // No EDNS, no OPT at all.
+        let q = query("www.example.org.", None);
+        let (_, reply) = ask(&catalog, &q, Transport::Udp, Some(NSID));
+        assert_eq!(reply[10..12], [0, 0], "no additional record");
+    }
+
+    #[test]
+    fn nsid_counts_towards_the_udp_limit_and_survives_truncation_when_it_fits() {
+        let catalog = catalog();
+        // 508 bytes with an empty OPT fits 512; with the NSID it does not: TC, and the reply cut
+        // to its question still names the server.
+        let q = query("big.example.org.", Some((512, &[])));
+        let (outcome, reply) = ask(&catalog, &q, Transport::Udp, Some(NSID));
+        assert!(!outcome.truncated);
+        assert_eq!(reply.len(), 508);
+        let q = query("big.example.org.", Some((512, ASK)));
+        let (outcome, reply) = ask(&catalog, &q, Transport::Udp, Some(NSID));
+        assert!(outcome.truncated);
+        assert_ne!(reply[2] & 0x02, 0, "TC");
+        assert_eq!(reply[6..10], [0, 0, 0, 0], "no answer, no authority");
+        assert_eq!(reply[10..12], [0, 1], "the OPT");
+        assert!(reply.ends_with(&opt(Some(NSID))));
+        assert!(reply.len() <= 512);
+        // Over TCP nothing is cut.
+        let (outcome, reply) = ask(&catalog, &q, Transport::Stream, Some(NSID));
+        assert!(!outcome.truncated);
+        assert!(reply.ends_with(&opt(Some(NSID))));
+        assert_eq!(reply.len(), 508 + 4 + NSID.len());
+    }
+
+    #[test]
+    fn a_truncated_reply_leaves_out_an_nsid_that_would_not_fit() {
+        let catalog = catalog();
+        // A 246-byte name (the wildcard answers it) and a 255-byte NSID: the question and OPT
+        // alone are 536 bytes, over 512.
+        let long = format!(
+            "{a}.{a}.{a}.{b}.example.org.",
+            a = "a".repeat(63),
+            b = "b".repeat(40)
+        );
+        let text: &'static [u8] = Box::leak(vec![b'n'; 255].into_boxed_slice());
+        let q = query(&long, Some((512, ASK)));
+        let (outcome, reply) = ask(&catalog, &q, Transport::Udp, Some(text));
+        assert!(outcome.truncated);
+        assert!(reply.ends_with(&opt(None)), "{} bytes", reply.len());
+        assert!(reply.len() <= 512);
+        // A short one fits beside the same question.
+        let (outcome, reply) = ask(&catalog, &q, Transport::Udp, Some(NSID));
+        assert!(outcome.truncated);
+        assert!(reply.ends_with(&opt(Some(NSID))));
+        assert!(reply.len() <= 512);
     }
 }

@@ -22,6 +22,9 @@ pub struct Edns {
     pub dnssec_ok: bool,
     /// The query carries the Padding option (RFC 7830), so a response may be padded.
     pub padding: bool,
+    /// The query carries the NSID option (RFC 5001 §2.1, empty in a query), so the response
+    /// may name the server that answered.
+    pub nsid: bool,
 }
 
 /// A parsed query: the fields the answer needs, borrowing the question from the packet.
@@ -85,10 +88,21 @@ const FORMERR: u8 = 1;
 const NOTIMP: u8 = 4;
 /// The EDNS Padding option's code (RFC 7830 §3).
 const PADDING_OPTION: u16 = 12;
+/// The EDNS NSID option's code (RFC 5001 §2.3).
+pub const NSID_OPTION: u16 = 3;
 
 fn u16_at(p: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_be_bytes([*p.get(at)?, *p.get(at + 1)?]))
 }
+
+/// The length of the OPT record [`Writer::put_opt`] writes: 11 bytes, and the NSID option's
+/// header and text when it carries one.
+pub fn opt_len(nsid: Option<&[u8]>) -> usize {
+    OPT_LEN + nsid.map_or(0, |text| 4 + text.len().min(usize::from(u8::MAX)))
+}
+
+/// An OPT record without options: root owner, type, class, TTL, RDLENGTH.
+const OPT_LEN: usize = 11;
 
 /// Reads an uncompressed name starting at `at`; returns its end.
 fn read_question_name(p: &[u8], at: usize) -> Option<usize> {
@@ -173,9 +187,11 @@ fn find_edns(
                 return None;
             }
             let mut options = &p[end + 10..pos];
-            let mut padding = false;
+            let (mut padding, mut nsid) = (false, false);
             while !options.is_empty() {
-                padding |= u16_at(options, 0)? == PADDING_OPTION;
+                let code = u16_at(options, 0)?;
+                padding |= code == PADDING_OPTION;
+                nsid |= code == NSID_OPTION;
                 let len = usize::from(u16_at(options, 2)?);
                 options = options.get(4 + len..)?;
             }
@@ -184,6 +200,7 @@ fn find_edns(
                 version: (ttl_hi & 0xFF) as u8,
                 dnssec_ok: ttl_lo & 0x8000 != 0,
                 padding,
+                nsid,
             });
         }
     }
@@ -467,8 +484,15 @@ impl<'b, 'n> Writer<'b, 'n> {
         self.buf[at..at + 4].copy_from_slice(&serial.to_be_bytes());
     }
 
-    /// Appends the OPT pseudo-record (RFC 6891 §6.1.2) in the additional section.
-    pub fn put_opt(&mut self, payload: u16, extended_rcode: u8, dnssec_ok: bool) {
+    /// Appends the OPT pseudo-record (RFC 6891 §6.1.2) in the additional section, carrying
+    /// the NSID option (RFC 5001 §2.3) with `nsid` when given: [`opt_len`] bytes in all.
+    pub fn put_opt(
+        &mut self,
+        payload: u16,
+        extended_rcode: u8,
+        dnssec_ok: bool,
+        nsid: Option<&[u8]>,
+    ) {
         self.buf.push(0);
         self.buf.extend_from_slice(&RType::OPT.0.to_be_bytes());
         self.buf.extend_from_slice(&payload.to_be_bytes());
@@ -476,7 +500,19 @@ impl<'b, 'n> Writer<'b, 'n> {
         self.buf.push(0); // version
         self.buf
             .extend_from_slice(&(if dnssec_ok { 0x8000u16 } else { 0 }).to_be_bytes());
-        self.buf.extend_from_slice(&[0, 0]);
+        match nsid {
+            None => self.buf.extend_from_slice(&[0, 0]),
+            Some(text) => {
+                // An NSID is at most 255 bytes (the configuration refuses more); a longer one
+                // is cut rather than overrunning the 16-bit lengths.
+                let text = &text[..text.len().min(usize::from(u8::MAX))];
+                let len = text.len() as u16;
+                self.buf.extend_from_slice(&(4 + len).to_be_bytes());
+                self.buf.extend_from_slice(&NSID_OPTION.to_be_bytes());
+                self.buf.extend_from_slice(&len.to_be_bytes());
+                self.buf.extend_from_slice(text);
+            }
+        }
         self.counts[Section::Additional as usize] =
             self.counts[Section::Additional as usize].saturating_add(1);
     }
@@ -551,6 +587,7 @@ mod tests {
                 version: 0,
                 dnssec_ok: true,
                 padding: false,
+                nsid: false,
             })
         );
     }
@@ -576,6 +613,52 @@ mod tests {
         assert_eq!(padding(&[]), Ok(false));
         // An option overrunning the RDATA is no padding request: the query is malformed.
         assert!(padding(&[0, 10, 0, 200, 0, 12]).is_err());
+    }
+
+    #[test]
+    fn nsid_requests_are_seen_empty_or_not_among_other_options() {
+        let nsid = |options: &[u8]| parse_query(&with_options(options)).map(|q| q.edns.unwrap());
+        // RFC 5001 §2.1: a request carries the option empty.
+        assert!(nsid(&[0, 3, 0, 0]).unwrap().nsid);
+        // With data it is still the option (a server ignores what a query puts in it).
+        assert!(nsid(&[0, 3, 0, 2, 0xab, 0xcd]).unwrap().nsid);
+        // After a cookie, before padding: both seen.
+        let both = nsid(&[0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0, 3, 0, 0, 0, 12, 0, 0]).unwrap();
+        assert!(both.nsid && both.padding);
+        assert!(!nsid(&[0, 12, 0, 0]).unwrap().nsid);
+        assert!(!nsid(&[]).unwrap().nsid);
+        // Option 3's code as another option's data is not a request.
+        assert!(!nsid(&[0, 10, 0, 4, 0, 3, 0, 0]).unwrap().nsid);
+        // An NSID option overrunning the RDATA makes the query malformed.
+        assert!(nsid(&[0, 3, 0, 9, 1]).is_err());
+    }
+
+    #[test]
+    fn the_opt_carries_nsid_as_option_3_and_its_length_is_known() {
+        let mut out = Vec::new();
+        let mut t = table();
+        let mut w = Writer::new(&mut out, &mut t, None);
+        w.put_opt(1232, 0, true, Some(b"replica-a"));
+        w.finish(7, 0x8000);
+        let opt = &out[HEADER_LEN..];
+        assert_eq!(opt.len(), opt_len(Some(b"replica-a")));
+        assert_eq!(
+            opt,
+            [
+                &[0, 0, 41, 0x04, 0xd0, 0, 0, 0x80, 0, 0, 13, 0, 3, 0, 9][..],
+                b"replica-a"
+            ]
+            .concat()
+        );
+        assert_eq!(out[10..12], [0, 1]);
+        assert_eq!(opt_len(None), 11);
+        // Longer than 255 bytes is cut, never a length that overruns.
+        let mut out = Vec::new();
+        let mut t = table();
+        let mut w = Writer::new(&mut out, &mut t, None);
+        w.put_opt(1232, 0, false, Some(&[b'x'; 300]));
+        assert_eq!(out.len() - HEADER_LEN, opt_len(Some(&[b'x'; 300])));
+        assert_eq!(out.len() - HEADER_LEN, 11 + 4 + 255);
     }
 
     #[test]

@@ -83,7 +83,13 @@ fn answering_allocates_nothing() {
         query(&format!("{z32}.example.org"), 16, false),
         query(&format!("other.{z32}.example.org"), 16, false),
     ];
+    // A query asking for NSID (RFC 5001): its OPT carries the empty option.
+    let mut nsid = query("many.example.org", 1, true);
+    let rdlen = nsid.len() - 2;
+    nsid[rdlen..].copy_from_slice(&[0, 4]);
+    nsid.extend_from_slice(&[0, 3, 0, 0]);
     let packets = [
+        nsid,
         query("WWW.example.org", 1, true),
         query("alias.example.org", 28, false),
         query("_iroh.k.nodes.example.org", 16, true),
@@ -102,18 +108,26 @@ fn answering_allocates_nothing() {
         published[2].clone(),
         published[3].clone(),
     ];
-    let config = AnswerConfig::default();
+    let configs = [
+        AnswerConfig::default(),
+        AnswerConfig {
+            nsid: Some(b"replica-a"),
+            ..AnswerConfig::default()
+        },
+    ];
     let mut out = Vec::with_capacity(65_535);
     // Warm up once (the catalog's lazily initialised parts, if any).
     for p in &packets {
-        answer(&catalog, p, Transport::Udp, &config, &mut out);
+        answer(&catalog, p, Transport::Udp, &configs[0], &mut out);
     }
     let before = ALLOCATIONS.load(Ordering::Relaxed);
     COUNTING.with(|c| c.set(true));
-    for _ in 0..100 {
+    for _ in 0..50 {
         for p in &packets {
             for transport in [Transport::Udp, Transport::Stream] {
-                answer(&catalog, p, transport, &config, &mut out);
+                for config in &configs {
+                    answer(&catalog, p, transport, config, &mut out);
+                }
             }
         }
     }

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode};
 use meshdns_server::relay::{PkarrRelay, Refusal, Stored};
 use meshdns_server::replicate::{Applied, Page, PeerStore, Replicator};
 use meshdns_sources::{PkarrStore, PutError};
@@ -16,6 +16,8 @@ pub struct PkarrHttp {
     pub store: Arc<PkarrStore>,
     /// The other replicas, when there are: each acknowledged publish is sent to them.
     pub replicator: Option<Arc<Replicator>>,
+    /// The server's NSID as the `Meshdns-Nsid` header of every response (`--nsid`).
+    pub nsid: Option<HeaderValue>,
 }
 
 /// The store as replication reads and writes it.
@@ -110,5 +112,9 @@ impl PkarrRelay for PkarrHttp {
             payload: p.payload,
             min_ttl: p.min_ttl,
         }))
+    }
+
+    fn nsid(&self) -> Option<HeaderValue> {
+        self.nsid.clone()
     }
 }

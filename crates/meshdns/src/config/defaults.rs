@@ -108,6 +108,16 @@ pub fn namespace() -> String {
         .unwrap_or_else(|| NAMESPACE.into())
 }
 
+/// `--nsid` when none is set: the host name, as the kernel has it (in a Pod, the Pod's name),
+/// else `$HOSTNAME`; `None` when neither names one.
+pub fn nsid() -> Option<String> {
+    let named = |name: String| Some(name.trim().to_string()).filter(|n| !n.is_empty());
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .and_then(named)
+        .or_else(|| std::env::var("HOSTNAME").ok().and_then(named))
+}
+
 /// One per core.
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())

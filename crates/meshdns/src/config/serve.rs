@@ -35,6 +35,12 @@ pub struct ServeConfig {
     #[arg(long, overrides_with = "doh", help_heading = "Listeners")]
     #[serde(skip)]
     pub no_doh: bool,
+    /// This replica's name, sent in DNS replies to queries that ask for it (NSID, RFC 5001:
+    /// `dig +nsid`) and as the Meshdns-Nsid header of /dns-query and /pkarr responses: up to
+    /// 255 bytes of visible ASCII; "" turns it off [default: the host name; in Kubernetes, the
+    /// Pod's name].
+    #[arg(long, value_name = "TEXT", help_heading = "Listeners")]
+    pub nsid: Option<String>,
     /// HTTPS address (e.g. [::]:443) for DoH, pkarr, /healthz and /readyz over TLS, HTTP/1.1
     /// and HTTP/2; /metrics stays on --http [default: off].
     #[arg(long, value_name = "ADDR", help_heading = "TLS")]
@@ -367,6 +373,7 @@ impl ServeConfig {
                 http,
                 doh,
                 no_doh,
+                nsid,
                 https,
                 dot,
                 tls_cert,

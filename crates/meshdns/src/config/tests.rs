@@ -234,6 +234,34 @@ fn the_relay_settings_read_from_flags_and_file() {
 }
 
 #[test]
+fn the_nsid_reads_from_flag_and_file_and_an_empty_one_is_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(dir.path(), "c.yaml", "serve: {nsid: replica-file}\n");
+    let nsid = |args: &[&str]| {
+        let s = serve(args);
+        let plan = crate::serve::plan::resolve(&s).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        (s.nsid, plan.server.answer.nsid)
+    };
+    assert_eq!(
+        nsid(&["serve", "-c", &cfg]),
+        (Some("replica-file".into()), Some(&b"replica-file"[..]))
+    );
+    assert_eq!(
+        nsid(&["serve", "-c", &cfg, "--nsid", "replica-flag"]),
+        (Some("replica-flag".into()), Some(&b"replica-flag"[..])),
+        "the flag over the file"
+    );
+    assert_eq!(
+        nsid(&["serve", "-c", &cfg, "--nsid", ""]),
+        (Some(String::new()), None),
+        "\"\" turns it off"
+    );
+    // Without either, the host name.
+    let host = defaults::nsid();
+    assert_eq!(nsid(&["serve"]).1, host.as_deref().map(str::as_bytes));
+}
+
+#[test]
 fn lists_given_as_flags_replace_the_files() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write(

@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 
 use anyhow::{Context, Result};
 use arc_swap::ArcSwap;
+use axum::http::HeaderValue;
 use meshdns_server::http::{DohState, HttpState, router, serve_http, serve_https};
 use meshdns_server::relay::PkarrRelay;
 use meshdns_server::tls::Certificates;
@@ -293,6 +294,10 @@ async fn bind_dns(
         info!(rate = config.rate, "response rate limiting on (UDP)");
         Arc::new(meshdns_server::rrl::Rrl::new(config))
     });
+    if let Some(nsid) = p.answer.nsid {
+        let nsid = String::from_utf8_lossy(nsid);
+        info!(%nsid, "NSID (RFC 5001) to queries that ask, and Meshdns-Nsid over HTTP");
+    }
     let mut config = ServerConfig {
         listen: p.listen.clone(),
         udp_sockets: p.udp_sockets,
@@ -460,6 +465,12 @@ fn http_state(
     };
     let status = shared.status.clone();
     let caught_up = replicator.clone();
+    // Which replica answered, on /dns-query and /pkarr: the NSID DNS replies carry when asked.
+    let nsid = plan
+        .server
+        .answer
+        .nsid
+        .and_then(|text| HeaderValue::from_bytes(text).ok());
     HttpState {
         metrics,
         // Every records file loaded, and the pkarr catch-up from the peers done.
@@ -472,6 +483,7 @@ fn http_state(
             Arc::new(PkarrHttp {
                 store,
                 replicator: replicator.clone(),
+                nsid: nsid.clone(),
             }) as Arc<dyn PkarrRelay>
         }),
         replication: replicator,
@@ -481,6 +493,7 @@ fn http_state(
             catalog: shared.catalog.clone(),
             metrics: shared.metrics.clone(),
             answer: plan.server.answer,
+            nsid,
         }),
     }
 }

@@ -3,10 +3,10 @@
 //!
 //! Nothing here binds, spawns or writes. The only reads are of the files whose contents decide
 //! whether the configuration can start: the TSIG key file (its key names are referred to by
-//! other settings) and the certificate files (`--tls-cert`/`--tls-key`, `--acme-ca`). `serve`
-//! starts subsystems from the plan and nothing else; `check` and `check --config-only` resolve
-//! the same plan, so a configuration `serve` refuses at start is refused by `check` with the
-//! same message and the exit status [`EXIT_REFUSED`].
+//! other settings) and the certificate files (`--tls-cert`/`--tls-key`, `--acme-ca`); and the
+//! host name, the default `--nsid`. `serve` starts subsystems from the plan and nothing else;
+//! `check` and `check --config-only` resolve the same plan, so a configuration `serve` refuses
+//! at start is refused by `check` with the same message and the exit status [`EXIT_REFUSED`].
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -198,10 +198,11 @@ pub fn resolve(settings: &ServeConfig) -> Result<ServePlan, Refused> {
         Some(source) => problems.take(tls(settings, source, data_dir.as_deref())),
         None => None,
     };
+    let mut warnings = Vec::new();
+    let nsid = problems.take(nsid(settings, &mut warnings)).flatten();
     if !problems.0.is_empty() {
         return Err(Refused(problems.0));
     }
-    let mut warnings = Vec::new();
     if !settings.pkarr.is_empty() && settings.http.is_none() && settings.https.is_none() {
         warnings.push(
             "--pkarr without --http or --https: stored packets are served, but no new ones can \
@@ -223,13 +224,65 @@ pub fn resolve(settings: &ServeConfig) -> Result<ServePlan, Refused> {
         transfers,
         pkarr: pkarr(settings),
         replication,
-        server: server(settings),
+        server: server(settings, nsid),
         tls,
         http: http(settings),
         workers: settings.workers.unwrap_or_else(defaults::cores),
         shutdown_grace: settings.shutdown_grace.unwrap_or(defaults::SHUTDOWN_GRACE),
         warnings,
     })
+}
+
+/// The longest NSID taken. RFC 5001 bounds it only by the OPT's size; 255 bytes names any
+/// replica and keeps a reply cut to its question (with TC) within 512 bytes for all but the
+/// longest names.
+const MAX_NSID: usize = 255;
+
+/// `--nsid`, or the host name without it: `None` when off (`""`, or a host name that cannot be
+/// one, with a warning). The text is leaked, once, so that `AnswerConfig` stays `Copy`.
+fn nsid(
+    settings: &ServeConfig,
+    warnings: &mut Vec<String>,
+) -> Result<Option<&'static [u8]>, String> {
+    let text = match &settings.nsid {
+        Some(text) if text.is_empty() => return Ok(None),
+        Some(text) => match nsid_problem(text) {
+            None => text.clone(),
+            Some(p) => return Err(format!("--nsid (nsid) {p}")),
+        },
+        None => match defaults::nsid() {
+            None => return Ok(None),
+            Some(host) => match nsid_problem(&host) {
+                None => host,
+                Some(p) => {
+                    warnings.push(format!(
+                        "no NSID: the host name {p}; set --nsid (nsid) to name this replica"
+                    ));
+                    return Ok(None);
+                }
+            },
+        },
+    };
+    Ok(Some(Box::leak(text.into_bytes().into_boxed_slice())))
+}
+
+/// Why `text` cannot be an NSID: it goes into DNS replies and into an HTTP header, so it is
+/// visible ASCII (0x21-0x7E: no spaces, no control bytes), at most [`MAX_NSID`] bytes.
+fn nsid_problem(text: &str) -> Option<String> {
+    if text.len() > MAX_NSID {
+        return Some(format!(
+            "is {} bytes; an NSID is at most {MAX_NSID}",
+            text.len()
+        ));
+    }
+    let (at, byte) = text
+        .bytes()
+        .enumerate()
+        .find(|(_, b)| !(0x21..=0x7E).contains(b))?;
+    Some(format!(
+        "{text:?} has byte 0x{byte:02X} at {at}: an NSID is visible ASCII (0x21-0x7E, no \
+         spaces), as it is also an HTTP header value"
+    ))
 }
 
 fn key_names(keys: &[Key]) -> String {
@@ -559,7 +612,7 @@ fn pkarr(settings: &ServeConfig) -> Option<PkarrConfig> {
     Some(config)
 }
 
-fn server(settings: &ServeConfig) -> ServerPlan {
+fn server(settings: &ServeConfig, nsid: Option<&'static [u8]>) -> ServerPlan {
     // The default listens on IPv6 too where the host has it.
     let (listen, ipv4_fallback) = if settings.listen.is_empty() {
         let [v4, v6] = defaults::listen();
@@ -579,6 +632,7 @@ fn server(settings: &ServeConfig) -> ServerPlan {
             .unwrap_or(defaults::TCP_MAX_CONNECTIONS),
         answer: AnswerConfig {
             edns_payload: settings.edns_payload.unwrap_or(defaults::EDNS_PAYLOAD),
+            nsid,
         },
         dot: settings.dot.clone(),
         rrl: Some(settings.rrl_rate.unwrap_or(defaults::RRL_RATE))

@@ -24,6 +24,7 @@ mod hostile_http;
 mod kubernetes;
 mod malformed;
 mod manifests;
+mod nsid;
 mod overload;
 mod pkarr;
 mod process;

@@ -125,6 +125,10 @@ fn every_refusal_of_serve_is_check_s_with_the_same_message_and_status() {
             "  allowNotify: [10.0.0.0/8]\n",
             "--allow-notify (allowNotify) says who may NOTIFY a secondary zone",
         ),
+        (
+            "  nsid: 'replica a'\n",
+            "--nsid (nsid) \"replica a\" has byte 0x20 at 7",
+        ),
         ("  nope: 1\n", "unknown field `nope`"),
         (
             "  ednsPayload: 100\n",
