@@ -660,7 +660,13 @@ impl Replicator {
                 msg
             })?;
             let (parts, body) = resp.into_parts();
-            let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+            // A page is at most PAGE_BYTES of packets plus a frame and a packet more; a peer
+            // (or whatever answers at its address) sending more is cut off, not buffered.
+            let body = http_body_util::Limited::new(body, PAGE_BYTES + 64 * 1024)
+                .collect()
+                .await
+                .map_err(|e| e.to_string())?
+                .to_bytes();
             Ok((parts.status, parts.headers, body))
         };
         tokio::time::timeout(timeout, exchange)
@@ -777,15 +783,18 @@ impl Replicator {
         if self.ready.load(Relaxed) {
             return Ok(());
         }
+        let known = self.peers.lock().expect("peers").len();
         let peers = self.peers();
         let done = peers.iter().filter(|p| p.caught_up.load(Relaxed)).count();
         let settled = peers
             .iter()
             .all(|p| p.caught_up.load(Relaxed) || p.unreachable.load(Relaxed));
         let waited = self.started.elapsed() >= self.config.catchup_wait;
-        // With no peer named at all (none configured answered yet), only the wait ends it.
-        if (done > 0 && settled) || waited {
-            if done == 0 || !settled {
+        // Every name resolved to this replica alone (a fleet of one): nothing to wait for.
+        let alone = known > 0 && peers.is_empty();
+        // With no peer named at all yet, only the wait ends it.
+        if (done > 0 && settled) || alone || waited {
+            if !alone && (done == 0 || !settled) {
                 warn!(
                     wait_s = self.config.catchup_wait.as_secs(),
                     caught_up = done,
@@ -894,6 +903,16 @@ impl Replicator {
             "Catch-up runs from each pkarr peer, by result.",
             "counter",
         );
+        for p in &peers {
+            let url = label_value(&p.url);
+            let c = &p.counters;
+            let _ = writeln!(
+                out,
+                "meshdns_pkarr_catchup_runs_total{{peer=\"{url}\",result=\"ok\"}} {}\nmeshdns_pkarr_catchup_runs_total{{peer=\"{url}\",result=\"error\"}} {}",
+                c.catchup_runs.load(Relaxed),
+                c.catchup_failures.load(Relaxed),
+            );
+        }
         metric_header(
             out,
             "meshdns_pkarr_catchup_packets_total",
@@ -901,14 +920,11 @@ impl Replicator {
             "counter",
         );
         for p in &peers {
-            let url = label_value(&p.url);
-            let c = &p.counters;
             let _ = writeln!(
                 out,
-                "meshdns_pkarr_catchup_runs_total{{peer=\"{url}\",result=\"ok\"}} {}\nmeshdns_pkarr_catchup_runs_total{{peer=\"{url}\",result=\"error\"}} {}\nmeshdns_pkarr_catchup_packets_total{{peer=\"{url}\"}} {}",
-                c.catchup_runs.load(Relaxed),
-                c.catchup_failures.load(Relaxed),
-                c.fetched.load(Relaxed)
+                "meshdns_pkarr_catchup_packets_total{{peer=\"{}\"}} {}",
+                label_value(&p.url),
+                p.counters.fetched.load(Relaxed)
             );
         }
         metric_header(

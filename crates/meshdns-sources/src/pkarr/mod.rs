@@ -1112,6 +1112,12 @@ mod tests {
             assert_eq!(store.get(&key).unwrap().unwrap().payload, *winner);
         }
         assert_eq!(tie(&x, &x), std::cmp::Ordering::Equal);
+        // The same order as iroh's (and pkarr's) own `more_recent_than`.
+        let parse = |p: &Vec<u8>| {
+            iroh_dns::pkarr::SignedPacket::from_relay_payload(&secret.public(), p).unwrap()
+        };
+        assert!(parse(winner).more_recent_than(&parse(loser)));
+        assert!(!parse(loser).more_recent_than(&parse(winner)));
     }
 
     #[tokio::test]

@@ -185,6 +185,56 @@ async fn iroh_publishes_to_one_replica_and_resolves_at_another() {
     assert_eq!(found.ip_addrs().copied().collect::<Vec<_>>(), addrs);
 }
 
+/// Peers found by resolving names (a headless Service's): each replica resolves every
+/// address, recognises its own and replicates with the other. Two loopback addresses on one
+/// port stand in for two pods.
+#[test]
+fn replicas_found_by_name_skip_themselves_and_replicate() {
+    let fleet = Fleet::new(1);
+    let port = free_port();
+    let addrs = [format!("127.0.0.1:{port}"), format!("127.0.0.2:{port}")];
+    let start = |i: usize, dir: &Path| {
+        Meshdns::serve(&[
+            "--pkarr",
+            ORIGIN,
+            "--data-dir",
+            dir.to_str().unwrap(),
+            "--http",
+            &addrs[i],
+            "--pkarr-peer-token-file",
+            fleet.token.to_str().unwrap(),
+            "--pkarr-peers-dns",
+            &addrs[0],
+            "--pkarr-peers-dns",
+            &addrs[1],
+        ])
+    };
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let a = start(0, dirs[0].path());
+    let b = start(1, dirs[1].path());
+    for m in [&a, &b] {
+        eventually("ready", || ready(m.http.unwrap()));
+    }
+    let secret = SecretKey::generate();
+    assert_eq!(put(a.http.unwrap(), &secret, &signed(&secret, 5)), 204);
+    eventually("b holds a's publish", || {
+        stored(b.http.unwrap(), &secret).is_some()
+    });
+    a.wait_log("this pkarr peer is this replica");
+    let (_, metrics) = a.get("/metrics");
+    let other = format!("http://{}", addrs[1]);
+    assert!(
+        metrics.contains(&format!(
+            "meshdns_pkarr_peer_queue_depth{{peer=\"{other}\"}}"
+        )),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains(&format!("peer=\"http://{}\"", addrs[0])),
+        "a lists itself:\n{metrics}"
+    );
+}
+
 /// A replica killed with `kill -9` misses publishes; restarted, it is not ready until it has
 /// every one of them, and one that lost its disk gets everything back the same way.
 #[test]
@@ -425,4 +475,72 @@ fn acknowledged_by_a_peer_survives_the_loss_of_the_replica() {
     assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
     assert!(String::from_utf8_lossy(&body).contains("--pkarr-ack-replicas"));
     assert!(stored(a.http.unwrap(), &s).is_some());
+}
+
+/// Peers that misbehave: one accepts connections and never answers, one answers every
+/// connection with an endless stream of bytes. Publishes are still acknowledged at once, the
+/// replica is ready once its wait runs out, and it keeps serving.
+#[test]
+fn silent_and_flooding_peers_stall_neither_publishes_nor_readiness() {
+    use std::io::Write as _;
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let flood = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (silent_addr, flood_addr) = (silent.local_addr().unwrap(), flood.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in silent.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    std::thread::spawn(move || {
+        for mut c in flood.incoming().flatten() {
+            std::thread::spawn(move || {
+                let junk = vec![0x42u8; 64 * 1024];
+                while c.write_all(&junk).is_ok() {}
+            });
+        }
+    });
+    let fleet = Fleet::new(1);
+    let dir = tempfile::tempdir().unwrap();
+    let m = Meshdns::serve(&[
+        "--pkarr",
+        ORIGIN,
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--http",
+        "127.0.0.1:0",
+        "--pkarr-peer-token-file",
+        fleet.token.to_str().unwrap(),
+        "--pkarr-peer",
+        &format!("http://{silent_addr}"),
+        "--pkarr-peer",
+        &format!("http://{flood_addr}"),
+        "--pkarr-catchup-wait",
+        "6s",
+    ]);
+    let addr = m.http.unwrap();
+    for i in 0..20u16 {
+        let s = SecretKey::generate();
+        let started = Instant::now();
+        assert_eq!(put(addr, &s, &signed(&s, i + 1)), 204);
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "a publish waited on the peers"
+        );
+    }
+    assert!(
+        !ready(addr),
+        "ready before the catch-up wait with no peer read"
+    );
+    eventually("ready once the wait ran out", || ready(addr));
+    m.wait_log("pkarr catch-up did not finish within --pkarr-catchup-wait");
+    let (_, metrics) = m.get("/metrics");
+    let errors = metric(
+        &metrics,
+        &format!(
+            "meshdns_pkarr_catchup_runs_total{{peer=\"http://{flood_addr}\",result=\"error\"}}"
+        ),
+    );
+    assert!(errors >= 1, "{metrics}");
+    assert_eq!(http_get(addr, "/healthz").0, 200);
 }
