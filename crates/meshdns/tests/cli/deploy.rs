@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{
     ConfigMap, Namespace, PersistentVolumeClaim, Secret, Service, ServiceAccount,
 };
@@ -348,6 +348,7 @@ fn every_rendered_object_survives_its_typed_round_trip_and_schema() {
                 .map_or("", |(g, _)| g);
             match kind {
                 "Deployment" => round_trip::<Deployment>(&what, o),
+                "StatefulSet" => round_trip::<StatefulSet>(&what, o),
                 "Service" => round_trip::<Service>(&what, o),
                 "ServiceAccount" => round_trip::<ServiceAccount>(&what, o),
                 "ConfigMap" => round_trip::<ConfigMap>(&what, o),
@@ -455,11 +456,21 @@ fn every_binding_names_a_service_account_of_the_install() {
     }
 }
 
+/// The workloads of a rendering: Deployments and StatefulSets.
+fn is_workload(o: &&Value) -> bool {
+    o["kind"] == "Deployment" || o["kind"] == "StatefulSet"
+}
+
 #[test]
 fn every_container_runs_locked_down_with_probes() {
+    let mut stateful = 0;
     for (dir, objects) in renderings() {
-        for d in objects.iter().filter(|o| o["kind"] == "Deployment") {
-            let what = format!("{dir}: Deployment {}", d["metadata"]["name"]);
+        for d in objects.iter().filter(is_workload) {
+            let what = format!(
+                "{dir}: {} {}",
+                d["kind"].as_str().unwrap(),
+                d["metadata"]["name"]
+            );
             let pod = &d["spec"]["template"]["spec"];
             assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{what}");
             assert_eq!(
@@ -510,13 +521,238 @@ fn every_container_runs_locked_down_with_probes() {
                     );
                 }
             }
+            // Every mount is a volume of the pod or a claim of the StatefulSet's templates.
+            let claims = d["spec"]["volumeClaimTemplates"].as_array();
+            for c in pod["containers"].as_array().unwrap() {
+                for m in c["volumeMounts"].as_array().into_iter().flatten() {
+                    let name = &m["name"];
+                    let volume = pod["volumes"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|v| &v["name"] == name);
+                    let claim = claims
+                        .into_iter()
+                        .flatten()
+                        .any(|t| &t["metadata"]["name"] == name);
+                    assert!(
+                        volume ^ claim,
+                        "{what}: mount {name}: volume {volume}, claim {claim}"
+                    );
+                }
+            }
+            if d["kind"] == "StatefulSet" {
+                stateful += 1;
+                // Its governing Service is headless and part of the install.
+                let service = d["spec"]["serviceName"].as_str().unwrap();
+                assert!(
+                    objects.iter().any(|o| o["kind"] == "Service"
+                        && o["metadata"]["name"] == service
+                        && o["spec"]["clusterIP"] == "None"),
+                    "{what}: serviceName {service} is no headless Service of the install"
+                );
+                assert_eq!(
+                    d["spec"]["updateStrategy"]["type"], "RollingUpdate",
+                    "{what}"
+                );
+            }
+        }
+    }
+    assert!(stateful > 0, "no StatefulSet rendered");
+}
+
+/// Each workload's serve config (the `serve:` block of the config file in the ConfigMap it
+/// mounts), with the workload and its rendering's name.
+fn serve_configs(dir: &str, objects: &[Value]) -> Vec<(String, Value, Value)> {
+    let mut out = Vec::new();
+    for w in objects.iter().filter(is_workload) {
+        let pod = &w["spec"]["template"]["spec"];
+        for v in pod["volumes"].as_array().unwrap() {
+            let Some(name) = v["configMap"]["name"].as_str() else {
+                continue;
+            };
+            let Some(text) = objects
+                .iter()
+                .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == name)
+                .and_then(|cm| cm["data"]["config.yaml"].as_str())
+            else {
+                continue;
+            };
+            let config: Value = serde_yaml::from_str(text).unwrap();
+            if config["serve"].is_object() {
+                let what = format!(
+                    "{dir}: {} {}",
+                    w["kind"].as_str().unwrap(),
+                    w["metadata"]["name"]
+                );
+                out.push((what, config["serve"].clone(), w.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// The port of a listener address (`0.0.0.0:8080`, `[::]:8080`).
+fn port_of(addr: &str) -> u16 {
+    addr.rsplit_once(':').unwrap().1.parse().unwrap()
+}
+
+/// Every config that finds its pkarr peers by DNS (`pkarrPeersDns`) names a headless Service
+/// of its own install and namespace that selects its pods and publishes their addresses before
+/// they are ready (a replica catches up from the others before it is ready), at the port the
+/// container's `--http` listens on (a headless name resolves to the pods' own addresses); its
+/// token file is key `token` of the mounted Secret `meshdns-pkarr-peer`. The iroh-relay
+/// overlay is such a fleet: a StatefulSet of 3 started together, each replica with its own
+/// claim for the data directory, ready on `/readyz`, drained one at a time.
+#[test]
+fn the_iroh_relay_overlay_is_a_fleet_that_finds_its_peers() {
+    let relay = deploy().join("overlays/iroh-relay").display().to_string();
+    let mut relay_checked = false;
+    for (dir, objects) in renderings() {
+        for (what, serve, w) in serve_configs(&dir, &objects) {
+            let Some(names) = serve["pkarrPeersDns"].as_array() else {
+                continue;
+            };
+            assert!(!names.is_empty(), "{what}");
+            let namespace = w["metadata"]["namespace"].as_str().unwrap();
+            let pod = &w["spec"]["template"];
+            let container = &pod["spec"]["containers"][0];
+            let http = port_of(serve["http"].as_str().expect("pkarrPeersDns needs http"));
+            let http_port = container["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["containerPort"] == http && p["protocol"] == "TCP")
+                .unwrap_or_else(|| panic!("{what}: no container port {http} for --http"));
+            for name in names {
+                let name = name.as_str().unwrap();
+                let (host, port) = name.rsplit_once(':').unwrap();
+                assert_eq!(
+                    port.parse::<u16>().unwrap(),
+                    http,
+                    "{what}: {name}: the peers listen on --http's port"
+                );
+                let (service, domain) = host.split_once('.').unwrap();
+                assert_eq!(
+                    domain,
+                    format!("{namespace}.svc.cluster.local"),
+                    "{what}: {name}: not a Service of the install's namespace"
+                );
+                let svc = objects
+                    .iter()
+                    .find(|o| {
+                        o["kind"] == "Service"
+                            && o["metadata"]["name"] == service
+                            && o["metadata"]["namespace"] == namespace
+                    })
+                    .unwrap_or_else(|| panic!("{what}: {name}: no Service {service}"));
+                assert_eq!(svc["spec"]["clusterIP"], "None", "{what}: {service}");
+                assert_eq!(
+                    svc["spec"]["publishNotReadyAddresses"], true,
+                    "{what}: {service}: replicas find each other before they are ready"
+                );
+                for (k, v) in svc["spec"]["selector"].as_object().unwrap() {
+                    assert_eq!(
+                        &pod["metadata"]["labels"][k], v,
+                        "{what}: {service} does not select the pods"
+                    );
+                }
+                assert!(
+                    svc["spec"]["ports"].as_array().unwrap().iter().any(|p| {
+                        p["targetPort"] == http_port["name"] || p["targetPort"] == http
+                    }),
+                    "{what}: {service} has no port to --http"
+                );
+            }
+            let token = serve["pkarrPeerTokenFile"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{what}: peers without pkarrPeerTokenFile"));
+            let (at, key) = token.rsplit_once('/').unwrap();
+            assert_eq!(key, "token", "{what}");
+            let mount = container["volumeMounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["mountPath"] == at)
+                .unwrap_or_else(|| panic!("{what}: nothing mounted at {at}"));
+            let volume = pod["spec"]["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| v["name"] == mount["name"])
+                .unwrap();
+            assert_eq!(
+                volume["secret"]["secretName"], "meshdns-pkarr-peer",
+                "{what}: the token"
+            );
+            if dir != relay {
+                continue;
+            }
+            relay_checked = true;
+            assert_eq!(w["kind"], "StatefulSet", "{what}");
+            assert_eq!(w["spec"]["replicas"], 3, "{what}");
+            assert_eq!(w["spec"]["podManagementPolicy"], "Parallel", "{what}");
+            assert_eq!(
+                container["readinessProbe"]["httpGet"]["path"], "/readyz",
+                "{what}: ready once caught up"
+            );
+            // The data directory is each replica's own claim.
+            let data = serve["dataDir"].as_str().unwrap();
+            let mount = container["volumeMounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["mountPath"] == data)
+                .unwrap_or_else(|| panic!("{what}: nothing mounted at {data}"));
+            let claim = w["spec"]["volumeClaimTemplates"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["metadata"]["name"] == mount["name"])
+                .unwrap_or_else(|| panic!("{what}: {data} is not a claim of each replica"));
+            assert_eq!(
+                claim["spec"]["accessModes"],
+                serde_json::json!(["ReadWriteOnce"])
+            );
+            assert_eq!(claim["spec"]["resources"]["requests"]["storage"], "1Gi");
+            let pdb = objects
+                .iter()
+                .find(|o| o["kind"] == "PodDisruptionBudget")
+                .unwrap();
+            assert_eq!(pdb["spec"]["maxUnavailable"], 1, "{what}");
+            for (k, v) in pdb["spec"]["selector"]["matchLabels"].as_object().unwrap() {
+                assert_eq!(&pod["metadata"]["labels"][k], v, "{what}: the budget");
+            }
+        }
+    }
+    assert!(relay_checked, "{relay}: no config with pkarrPeersDns");
+}
+
+/// A workload serving pkarr publishes from more than one replica replicates them (or each
+/// replica would answer with only the publishes it took), and one with ACME runs alone (each
+/// replica would order its own certificate, and the CA's validation reach any of them).
+#[test]
+fn several_pkarr_replicas_replicate_and_acme_runs_alone() {
+    for (dir, objects) in renderings() {
+        for (what, serve, w) in serve_configs(&dir, &objects) {
+            let replicas = w["spec"]["replicas"].as_u64().unwrap_or(1);
+            if serve["acmeDomains"].is_array() {
+                assert_eq!(replicas, 1, "{what}: ACME on {replicas} replicas");
+            }
+            if serve["pkarr"].is_array() && replicas > 1 {
+                assert!(
+                    serve["pkarrPeersDns"].is_array() || serve["pkarrPeers"].is_array(),
+                    "{what}: {replicas} pkarr relays that do not replicate"
+                );
+            }
         }
     }
 }
 
 /// The files a workload mounts from Secrets, written under `root` at their mount paths: a
-/// Secret in the rendering with its own data, a TLS Secret made elsewhere (cert-manager's) with
-/// a self-signed pair. Returns the mount paths, to find in a config file.
+/// Secret in the rendering with its own data, the pkarr peers' token Secret the user makes
+/// (`meshdns-pkarr-peer`) with a token, a TLS Secret made elsewhere (cert-manager's) with a
+/// self-signed pair. Returns the mount paths, to find in a config file.
 fn mounted_secrets(objects: &[Value], config_map: &str, root: &Path) -> Vec<String> {
     let mut mounts = Vec::new();
     let uses_config = |w: &&Value| {
@@ -529,7 +765,10 @@ fn mounted_secrets(objects: &[Value], config_map: &str, root: &Path) -> Vec<Stri
         let volumes = pod["volumes"].as_array().unwrap();
         for container in pod["containers"].as_array().unwrap() {
             for mount in container["volumeMounts"].as_array().into_iter().flatten() {
-                let volume = volumes.iter().find(|v| v["name"] == mount["name"]).unwrap();
+                // A mount of no volume is a StatefulSet's claim.
+                let Some(volume) = volumes.iter().find(|v| v["name"] == mount["name"]) else {
+                    continue;
+                };
                 let Some(secret) = volume["secret"]["secretName"].as_str() else {
                     continue;
                 };
@@ -550,6 +789,10 @@ fn mounted_secrets(objects: &[Value], config_map: &str, root: &Path) -> Vec<Stri
                                 .unwrap();
                             std::fs::write(dir.join(key), bytes).unwrap();
                         }
+                    }
+                    // The peers' token, which the iroh relay guide has you make.
+                    None if secret == "meshdns-pkarr-peer" => {
+                        std::fs::write(dir.join("token"), "0123456789abcdef".repeat(4)).unwrap();
                     }
                     None => {
                         let cert =
