@@ -153,9 +153,9 @@ pub fn answer(
     // The writer stays where it is: passing it by value would copy its table each time.
     let reply = |w: &mut Writer<'_, '_>, flags: u16, rc: u16, truncated: bool| {
         if let Some(e) = edns {
-            // Cut to its question, a reply keeps the NSID only if both fit: a long name and a
-            // long NSID may not, in 512 bytes.
-            let nsid = nsid.filter(|_| !truncated || w.len() + wire::opt_len(nsid) <= limit);
+            // A reply keeps the NSID only if it fits: cut to its question, or an error reply
+            // to a long name, with a long NSID, may not in 512 bytes.
+            let nsid = nsid.filter(|_| w.len() + wire::opt_len(nsid) <= limit);
             w.put_opt(config.edns_payload, (rc >> 4) as u8, e.dnssec_ok, nsid);
         }
         w.finish(
@@ -584,5 +584,13 @@ mod tests {
         assert!(outcome.truncated);
         assert!(reply.ends_with(&opt(Some(NSID))));
         assert!(reply.len() <= 512);
+        // An error reply to the same long name (AXFR over UDP: REFUSED) leaves it out too.
+        let mut axfr = q.clone();
+        let at = 12 + long.len() + 1;
+        axfr[at..at + 2].copy_from_slice(&252u16.to_be_bytes());
+        let (outcome, reply) = ask(&catalog, &axfr, Transport::Udp, Some(text));
+        assert_eq!(outcome.rcode, rcode::REFUSED);
+        assert!(reply.ends_with(&opt(None)), "{} bytes", reply.len());
+        assert!(reply.len() <= 512, "{} bytes", reply.len());
     }
 }

@@ -60,6 +60,7 @@ impl PeerStore for PkarrPeers {
             epoch: page.epoch,
             head: page.head,
             entries: page.entries,
+            next: page.next,
         })
     }
 

@@ -403,21 +403,81 @@ impl PkarrStore {
         cursor: Option<(Epoch, u64)>,
     ) -> Vec<Result<(), PutError>> {
         let latest = horizon(self.config.max_future);
-        let mut waiting = Vec::with_capacity(items.len());
-        for (key, payload) in items {
-            let r = match client {
-                Some(ip) if !self.allow(ip, Instant::now()) => Err(PutError::RateLimited),
-                // Strictly older than what is stored: refused before the signature is checked
-                // (a catch-up over keys already here costs a lookup each).
-                _ => match (stamp_of(&payload), self.overlay.stamp(&key)) {
-                    (Some(new), Some(old)) if old > new && old <= latest => Err(PutError::Stale),
-                    _ => self.enqueue(&key, &payload, None, true).await,
-                },
-            };
-            waiting.push(r);
+        let mut results: Vec<Option<Result<(), PutError>>> = vec![None; items.len()];
+        let mut todo = Vec::with_capacity(items.len());
+        // Decided without a signature check: over the sender's rate, older than what is
+        // stored, or the very packet stored (a catch-up over keys already here, or the same
+        // packet from a second peer, costs a lookup each).
+        let read = self.db.begin_read().ok();
+        let packets = read.as_ref().and_then(|r| r.open_table(PACKETS).ok());
+        for (i, (key, payload)) in items.into_iter().enumerate() {
+            if let Some(ip) = client
+                && !self.allow(ip, Instant::now())
+            {
+                results[i] = Some(Err(PutError::RateLimited));
+                continue;
+            }
+            match (stamp_of(&payload), self.overlay.stamp(&key)) {
+                (Some(new), Some(old)) if old > new && old <= latest => {
+                    results[i] = Some(Err(PutError::Stale));
+                }
+                (Some(new), Some(old))
+                    if old == new
+                        && packets.as_ref().is_some_and(|t| {
+                            t.get(&key)
+                                .ok()
+                                .flatten()
+                                .is_some_and(|v| v.value() == payload.as_slice())
+                        }) =>
+                {
+                    results[i] = Some(Err(PutError::Same));
+                }
+                _ => todo.push((i, key, payload)),
+            }
         }
-        let mut cursor_kept = None;
+        drop(packets);
+        drop(read);
+        // Signatures checked off the async workers, on every core.
+        let verified = verify_all(todo, self.config.max_future).await;
+        let mut waiting = Vec::with_capacity(verified.len());
+        for (i, v) in verified {
+            match v {
+                // Only a sender with the token waits for room in the writer's queue (a peer
+                // sends a bounded number of batches at a time); anyone else gets Busy, as a
+                // publish would.
+                Ok(v) => match self.submit(v, client.is_none()).await {
+                    Ok(done) => waiting.push((i, done)),
+                    Err(e) => results[i] = Some(Err(e)),
+                },
+                Err(e) => results[i] = Some(Err(e)),
+            }
+        }
+        for (i, done) in waiting {
+            results[i] =
+                Some(done.await.unwrap_or_else(|_| {
+                    Err(PutError::Io("the store's writer has stopped".into()))
+                }));
+        }
+        let results: Vec<Result<(), PutError>> = results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(PutError::Io("not decided".into()))))
+            .collect();
+        for r in &results {
+            match r {
+                Ok(()) => {
+                    self.counters.accepted.fetch_add(1, Relaxed);
+                    self.counters.replicated.fetch_add(1, Relaxed);
+                }
+                Err(e) => self.counters.reject(e),
+            }
+        }
+        // The cursor moves only past packets that are here (or lost to a winner, or could
+        // never be stored): a failed write is read again next time.
+        let failed = results
+            .iter()
+            .any(|r| matches!(r, Err(PutError::Io(_) | PutError::Busy)));
         if let Some((epoch, seq)) = cursor
+            && !failed
             && let Some(jobs) = &self.jobs
         {
             let (reply, done) = tokio::sync::oneshot::channel();
@@ -426,28 +486,8 @@ impl PkarrStore {
                 .await
                 .is_ok()
             {
-                cursor_kept = Some(done);
+                let _ = done.await;
             }
-        }
-        let mut results = Vec::with_capacity(waiting.len());
-        for w in waiting {
-            let r = match w {
-                Ok(done) => done
-                    .await
-                    .unwrap_or_else(|_| Err(PutError::Io("the store's writer has stopped".into()))),
-                Err(e) => Err(e),
-            };
-            match &r {
-                Ok(()) => {
-                    self.counters.accepted.fetch_add(1, Relaxed);
-                    self.counters.replicated.fetch_add(1, Relaxed);
-                }
-                Err(e) => self.counters.reject(e),
-            }
-            results.push(r);
-        }
-        if let Some(done) = cursor_kept {
-            let _ = done.await;
         }
         results
     }
@@ -510,8 +550,7 @@ impl PkarrStore {
     }
 
     /// Verifies a publish and queues it for the writer, which will answer on the receiver.
-    /// When the queue is full, a client's publish gets [`PutError::Busy`] at once, and a
-    /// replicated one (`wait`) waits: a peer sends a bounded number of batches at a time.
+    /// When the queue is full, a client's publish gets [`PutError::Busy`] at once.
     async fn enqueue(
         &self,
         key: &Key,
@@ -519,33 +558,36 @@ impl PkarrStore {
         if_match: Option<u64>,
         wait: bool,
     ) -> Result<tokio::sync::oneshot::Receiver<Result<(), PutError>>, PutError> {
-        let id = meshdns_iroh::EndpointId::from_bytes(key)
-            .map_err(|e| PutError::Key(format!("not an ed25519 public key: {e}")))?;
-        let packet = SignedPacket::from_relay_payload(&id, body).map_err(PutError::Payload)?;
-        let latest = horizon(self.config.max_future);
-        if packet.timestamp_us > latest {
-            return Err(PutError::Future {
-                timestamp_us: packet.timestamp_us,
-                max_future: self.config.max_future,
-            });
-        }
+        let mut v = verify(key, body, self.config.max_future)?;
+        v.if_match = if_match;
         // Refused here already when it cannot win: saves the writer a lookup and a commit.
         // (The same timestamp goes on: the writer compares the packets.)
+        let latest = horizon(self.config.max_future);
         if if_match.is_none()
             && self
                 .overlay
                 .stamp(key)
-                .is_some_and(|t| t != packet.timestamp_us && stale(t, packet.timestamp_us, latest))
+                .is_some_and(|t| t != v.timestamp_us && stale(t, v.timestamp_us, latest))
         {
             return Err(PutError::Stale);
         }
+        self.submit(v, wait).await
+    }
+
+    /// Queues a verified publish for the writer; when the queue is full, waits (`wait`) or
+    /// answers [`PutError::Busy`].
+    async fn submit(
+        &self,
+        v: Verified,
+        wait: bool,
+    ) -> Result<tokio::sync::oneshot::Receiver<Result<(), PutError>>, PutError> {
         let (reply, done) = tokio::sync::oneshot::channel();
         let job = Job::Put(Put {
-            key: *key,
-            published: packet.published(),
-            timestamp_us: packet.timestamp_us,
-            payload: packet.payload().to_vec(),
-            if_match,
+            key: v.key,
+            published: v.published,
+            timestamp_us: v.timestamp_us,
+            payload: v.payload,
+            if_match: v.if_match,
             reply,
         });
         let jobs = self.jobs.as_ref().ok_or(PutError::Busy)?;
@@ -561,6 +603,7 @@ impl PkarrStore {
             }
         }
     }
+
     /// Queues `job`, waiting while the queue is full.
     async fn send(&self, jobs: &SyncSender<Job>, mut job: Job) -> Result<(), PutError> {
         loop {
@@ -660,6 +703,65 @@ impl Drop for PkarrStore {
             let _ = t.join();
         }
     }
+}
+
+/// A publish whose signature, records and date were checked.
+struct Verified {
+    key: Key,
+    payload: Vec<u8>,
+    timestamp_us: u64,
+    published: Published,
+    if_match: Option<u64>,
+}
+
+/// Checks a relay payload for `key` as a publish is checked: the signature, the records, the
+/// date against `max_future`.
+fn verify(key: &Key, body: &[u8], max_future: Duration) -> Result<Verified, PutError> {
+    let id = meshdns_iroh::EndpointId::from_bytes(key)
+        .map_err(|e| PutError::Key(format!("not an ed25519 public key: {e}")))?;
+    let packet = SignedPacket::from_relay_payload(&id, body).map_err(PutError::Payload)?;
+    if packet.timestamp_us > horizon(max_future) {
+        return Err(PutError::Future {
+            timestamp_us: packet.timestamp_us,
+            max_future,
+        });
+    }
+    Ok(Verified {
+        key: *key,
+        published: packet.published(),
+        timestamp_us: packet.timestamp_us,
+        payload: packet.payload().to_vec(),
+        if_match: None,
+    })
+}
+
+/// [`verify`] for many, on the blocking pool, one chunk per core; results with their index.
+async fn verify_all(
+    items: Vec<(usize, Key, Vec<u8>)>,
+    max_future: Duration,
+) -> Vec<(usize, Result<Verified, PutError>)> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let per = items.len().div_ceil(cores).max(64);
+    let mut items = items;
+    let mut tasks = Vec::new();
+    while !items.is_empty() {
+        let rest = items.split_off(items.len().min(per));
+        let chunk = std::mem::replace(&mut items, rest);
+        tasks.push(tokio::task::spawn_blocking(move || {
+            chunk
+                .into_iter()
+                .map(|(i, key, body)| (i, verify(&key, &body, max_future)))
+                .collect::<Vec<_>>()
+        }));
+    }
+    let mut out = Vec::new();
+    for t in tasks {
+        match t.await {
+            Ok(v) => out.extend(v),
+            Err(e) => error!(error = %e, "pkarr verification task failed"),
+        }
+    }
+    out
 }
 
 /// The timestamp in a relay payload (after the 64-byte signature).
@@ -1139,14 +1241,14 @@ mod tests {
         }
         let all = store.changes_after(0, usize::MAX).unwrap();
         assert_eq!((all.epoch, all.head, all.entries.len()), (epoch, 5, 5));
-        assert!(all.complete(0));
+        assert!(all.complete());
         let seqs: Vec<u64> = all.entries.iter().map(|e| e.0).collect();
         assert_eq!(seqs, [1, 2, 3, 4, 5]);
         // Pages: at least one entry each, resumed from the last one's number.
         let page = store.changes_after(0, 1).unwrap();
         assert_eq!(page.entries.len(), 1);
-        assert!(!page.complete(0));
-        assert_eq!(page.next(0), 1);
+        assert!(!page.complete());
+        assert_eq!(page.next, 1);
         // A key published again moves to the end of the log; nothing else is repeated.
         let again = payload_at(&secrets[1], "addr=192.0.2.9:9", t + 100);
         store

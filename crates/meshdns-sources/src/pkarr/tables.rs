@@ -181,18 +181,15 @@ pub struct ChangePage {
     pub head: u64,
     /// Sequence number, key and payload of each changed key, in order.
     pub entries: Vec<(u64, Key, Vec<u8>)>,
+    /// Where the next page starts: the last number this page read (entries left out, such as
+    /// those dated beyond the bound, included), or `head` when it reached the end.
+    pub next: u64,
 }
 
 impl ChangePage {
-    /// Where the next page starts: the last entry's number, or `head` when this page ends the
-    /// log.
-    pub fn next(&self, after: u64) -> u64 {
-        self.entries.last().map_or(self.head.max(after), |e| e.0)
-    }
-
     /// Whether the log ends with this page.
-    pub fn complete(&self, after: u64) -> bool {
-        self.next(after) >= self.head
+    pub fn complete(&self) -> bool {
+        self.next >= self.head
     }
 }
 
@@ -218,6 +215,7 @@ pub(super) fn changes_after(
         epoch,
         head,
         entries: Vec::new(),
+        next: head.max(after),
     };
     let mut bytes = 0;
     for entry in changes.range(after.saturating_add(1)..)? {
@@ -230,6 +228,7 @@ pub(super) fn changes_after(
         bytes += payload.len() + 42;
         page.entries.push((seq.value(), key, payload));
         if bytes >= max_bytes {
+            page.next = seq.value();
             break;
         }
     }
