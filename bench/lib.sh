@@ -37,12 +37,13 @@ start_server() {
     kill -0 "$PID" 2> /dev/null || { echo "$name did not start: $dir/out.log" >&2; return 1; }
     if [ "$name" = reflector ]; then
       # The reflector answers with the question echoed: any reply will do.
-      dig @127.0.0.1 -p "$PORT" +tries=1 +time=1 bench.test. SOA > /dev/null 2>&1 && return 0
+      dig @127.0.0.1 -p "$PORT" +tries=1 +time=1 bench.test. SOA 2> /dev/null | grep -q 'status: NOERROR' && return 0
     else
-      # The mix's first query answered with data: the zone file is loaded (with --pkarr over
-      # the zone, its SOA is answered before the file is).
+      # The mix's first query answered with data: the zone file is loaded. (dig prints its
+      # errors, "connection refused" included, on stdout too: only a line that is not a
+      # comment is an answer.)
       # shellcheck disable=SC2046 # NAME TYPE
-      dig @127.0.0.1 -p "$PORT" +short +tries=1 +time=1 $(head -n 1 "$DATA/queries.txt") 2> /dev/null | grep -q . && return 0
+      dig @127.0.0.1 -p "$PORT" +short +tries=1 +time=1 $(head -n 1 "$DATA/queries.txt") 2> /dev/null | grep -q '^[^;]' && return 0
     fi
     sleep 0.2
   done

@@ -293,24 +293,30 @@ fn key_names(keys: &[Key]) -> String {
     names.join(", ")
 }
 
+/// The bytes of the file at `path` that `flag` names. Regular files only: a FIFO in its
+/// place would block start-up forever.
+fn read_regular(path: &std::path::Path, flag: &str, what: &str) -> Result<Vec<u8>, String> {
+    let cannot = |e: &dyn std::fmt::Display| format!("{flag}: cannot read {}: {e}", path.display());
+    if !std::fs::metadata(path).map_err(|e| cannot(&e))?.is_file() {
+        return Err(cannot(&format!(
+            "not a regular file; the {what} must be a regular file or a symlink to one"
+        )));
+    }
+    std::fs::read(path).map_err(|e| cannot(&e))
+}
+
 /// The keys of `--tsig-keys`, read and parsed.
 fn tsig_keys(settings: &ServeConfig) -> Result<Vec<Key>, String> {
     let Some(path) = &settings.tsig_keys else {
         return Ok(Vec::new());
     };
-    let cannot = |e: &dyn std::fmt::Display| {
+    let bytes = read_regular(path, "--tsig-keys (tsigKeys)", "key file")?;
+    let text = String::from_utf8(bytes).map_err(|e| {
         format!(
             "--tsig-keys (tsigKeys): cannot read {}: {e}",
             path.display()
         )
-    };
-    // A FIFO in the key file's place would block start-up forever: regular files only.
-    if !std::fs::metadata(path).map_err(|e| cannot(&e))?.is_file() {
-        return Err(cannot(
-            &"not a regular file; the key file must be a regular file or a symlink to one",
-        ));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| cannot(&e))?;
+    })?;
     meshdns_xfr::parse_key_file(&path.display().to_string(), &text)
         .map_err(|e| format!("--tsig-keys (tsigKeys): {e}"))
 }
@@ -547,23 +553,16 @@ fn replication(
                 .into(),
         );
     };
-    let cannot = |e: &dyn std::fmt::Display| {
-        format!(
-            "--pkarr-peer-token-file (pkarrPeerTokenFile): cannot read {}: {e}",
-            path.display()
-        )
-    };
-    // A FIFO in the file's place would block start-up: regular files only.
-    if !std::fs::metadata(path).map_err(|e| cannot(&e))?.is_file() {
-        return Err(cannot(
-            &"not a regular file; the token file must be a regular file or a symlink to one",
-        ));
-    }
-    let bytes = std::fs::read(path).map_err(|e| cannot(&e))?;
+    let bytes = read_regular(
+        path,
+        "--pkarr-peer-token-file (pkarrPeerTokenFile)",
+        "token file",
+    )?;
     let token = String::from_utf8_lossy(&bytes).trim().to_string();
     if token.len() < 16 || !token.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(cannot(
-            &"the token must be at least 16 visible ASCII characters (openssl rand -hex 32)",
+        return Err(format!(
+            "--pkarr-peer-token-file (pkarrPeerTokenFile): {}: the token must be at least 16 visible ASCII characters (openssl rand -hex 32)",
+            path.display()
         ));
     }
     let mut config = meshdns_server::replicate::ReplicationConfig::new(token.into_bytes());

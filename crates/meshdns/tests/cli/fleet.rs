@@ -10,6 +10,7 @@ use iroh_base::SecretKey;
 use iroh_dns::dns::DnsResolver;
 use iroh_dns::endpoint_info::EndpointInfo;
 
+use crate::pkarr::{resigned, signed};
 use crate::secondaries::free_port;
 use crate::*;
 
@@ -70,26 +71,6 @@ impl Fleet {
         args.extend_from_slice(extra);
         Meshdns::serve(&args)
     }
-}
-
-/// A relay payload signed by `secret` now, holding the address 192.0.2.1:`port`.
-fn signed(secret: &SecretKey, port: u16) -> Vec<u8> {
-    EndpointInfo::new(secret.public())
-        .with_ip_addrs(vec![SocketAddr::from(([192, 0, 2, 1], port))])
-        .to_pkarr_signed_packet(secret, 30)
-        .unwrap()
-        .to_relay_payload()
-}
-
-/// `payload`'s DNS message signed by `secret` at `stamp`.
-fn resigned(secret: &SecretKey, payload: &[u8], stamp: u64) -> Vec<u8> {
-    let message = &payload[72..];
-    let mut signable = format!("3:seqi{stamp}e1:v{}:", message.len()).into_bytes();
-    signable.extend_from_slice(message);
-    let mut out = secret.sign(&signable).to_bytes().to_vec();
-    out.extend_from_slice(&stamp.to_be_bytes());
-    out.extend_from_slice(message);
-    out
 }
 
 fn put(addr: SocketAddr, secret: &SecretKey, payload: &[u8]) -> u16 {

@@ -244,7 +244,7 @@ async fn a_records_file_takes_precedence_over_a_pkarr_publish_for_the_same_name(
 }
 
 /// A relay payload signed by `secret` now, holding the address 192.0.2.1:`port`.
-fn signed(secret: &SecretKey, port: u16) -> Vec<u8> {
+pub(crate) fn signed(secret: &SecretKey, port: u16) -> Vec<u8> {
     EndpointInfo::new(secret.public())
         .with_ip_addrs(vec![SocketAddr::from(([192, 0, 2, 1], port))])
         .to_pkarr_signed_packet(secret, 30)
@@ -427,8 +427,13 @@ fn acknowledged_publishes_survive_kill_9() {
 /// `signed`, re-signed as if published `age` ago.
 fn signed_ago(secret: &SecretKey, port: u16, age: std::time::Duration) -> Vec<u8> {
     let now = signed(secret, port);
-    let message = &now[72..];
     let stamp = u64::from_be_bytes(now[64..72].try_into().unwrap()) - age.as_micros() as u64;
+    resigned(secret, &now, stamp)
+}
+
+/// `payload`'s DNS message signed by `secret` at `stamp`.
+pub(crate) fn resigned(secret: &SecretKey, payload: &[u8], stamp: u64) -> Vec<u8> {
+    let message = &payload[72..];
     let mut signable = format!("3:seqi{stamp}e1:v{}:", message.len()).into_bytes();
     signable.extend_from_slice(message);
     let mut out = secret.sign(&signable).to_bytes().to_vec();
