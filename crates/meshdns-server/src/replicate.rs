@@ -36,7 +36,7 @@ use std::fmt::Write as _;
 use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -195,8 +195,16 @@ impl ReplicationConfig {
 
 /// Publishes waiting for peers' acknowledgements.
 struct Ack {
-    got: AtomicUsize,
+    /// The replicas (by epoch) that hold it: one replica reached at two addresses (A and
+    /// AAAA records, a URL and a name) counts once.
+    got: Mutex<std::collections::HashSet<Epoch>>,
     done: Notify,
+}
+
+impl Ack {
+    fn count(&self) -> usize {
+        self.got.lock().expect("ack").len()
+    }
 }
 
 struct Entry {
@@ -504,7 +512,7 @@ impl Replicator {
         let need = self.config.ack_replicas;
         let ack = (need > 0).then(|| {
             Arc::new(Ack {
-                got: AtomicUsize::new(0),
+                got: Mutex::default(),
                 done: Notify::new(),
             })
         });
@@ -531,7 +539,7 @@ impl Replicator {
                 let notified = ack.done.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
-                if ack.got.load(Relaxed) >= need {
+                if ack.count() >= need {
                     return;
                 }
                 notified.await;
@@ -543,7 +551,7 @@ impl Replicator {
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
                     "stored on this replica, but {} of the {need} peers --pkarr-ack-replicas asks for confirmed it within --pkarr-ack-timeout ({:?}); it keeps replicating",
-                    ack.got.load(Relaxed),
+                    ack.count(),
                     self.config.ack_timeout
                 ),
             )),
@@ -583,7 +591,7 @@ impl Replicator {
                 continue;
             }
             match self.push(&peer, &batch).await {
-                Ok(results) => {
+                Ok((epoch, results)) => {
                     backoff = Duration::from_millis(100);
                     let mut pushed = peer.counters.pushed.lock().expect("counters");
                     for (e, r) in batch.iter().zip(results) {
@@ -591,7 +599,7 @@ impl Replicator {
                         if r.held() {
                             peer.counters.lag(e.queued.elapsed());
                             if let Some(ack) = &e.ack {
-                                ack.got.fetch_add(1, Relaxed);
+                                ack.got.lock().expect("ack").insert(epoch);
                                 ack.done.notify_waiters();
                             }
                         }
@@ -622,7 +630,8 @@ impl Replicator {
         }
     }
 
-    async fn push(&self, peer: &Peer, batch: &[Entry]) -> Result<Vec<Applied>, String> {
+    /// Sends `batch`; returns the answering replica's epoch and a result per packet.
+    async fn push(&self, peer: &Peer, batch: &[Entry]) -> Result<(Epoch, Vec<Applied>), String> {
         let req = hyper::Request::post(format!("{}/pkarr-peer/v1/push", peer.url))
             .header(header::CONTENT_TYPE, FRAME_TYPE)
             .header(header::AUTHORIZATION, self.bearer())
@@ -645,7 +654,12 @@ impl Replicator {
                 batch.len()
             ));
         }
-        Ok(body.iter().map(|b| Applied::from_byte(*b)).collect())
+        let epoch = headers
+            .get(EPOCH_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_hex)
+            .ok_or("no epoch header")?;
+        Ok((epoch, body.iter().map(|b| Applied::from_byte(*b)).collect()))
     }
 
     fn bearer(&self) -> String {
@@ -707,8 +721,10 @@ impl Replicator {
                         info!(peer = %peer.url, packets = fetched, elapsed_ms = started.elapsed().as_millis() as u64, "pkarr caught up with peer");
                     }
                 }
-                Err(e) => {
-                    peer.unreachable.store(true, Relaxed);
+                Err((reached, e)) => {
+                    // Only a peer that did not answer at all is unreachable (start-up stops
+                    // waiting for it); one that failed midway is still to be read.
+                    peer.unreachable.store(!reached, Relaxed);
                     peer.counters.catchup_failures.fetch_add(1, Relaxed);
                     debug!(peer = %peer.url, error = %e, "pkarr catch-up failed");
                 }
@@ -730,10 +746,14 @@ impl Replicator {
     }
 
     /// Reads the peer's change log from our cursor for it to its head; returns how many
-    /// packets it stored here.
-    async fn catch_up(&self, peer: &Peer) -> Result<u64, String> {
+    /// packets it stored here, or the error and whether the peer answered at all.
+    async fn catch_up(&self, peer: &Peer) -> Result<u64, (bool, String)> {
         // Its epoch and head first (an empty page), then our cursor for that epoch.
-        let first = self.page(peer, u64::MAX).await?;
+        let first = self.page(peer, u64::MAX).await.map_err(|e| (false, e))?;
+        self.read_log(peer, first).await.map_err(|e| (true, e))
+    }
+
+    async fn read_log(&self, peer: &Peer, first: Page) -> Result<u64, String> {
         if first.epoch == self.epoch {
             self.found_self(peer);
             return Ok(0);

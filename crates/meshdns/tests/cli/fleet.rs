@@ -525,3 +525,39 @@ fn silent_and_flooding_peers_stall_neither_publishes_nor_readiness() {
     assert!(errors >= 1, "{metrics}");
     assert_eq!(http_get(addr, "/healthz").0, 200);
 }
+
+/// One replica named twice (an address and a name for it) is one acknowledgement: two are
+/// asked for, so the publish is answered 503 after the timeout.
+#[test]
+fn one_replica_reached_twice_acknowledges_once() {
+    let fleet = Fleet::new(2);
+    let b = fleet.start(1, &[]);
+    let twice = format!("http://localhost:{}", fleet.ports[1]);
+    let a = fleet.start(
+        0,
+        &[
+            "--pkarr-peer",
+            &twice,
+            "--pkarr-ack-replicas",
+            "2",
+            "--pkarr-ack-timeout",
+            "1s",
+        ],
+    );
+    let s = SecretKey::generate();
+    let (status, _, body) = http(
+        a.http.unwrap(),
+        "PUT",
+        &format!("/pkarr/{}", s.public().to_z32()),
+        None,
+        &signed(&s, 3),
+    );
+    assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
+    assert!(
+        String::from_utf8_lossy(&body).contains("1 of the 2"),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    // It did reach b, through both names.
+    eventually("b holds it", || stored(b.http.unwrap(), &s).is_some());
+}
