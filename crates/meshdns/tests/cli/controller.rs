@@ -80,13 +80,7 @@ async fn renewed(fake: &FakeKube, namespace: &str, name: &str) {
     assert!(later.is_some(), "{namespace}/{name}: never renewed");
 }
 
-pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub(crate) use crate::secondaries::free_port;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_iroh_publishes_and_stops_cleanly() {

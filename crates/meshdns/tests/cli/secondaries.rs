@@ -9,9 +9,17 @@ use crate::*;
 
 /// A port free for both UDP and TCP on 127.0.0.1 (for a server we start and tell the port).
 pub fn free_port() -> u16 {
+    // Below the kernel's ephemeral range (32768 and up by default): a port the tests pick here
+    // and bind a moment later cannot meanwhile be handed to some other test's `bind(..:0)`,
+    // only to another pick, one chance in 12,000.
+    use std::hash::{BuildHasher, Hasher};
     loop {
-        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = tcp.local_addr().unwrap().port();
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        let port = 20_000 + (h.finish() % 12_000) as u16;
+        let Ok(_tcp) = std::net::TcpListener::bind(("127.0.0.1", port)) else {
+            continue;
+        };
         if std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }
