@@ -254,7 +254,8 @@ impl Server {
 /// the rest is still being written, and a slow client holds back the writing (not memory).
 /// Each write is bounded ([`Bounded`]): a client that stops reading ends its transfer after the
 /// idle timeout, and is sheddable meanwhile. At most `--xfr-max-concurrent` run at once (each
-/// holds a slot until its builder thread is done); past it the request is REFUSED. Returns the
+/// holds a slot until its builder thread is done); past it the request waits up to
+/// [`xfr::SLOT_WAIT`] for one, then is REFUSED. Returns the
 /// first message's header (for the rcode counted), or `None` when the request was not a
 /// transfer after all.
 async fn transfer<W: AsyncWrite + Unpin>(
@@ -264,7 +265,7 @@ async fn transfer<W: AsyncWrite + Unpin>(
     writer: &mut BufWriter<W>,
     bounded: &Bounded<'_>,
 ) -> io::Result<Option<Vec<u8>>> {
-    let Some(slot) = t.slot() else {
+    let Some(slot) = t.slot().await else {
         let Some(reply) = t.refuse_busy(request, peer) else {
             return Ok(None);
         };

@@ -41,6 +41,9 @@ const KINDS: [(Kind, &str); 4] = [
     (Kind::UpToDate, "up_to_date"),
 ];
 const REFUSALS: [&str; 5] = ["refused", "notauth", "tsig", "formerr", "busy"];
+
+/// How long a transfer request waits for a slot at `--xfr-max-concurrent` before REFUSED.
+pub const SLOT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// The index in [`REFUSALS`] of a transfer refused at `--xfr-max-concurrent`.
 const BUSY: usize = 4;
 
@@ -83,9 +86,15 @@ impl Transfers {
         }
     }
 
-    /// A slot for one more transfer out, or `None` at `--xfr-max-concurrent`.
-    pub fn slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        self.slots.clone().try_acquire_owned().ok()
+    /// A slot for one more transfer out, or `None` at `--xfr-max-concurrent` for [`SLOT_WAIT`]:
+    /// a transfer whose client was shed or stopped reading gives its slot back a moment after
+    /// its connection goes, and the request that shed it should not be refused for that.
+    pub async fn slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let slots = self.slots.clone();
+        tokio::time::timeout(SLOT_WAIT, slots.acquire_owned())
+            .await
+            .ok()?
+            .ok()
     }
 
     /// REFUSED for a transfer request that found no slot (counted; logged, throttled).
