@@ -74,8 +74,14 @@ impl Fleet {
 }
 
 fn put(addr: SocketAddr, secret: &SecretKey, payload: &[u8]) -> u16 {
+    put_answer(addr, secret, payload).0
+}
+
+/// A publish's status and the body it was answered with.
+fn put_answer(addr: SocketAddr, secret: &SecretKey, payload: &[u8]) -> (u16, String) {
     let path = format!("/pkarr/{}", secret.public().to_z32());
-    http(addr, "PUT", &path, None, payload).0
+    let (status, _, body) = http(addr, "PUT", &path, None, payload);
+    (status, String::from_utf8_lossy(&body).into_owned())
 }
 
 fn stored(addr: SocketAddr, secret: &SecretKey) -> Option<Vec<u8>> {
@@ -446,15 +452,9 @@ fn acknowledged_by_a_peer_survives_the_loss_of_the_replica() {
         ],
     );
     let s = SecretKey::generate();
-    let (status, _, body) = http(
-        a.http.unwrap(),
-        "PUT",
-        &format!("/pkarr/{}", s.public().to_z32()),
-        None,
-        &signed(&s, 9),
-    );
-    assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
-    assert!(String::from_utf8_lossy(&body).contains("--pkarr-ack-replicas"));
+    let (status, body) = put_answer(a.http.unwrap(), &s, &signed(&s, 9));
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("--pkarr-ack-replicas"), "{body}");
     assert!(stored(a.http.unwrap(), &s).is_some());
 }
 
@@ -545,19 +545,9 @@ fn one_replica_reached_twice_acknowledges_once() {
         ],
     );
     let s = SecretKey::generate();
-    let (status, _, body) = http(
-        a.http.unwrap(),
-        "PUT",
-        &format!("/pkarr/{}", s.public().to_z32()),
-        None,
-        &signed(&s, 3),
-    );
-    assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
-    assert!(
-        String::from_utf8_lossy(&body).contains("1 of the 2"),
-        "{}",
-        String::from_utf8_lossy(&body)
-    );
+    let (status, body) = put_answer(a.http.unwrap(), &s, &signed(&s, 3));
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("1 of the 2"), "{body}");
     // It did reach b, through both names.
     eventually("b holds it", || stored(b.http.unwrap(), &s).is_some());
 }
