@@ -16,6 +16,9 @@
 #                C started again: time from start to /readyz 200 (caught up with A and B), and
 #                to C answering the last of them
 #   4. RSS of each replica, and the data directories' sizes
+#   5. iroh-dns-server (one instance, no replication; IROH=path, found on PATH or in
+#      ~/.cargo/bin, skipped when absent) on one core: the same fill and the same stream (the
+#      same packets), CPU per publish of each
 # Results: $OUT/pkarr_fleet_N.txt (default OUT=/tmp/meshdns-bench-out).
 #
 # Needs: cargo build --release -p meshdns --bin meshdns --example pkarr_load -p meshdns-sources;
@@ -33,6 +36,7 @@ LOAD=${LOAD:-$TARGET/release/examples/pkarr_load}
 DATA=${DATA:-/tmp/meshdns-bench-data/pkarr}
 RUN=${RUN:-/tmp/meshdns-bench-run/fleet}
 OUT=${OUT:-/tmp/meshdns-bench-out}
+IROH=${IROH:-$(command -v iroh-dns-server || echo "$HOME/.cargo/bin/iroh-dns-server")}
 mkdir -p "$DATA" "$OUT"
 RESULT="$OUT/pkarr_fleet_$N.txt"
 : > "$RESULT"
@@ -137,3 +141,20 @@ say "missing:   $(taskset -c 1 "$LOAD" missing "$DATA/fleet_missed.bin" "127.0.0
 
 # 4. memory and disk
 for i in 0 1 2; do say "rss ${NAMES[$i]}:     $(rss_mib "$i") MiB, disk $(du -sh "$RUN/${NAMES[$i]}" | cut -f1)"; done
+
+# 5. iroh-dns-server alone on the same packets
+for i in 0 1 2; do stop "$i"; done
+if [ -x "$IROH" ]; then
+  mkdir -p "$RUN/iroh"
+  sed -e "s#@RUN@#$RUN/iroh#g" "$HERE/conf/iroh-dns-server.toml" > "$RUN/iroh.toml"
+  TOKIO_WORKER_THREADS=1 RUST_LOG=warn taskset -c 0 "$IROH" -c "$RUN/iroh.toml" > "$RUN/iroh.log" 2>&1 &
+  ipid=$!
+  until curl -s -o /dev/null "http://127.0.0.1:5380/healthz"; do sleep 0.05; done
+  say "iroh-dns-server $("$IROH" --version 2> /dev/null | head -1), alone, on core 0:"
+  say "iroh fill:   $(taskset -c 1 "$LOAD" put "$DATA/v1_$N.bin" 127.0.0.1:5380 127.0.0.1:5305 bench.test. --conns 64 --pid "$ipid")"
+  say "iroh stream: $(taskset -c 1 "$LOAD" put "$DATA/fleet_stream.bin" 127.0.0.1:5380 127.0.0.1:5305 bench.test. --rate "$RATE" --conns 64 --pid "$ipid")"
+  say "iroh rss:    $(( $(awk '/VmRSS/{print $2}' "/proc/$ipid/status") / 1024 )) MiB, disk $(du -sh "$RUN/iroh" | cut -f1)"
+  kill "$ipid"; wait "$ipid" 2> /dev/null || true
+else
+  say "iroh-dns-server: not found (IROH=$IROH); step 5 skipped"
+fi

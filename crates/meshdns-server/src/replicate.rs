@@ -10,8 +10,11 @@
 //! - **Push.** A publish acknowledged here (durable) is queued for every peer (a bounded
 //!   queue each, never blocking the publisher) and sent in batches of up to [`PUSH_BYTES`]
 //!   over one persistent HTTP/2 connection per peer: `POST /pkarr-peer/v1/push`, frames of
-//!   `key(32) ‖ length(u16) ‖ relay payload`, answered with one result byte per frame after the
-//!   receiver's commit. A received packet is never pushed on (only client publishes are).
+//!   `key(32) ‖ sequence(u64) ‖ length(u16) ‖ relay payload` (the sequence number the sender
+//!   stored it under), answered with one result byte per frame after the receiver's commit. A
+//!   received packet is never pushed on (only client publishes are). Publishes gather for up
+//!   to [`ReplicationConfig::push_window`] (one request and one commit on the peer per window
+//!   in a steady stream); one waiting for acknowledgements goes at once.
 //! - **Catch-up.** Each replica numbers its changes (the store's change log); a peer reads
 //!   `GET /pkarr-peer/v1/changes?after=S` page by page and keeps, with the packets, how far it
 //!   read (its cursor for that replica's epoch). A replica that was down or partitioned reads
@@ -19,6 +22,12 @@
 //!   peer's disk went back (the cursor beyond the peer's head) reads that peer again from the
 //!   start. This runs at start and every [`ReplicationConfig::catchup_interval`], which bounds
 //!   how long a lost push leaves replicas apart.
+//! - **Origins.** Every entry of a log carries where the packet was first taken (that
+//!   replica's epoch and sequence number there; a packet a replica took itself is its own
+//!   origin). A reader sends how far it read each replica (`&have=epoch:seq,…`, its cursors,
+//!   and its own epoch as read to the end), and the page leaves out what it holds by those: a
+//!   replica reading its second peer after its first does not fetch the first's packets
+//!   again, and never fetches back its own. At start, peers are read one after the other.
 //! - **Readiness.** Until a catch-up reached the head of at least one peer, and every other
 //!   peer either did too or could not be reached, `/readyz` says not ready (at most
 //!   [`ReplicationConfig::catchup_wait`]): a replica that is new or lost its disk does not
@@ -59,7 +68,6 @@ pub type Epoch = [u8; 16];
 /// The largest push request body (the HTTP listeners read at most [`crate::http::MAX_BODY`]).
 pub const PUSH_BYTES: usize = 60 * 1024;
 /// How long a push waits after the first publish queued, for more to send with it.
-const PUSH_GATHER: Duration = Duration::from_millis(5);
 /// A catch-up page, at most about this many bytes of packets.
 pub const PAGE_BYTES: usize = 4 << 20;
 /// Header naming the replica that answered (hex of its epoch).
@@ -118,7 +126,14 @@ impl Applied {
 }
 
 /// One change of a replica's log: its number, the key and the relay payload.
-pub type Change = (u64, [u8; 32], Vec<u8>);
+/// Where a packet was first taken: that replica's epoch and its sequence number there.
+pub type Origin = (Epoch, u64);
+
+/// How far a reader read each replica (its own epoch: `u64::MAX`).
+pub type Have = HashMap<Epoch, u64>;
+
+/// A log entry: sequence number here, key, relay payload, origin.
+pub type Change = (u64, [u8; 32], Vec<u8>, Origin);
 
 /// One page of a replica's change log.
 #[derive(Debug, Clone, Default)]
@@ -143,11 +158,13 @@ pub trait PeerStore: Send + Sync + 'static {
     fn put_replicated(
         &self,
         client: Option<IpAddr>,
-        items: Vec<([u8; 32], Vec<u8>)>,
+        items: Vec<([u8; 32], Vec<u8>, Option<Origin>)>,
         cursor: Option<(Epoch, u64)>,
     ) -> Pin<Box<dyn Future<Output = Vec<Applied>> + Send + '_>>;
-    /// The changes after `after`, one page (blocking).
-    fn changes_after(&self, after: u64, max_bytes: usize) -> std::io::Result<Page>;
+    /// The changes after `after` the reader does not hold by `have`, one page (blocking).
+    fn changes_after(&self, after: u64, max_bytes: usize, have: &Have) -> std::io::Result<Page>;
+    /// How far this replica read each peer, and its own epoch (blocking).
+    fn have(&self) -> std::io::Result<Have>;
     /// How far the peer with `epoch` has been read (blocking).
     fn cursor(&self, epoch: &Epoch) -> std::io::Result<u64>;
 }
@@ -174,6 +191,8 @@ pub struct ReplicationConfig {
     pub resolve_every: Duration,
     /// Packets queued per peer, at most; more are dropped (and caught up later).
     pub queue: usize,
+    /// How long a publish may wait for others to go with it to a peer (`--pkarr-push-window`).
+    pub push_window: Duration,
 }
 
 impl ReplicationConfig {
@@ -189,6 +208,7 @@ impl ReplicationConfig {
             catchup_interval: Duration::from_secs(30),
             resolve_every: Duration::from_secs(5),
             queue: 65_536,
+            push_window: Duration::from_millis(20),
         }
     }
 }
@@ -209,9 +229,48 @@ impl Ack {
 
 struct Entry {
     key: [u8; 32],
+    /// The sequence number it was stored under here.
+    seq: u64,
     payload: Bytes,
     queued: Instant,
     ack: Option<Arc<Ack>>,
+}
+
+/// What the push loop does next with a peer's queue.
+enum Next {
+    /// Send these now.
+    Send(Vec<Entry>),
+    /// Nothing is due before this instant.
+    At(Instant),
+    /// The queue is empty.
+    Idle,
+}
+
+/// Takes the next batch off `q` if one is due: a full request's worth ([`PUSH_BYTES`]), a
+/// publish that waits for acknowledgements, or an oldest entry queued `window` ago. Until
+/// then publishes gather, so a steady stream goes in requests of `window` worth of publishes
+/// (one commit each on the peer) instead of one request per round trip.
+fn take_batch(q: &mut VecDeque<Entry>, now: Instant, window: Duration) -> Next {
+    let Some(front) = q.front() else {
+        return Next::Idle;
+    };
+    let due = front.queued + window;
+    let (mut size, mut n, mut full, mut urgent) = (0, 0, false, false);
+    for e in q.iter() {
+        let frame = 42 + e.payload.len();
+        if n > 0 && size + frame > PUSH_BYTES {
+            full = true;
+            break;
+        }
+        size += frame;
+        n += 1;
+        urgent |= e.ack.is_some();
+    }
+    if full || urgent || now >= due {
+        Next::Send(q.drain(..n).collect())
+    } else {
+        Next::At(due)
+    }
 }
 
 /// Replication latency buckets (seconds): from the local commit to the peer's answer.
@@ -318,34 +377,40 @@ fn token_matches(presented: &[u8], ours: &[u8]) -> bool {
         == 0
 }
 
-/// Frames of a push body: `key(32) ‖ length(u16) ‖ payload`, or `None` when malformed.
-pub fn decode_push(mut body: &[u8]) -> Option<Vec<([u8; 32], Vec<u8>)>> {
+/// Frames of a push body: `key(32) ‖ sequence(u64) ‖ length(u16) ‖ payload`, or `None` when
+/// malformed.
+pub fn decode_push(mut body: &[u8]) -> Option<Vec<([u8; 32], u64, Vec<u8>)>> {
     let mut out = Vec::new();
     while !body.is_empty() {
         let key: [u8; 32] = body.get(..32)?.try_into().ok()?;
-        let len = usize::from(u16::from_be_bytes(body.get(32..34)?.try_into().ok()?));
-        out.push((key, body.get(34..34 + len)?.to_vec()));
-        body = &body[34 + len..];
+        let seq = u64::from_be_bytes(body.get(32..40)?.try_into().ok()?);
+        let len = usize::from(u16::from_be_bytes(body.get(40..42)?.try_into().ok()?));
+        out.push((key, seq, body.get(42..42 + len)?.to_vec()));
+        body = &body[42 + len..];
     }
     Some(out)
 }
 
 fn encode_push(entries: &[Entry]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(entries.iter().map(|e| 34 + e.payload.len()).sum());
+    let mut out = Vec::with_capacity(entries.iter().map(|e| 42 + e.payload.len()).sum());
     for e in entries {
         out.extend_from_slice(&e.key);
+        out.extend_from_slice(&e.seq.to_be_bytes());
         out.extend_from_slice(&(e.payload.len() as u16).to_be_bytes());
         out.extend_from_slice(&e.payload);
     }
     out
 }
 
-/// A page's body: `change(u64) ‖ key(32) ‖ length(u16) ‖ payload` per entry.
+/// A page's body: `change(u64) ‖ key(32) ‖ origin epoch(16) ‖ origin sequence(u64) ‖
+/// length(u16) ‖ payload` per entry.
 pub fn encode_page(page: &Page) -> Vec<u8> {
     let mut out = Vec::new();
-    for (seq, key, payload) in &page.entries {
+    for (seq, key, payload, (epoch, origin_seq)) in &page.entries {
         out.extend_from_slice(&seq.to_be_bytes());
         out.extend_from_slice(key);
+        out.extend_from_slice(epoch);
+        out.extend_from_slice(&origin_seq.to_be_bytes());
         out.extend_from_slice(&(payload.len() as u16).to_be_bytes());
         out.extend_from_slice(payload);
     }
@@ -358,11 +423,43 @@ pub fn decode_page(mut body: &[u8]) -> Option<Vec<Change>> {
     while !body.is_empty() {
         let seq = u64::from_be_bytes(body.get(..8)?.try_into().ok()?);
         let key: [u8; 32] = body.get(8..40)?.try_into().ok()?;
-        let len = usize::from(u16::from_be_bytes(body.get(40..42)?.try_into().ok()?));
-        out.push((seq, key, body.get(42..42 + len)?.to_vec()));
-        body = &body[42 + len..];
+        let epoch: Epoch = body.get(40..56)?.try_into().ok()?;
+        let origin_seq = u64::from_be_bytes(body.get(56..64)?.try_into().ok()?);
+        let len = usize::from(u16::from_be_bytes(body.get(64..66)?.try_into().ok()?));
+        out.push((
+            seq,
+            key,
+            body.get(66..66 + len)?.to_vec(),
+            (epoch, origin_seq),
+        ));
+        body = &body[66 + len..];
     }
     Some(out)
+}
+
+/// `have` as the query parameter: `epoch:seq` pairs, the epoch in hex, comma-separated.
+fn have_param(have: &Have) -> String {
+    let mut out = String::new();
+    for (epoch, seq) in have {
+        if !out.is_empty() {
+            out.push(',');
+        }
+        let _ = write!(out, "{}:{seq}", hex(epoch));
+    }
+    out
+}
+
+/// The `have` query parameter, or `None` when malformed (at most 1,024 replicas).
+fn parse_have(text: &str) -> Option<Have> {
+    let mut have = Have::new();
+    for pair in text.split(',').filter(|p| !p.is_empty()) {
+        let (epoch, seq) = pair.split_once(':')?;
+        have.insert(parse_hex(epoch)?, seq.parse().ok()?);
+        if have.len() > 1024 {
+            return None;
+        }
+    }
+    Some(have)
 }
 
 impl Replicator {
@@ -508,7 +605,12 @@ impl Replicator {
 
     /// Sends a publish this replica acknowledged to every peer; with `--pkarr-ack-replicas`,
     /// resolves once that many hold it, or with the refusal to answer after the timeout.
-    pub async fn publish(&self, key: [u8; 32], payload: &[u8]) -> Result<(), (StatusCode, String)> {
+    pub async fn publish(
+        &self,
+        key: [u8; 32],
+        seq: u64,
+        payload: &[u8],
+    ) -> Result<(), (StatusCode, String)> {
         let need = self.config.ack_replicas;
         let ack = (need > 0).then(|| {
             Arc::new(Ack {
@@ -525,6 +627,7 @@ impl Replicator {
             }
             q.push_back(Entry {
                 key,
+                seq,
                 payload: payload.clone(),
                 queued: Instant::now(),
                 ack: ack.clone(),
@@ -561,31 +664,29 @@ impl Replicator {
     async fn push_loop(self: Arc<Self>, peer: Arc<Peer>) {
         let mut backoff = Duration::from_millis(100);
         loop {
-            let batch: Vec<Entry> = {
-                let mut q = peer.queue.lock().expect("queue");
-                let mut size = 0;
-                let mut batch = Vec::new();
-                while let Some(e) = q.front() {
-                    let frame = 34 + e.payload.len();
-                    if !batch.is_empty() && size + frame > PUSH_BYTES {
-                        break;
+            let next = take_batch(
+                &mut peer.queue.lock().expect("queue"),
+                Instant::now(),
+                self.config.push_window,
+            );
+            let batch = match next {
+                Next::Send(batch) => batch,
+                Next::Idle => {
+                    tokio::select! {
+                        () = peer.stop.cancelled() => return,
+                        () = peer.wake.notified() => continue,
                     }
-                    size += frame;
-                    batch.extend(q.pop_front());
                 }
-                batch
+                // A publish waiting for acknowledgements, or enough for a full request,
+                // wakes it early.
+                Next::At(due) => {
+                    tokio::select! {
+                        () = peer.stop.cancelled() => return,
+                        () = peer.wake.notified() => continue,
+                        () = tokio::time::sleep_until(due.into()) => continue,
+                    }
+                }
             };
-            if batch.is_empty() {
-                tokio::select! {
-                    () = peer.stop.cancelled() => return,
-                    () = peer.wake.notified() => {
-                        // Publishes arriving together go in one request: a few milliseconds
-                        // more latency for far fewer requests and commits on the peer.
-                        tokio::time::sleep(PUSH_GATHER).await;
-                        continue;
-                    }
-                }
-            }
             if peer.is_self.load(Relaxed) {
                 peer.queue.lock().expect("queue").clear();
                 continue;
@@ -749,7 +850,10 @@ impl Replicator {
     /// packets it stored here, or the error and whether the peer answered at all.
     async fn catch_up(&self, peer: &Peer) -> Result<u64, (bool, String)> {
         // Its epoch and head first (an empty page), then our cursor for that epoch.
-        let first = self.page(peer, u64::MAX).await.map_err(|e| (false, e))?;
+        let first = self
+            .page(peer, u64::MAX, &Have::new())
+            .await
+            .map_err(|e| (false, e))?;
         self.read_log(peer, first).await.map_err(|e| (true, e))
     }
 
@@ -770,17 +874,36 @@ impl Replicator {
         }
         let target = first.head;
         let mut stored = 0u64;
+        // At start, one peer after the other: the pages of the second then leave out what the
+        // first brought (`have`). Later, pages are applied one at a time, from every peer in
+        // turn (a slow peer's network does not hold the others).
+        let whole = if self.ready.load(Relaxed) {
+            None
+        } else {
+            Some(self.catching_up.lock().await)
+        };
         while after < target {
-            let page = self.page(peer, after).await?;
+            let store = self.store.clone();
+            let have = tokio::task::spawn_blocking(move || store.have())
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+            let page = self.page(peer, after, &have).await?;
             if page.epoch != epoch {
                 return Err("the peer's epoch changed while reading it".into());
             }
             let next = page.next;
             let n = page.entries.len() as u64;
-            let items = page.entries.into_iter().map(|(_, k, p)| (k, p)).collect();
-            // Pages are applied one at a time (a slow peer's network does not hold the others).
+            let items = page
+                .entries
+                .into_iter()
+                .map(|(_, k, p, origin)| (k, p, Some(origin)))
+                .collect();
             let results = {
-                let _one_at_a_time = self.catching_up.lock().await;
+                let _one_at_a_time = match whole {
+                    None => Some(self.catching_up.lock().await),
+                    Some(_) => None,
+                };
                 self.store
                     .put_replicated(None, items, Some((epoch, next)))
                     .await
@@ -799,11 +922,15 @@ impl Replicator {
         Ok(stored)
     }
 
-    async fn page(&self, peer: &Peer, after: u64) -> Result<Page, String> {
-        let req = hyper::Request::get(format!("{}/pkarr-peer/v1/changes?after={after}", peer.url))
-            .header(header::AUTHORIZATION, self.bearer())
-            .body(Full::new(Bytes::new()))
-            .map_err(|e| e.to_string())?;
+    async fn page(&self, peer: &Peer, after: u64, have: &Have) -> Result<Page, String> {
+        let req = hyper::Request::get(format!(
+            "{}/pkarr-peer/v1/changes?after={after}&have={}",
+            peer.url,
+            have_param(have)
+        ))
+        .header(header::AUTHORIZATION, self.bearer())
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| e.to_string())?;
         let (status, headers, body) = self.request(req, Duration::from_secs(60)).await?;
         if status != StatusCode::OK {
             return Err(format!("{status}: {}", String::from_utf8_lossy(&body)));
@@ -1077,10 +1204,15 @@ async fn push(
         return r.refuse(
             "malformed",
             StatusCode::BAD_REQUEST,
-            "a push body is frames of key (32 bytes), length (u16) and relay payload",
+            "a push body is frames of key (32 bytes), sequence number (u64), length (u16) and relay payload",
         );
     };
-    // Without the token, each packet is a publish of the sender, rate limited as any.
+    // Without the token, each packet is a publish of the sender, rate limited as any, and
+    // taken here first (a sender without the token cannot name where it came from).
+    let sender = headers
+        .get(EPOCH_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_hex);
     let (auth, client) = if r.authorized(&headers) {
         ("token", None)
     } else {
@@ -1093,6 +1225,14 @@ async fn push(
             )),
         )
     };
+    let origin = |seq| match (client, sender) {
+        (None, Some(epoch)) => Some((epoch, seq)),
+        _ => None,
+    };
+    let items = items
+        .into_iter()
+        .map(|(key, seq, payload)| (key, payload, origin(seq)))
+        .collect();
     let results = r.store.put_replicated(client, items, None).await;
     r.count_received(auth, &results);
     let mut resp = (
@@ -1125,8 +1265,16 @@ async fn changes(
             "?after=<change number> is required",
         );
     };
+    let Some(have) = parse_have(query.get("have").map_or("", String::as_str)) else {
+        return r.refuse(
+            "malformed",
+            StatusCode::BAD_REQUEST,
+            "&have= is a comma-separated list of <epoch in hex>:<change number>",
+        );
+    };
     let store = r.store.clone();
-    let page = tokio::task::spawn_blocking(move || store.changes_after(after, PAGE_BYTES)).await;
+    let page =
+        tokio::task::spawn_blocking(move || store.changes_after(after, PAGE_BYTES, &have)).await;
     match page {
         Ok(Ok(page)) => {
             let mut resp = (
@@ -1157,15 +1305,19 @@ mod tests {
         let page = Page {
             epoch: [1; 16],
             head: 9,
-            entries: vec![(3, [7; 32], vec![1, 2, 3]), (9, [8; 32], Vec::new())],
+            entries: vec![
+                (3, [7; 32], vec![1, 2, 3], ([1; 16], 3)),
+                (9, [8; 32], Vec::new(), ([2; 16], 77)),
+            ],
             next: 9,
         };
         assert_eq!(decode_page(&encode_page(&page)), Some(page.entries.clone()));
         let entries: Vec<Entry> = page
             .entries
             .iter()
-            .map(|(_, k, p)| Entry {
+            .map(|(seq, k, p, _)| Entry {
                 key: *k,
+                seq: *seq,
                 payload: Bytes::from(p.clone()),
                 queued: Instant::now(),
                 ack: None,
@@ -1174,12 +1326,81 @@ mod tests {
         let body = encode_push(&entries);
         assert_eq!(
             decode_push(&body),
-            Some(vec![([7; 32], vec![1, 2, 3]), ([8; 32], Vec::new())])
+            Some(vec![([7; 32], 3, vec![1, 2, 3]), ([8; 32], 9, Vec::new())])
         );
         assert_eq!(decode_push(&body[..body.len() - 1]), None, "truncated");
         assert_eq!(decode_push(&body[..20]), None, "a key cut short");
         assert_eq!(decode_push(&[]), Some(Vec::new()));
-        assert_eq!(decode_page(&[0; 41]), None);
+        assert_eq!(decode_page(&[0; 65]), None);
+    }
+
+    #[test]
+    fn have_round_trips_and_bad_lists_are_refused() {
+        let have: Have = [([1; 16], 5), ([0xfe; 16], u64::MAX)].into_iter().collect();
+        assert_eq!(parse_have(&have_param(&have)), Some(have));
+        assert_eq!(parse_have(""), Some(Have::new()));
+        assert_eq!(parse_have("zz:1"), None);
+        assert_eq!(parse_have(&format!("{}:x", hex(&[1; 16]))), None);
+        assert_eq!(parse_have(&hex(&[1; 16])), None, "no sequence number");
+    }
+
+    fn entry(n: u8, bytes: usize, ack: bool, queued: Instant) -> Entry {
+        Entry {
+            key: [n; 32],
+            seq: u64::from(n),
+            payload: Bytes::from(vec![n; bytes]),
+            queued,
+            ack: ack.then(|| {
+                Arc::new(Ack {
+                    got: Mutex::default(),
+                    done: Notify::new(),
+                })
+            }),
+        }
+    }
+
+    #[test]
+    fn batches_gather_for_the_window_unless_full_or_acknowledged() {
+        let window = Duration::from_millis(20);
+        let t0 = Instant::now();
+        let mut q = VecDeque::new();
+        assert!(matches!(take_batch(&mut q, t0, window), Next::Idle));
+        q.push_back(entry(1, 100, false, t0));
+        q.push_back(entry(2, 100, false, t0 + Duration::from_millis(5)));
+        // Before the oldest is a window old: wait until then.
+        match take_batch(&mut q, t0 + Duration::from_millis(10), window) {
+            Next::At(due) => assert_eq!(due, t0 + window),
+            _ => panic!("sent before the window"),
+        }
+        // Then everything queued goes in one request.
+        match take_batch(&mut q, t0 + window, window) {
+            Next::Send(batch) => {
+                assert_eq!(batch.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2])
+            }
+            _ => panic!("not sent when due"),
+        }
+        // A publish waiting for acknowledgements goes at once, with what is queued before it.
+        q.push_back(entry(3, 100, false, t0 + window));
+        q.push_back(entry(4, 100, true, t0 + window));
+        match take_batch(&mut q, t0 + window, window) {
+            Next::Send(batch) => assert_eq!(batch.len(), 2),
+            _ => panic!("an acknowledged publish waited"),
+        }
+        // A full request's worth goes at once; the rest waits for its own window.
+        for n in 0..40 {
+            q.push_back(entry(n, 2000, false, t0 + window));
+        }
+        match take_batch(&mut q, t0 + window, window) {
+            Next::Send(batch) => {
+                assert_eq!(batch.len(), PUSH_BYTES / 2042);
+                assert!(batch.iter().map(|e| 42 + e.payload.len()).sum::<usize>() <= PUSH_BYTES);
+            }
+            _ => panic!("a full batch waited"),
+        }
+        assert!(matches!(
+            take_batch(&mut q, t0 + window, window),
+            Next::At(_)
+        ));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::http::{HeaderValue, StatusCode};
 use meshdns_server::relay::{PkarrRelay, Refusal, Stored};
-use meshdns_server::replicate::{Applied, Page, PeerStore, Replicator};
+use meshdns_server::replicate::{Applied, Have, Origin, Page, PeerStore, Replicator};
 use meshdns_sources::{PkarrStore, PutError};
 
 /// The pkarr relay as the HTTP endpoint sees it.
@@ -45,7 +45,7 @@ impl PeerStore for PkarrPeers {
     fn put_replicated(
         &self,
         client: Option<std::net::IpAddr>,
-        items: Vec<([u8; 32], Vec<u8>)>,
+        items: Vec<([u8; 32], Vec<u8>, Option<Origin>)>,
         cursor: Option<([u8; 16], u64)>,
     ) -> Pin<Box<dyn Future<Output = Vec<Applied>> + Send + '_>> {
         Box::pin(async move {
@@ -54,8 +54,8 @@ impl PeerStore for PkarrPeers {
         })
     }
 
-    fn changes_after(&self, after: u64, max_bytes: usize) -> std::io::Result<Page> {
-        let page = self.store.changes_after(after, max_bytes)?;
+    fn changes_after(&self, after: u64, max_bytes: usize, have: &Have) -> std::io::Result<Page> {
+        let page = self.store.changes_after(after, max_bytes, have)?;
         Ok(Page {
             epoch: page.epoch,
             head: page.head,
@@ -66,6 +66,10 @@ impl PeerStore for PkarrPeers {
 
     fn cursor(&self, epoch: &[u8; 16]) -> std::io::Result<u64> {
         self.store.cursor(epoch)
+    }
+
+    fn have(&self) -> std::io::Result<Have> {
+        self.store.have()
     }
 }
 
@@ -91,14 +95,15 @@ impl PkarrRelay for PkarrHttp {
         if_match: Option<u64>,
     ) -> Pin<Box<dyn Future<Output = Result<(), Refusal>> + Send + 'a>> {
         Box::pin(async move {
-            self.store
+            let seq = self
+                .store
                 .put(Some(client), key, body, if_match)
                 .await
                 .map_err(|e| (status(&e), e.to_string()))?;
             // Durable here: on to the other replicas (waiting for them only with
             // --pkarr-ack-replicas).
             match (&self.replicator, meshdns_iroh::parse_endpoint_id(key)) {
-                (Some(r), Ok(id)) => r.publish(*id.as_bytes(), body).await,
+                (Some(r), Ok(id)) => r.publish(*id.as_bytes(), seq, body).await,
                 _ => Ok(()),
             }
         })

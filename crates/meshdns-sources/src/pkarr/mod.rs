@@ -59,7 +59,7 @@ use tracing::{error, info, warn};
 
 mod tables;
 
-pub use tables::{ChangePage, Epoch, tie};
+pub use tables::{ChangePage, Epoch, Have, Origin, tie};
 use tables::{PACKETS, Tables};
 
 /// The database file in the data directory.
@@ -204,7 +204,8 @@ impl PkarrCounters {
     }
 }
 
-type Reply = tokio::sync::oneshot::Sender<Result<(), PutError>>;
+/// The writer's answer: the sequence number the packet was stored under, or why not.
+type Reply = tokio::sync::oneshot::Sender<Result<u64, PutError>>;
 
 /// A verified publish on its way to the writer.
 struct Put {
@@ -213,6 +214,8 @@ struct Put {
     timestamp_us: u64,
     published: Published,
     if_match: Option<u64>,
+    /// Where another replica that sent it first took it.
+    origin: Option<Origin>,
     reply: Reply,
 }
 
@@ -374,14 +377,27 @@ impl PkarrStore {
     }
 
     /// What changed here after sequence number `after`: one page of at most about `max_bytes`
-    /// of packets, read in one snapshot (blocking: call it off the async workers).
-    pub fn changes_after(&self, after: u64, max_bytes: usize) -> std::io::Result<ChangePage> {
-        let mut page = tables::changes_after(&self.db, self.epoch, after, max_bytes).map_err(io)?;
+    /// of packets, read in one snapshot (blocking: call it off the async workers), without
+    /// those the reader holds by `have`.
+    pub fn changes_after(
+        &self,
+        after: u64,
+        max_bytes: usize,
+        have: &Have,
+    ) -> std::io::Result<ChangePage> {
+        let mut page =
+            tables::changes_after(&self.db, self.epoch, after, max_bytes, have).map_err(io)?;
         // Packets dated beyond the bound are not served here, nor passed on.
         let latest = horizon(self.config.max_future);
         page.entries
-            .retain(|(_, _, p)| stamp_of(p).is_none_or(|t| t <= latest));
+            .retain(|(_, _, p, _)| stamp_of(p).is_none_or(|t| t <= latest));
         Ok(page)
+    }
+
+    /// How far this replica read each peer, and its own epoch: what its reads can leave out
+    /// (blocking).
+    pub fn have(&self) -> std::io::Result<Have> {
+        tables::have(&self.db, self.epoch).map_err(io)
     }
 
     /// How far the peer with `epoch` has been read: every packet it held up to this sequence
@@ -393,24 +409,27 @@ impl PkarrStore {
     /// Stores packets another replica sent (pushed, or read while catching up): each verified
     /// as a publish is, decided as one (newest wins, then [`tie`]), and never rate limited
     /// unless `client` is given (a sender without the peers' token: each packet then counts
-    /// as a publish of that address). With `cursor`, the peer's cursor is kept once these are
-    /// decided. One result per item, in order; `Err(Same)` and `Err(Stale)` mean this replica
-    /// already holds that packet or one that wins over it.
+    /// as a publish of that address). Each item's origin (the replica that took it from its
+    /// publisher, and its sequence number there) is kept with it, for [`Have`]. With `cursor`,
+    /// the peer's cursor is kept once these are decided. One result per item, in order;
+    /// `Err(Same)` and `Err(Stale)` mean this replica already holds that packet or one that
+    /// wins over it.
     pub async fn put_replicated(
         &self,
         client: Option<IpAddr>,
-        items: Vec<(Key, Vec<u8>)>,
+        items: Vec<(Key, Vec<u8>, Option<Origin>)>,
         cursor: Option<(Epoch, u64)>,
     ) -> Vec<Result<(), PutError>> {
         let latest = horizon(self.config.max_future);
         let mut results: Vec<Option<Result<(), PutError>>> = vec![None; items.len()];
+        let mut origins: Vec<Option<Origin>> = items.iter().map(|i| i.2).collect();
         let mut todo = Vec::with_capacity(items.len());
         // Decided without a signature check: over the sender's rate, older than what is
         // stored, or the very packet stored (a catch-up over keys already here, or the same
         // packet from a second peer, costs a lookup each).
         let read = self.db.begin_read().ok();
         let packets = read.as_ref().and_then(|r| r.open_table(PACKETS).ok());
-        for (i, (key, payload)) in items.into_iter().enumerate() {
+        for (i, (key, payload, _)) in items.into_iter().enumerate() {
             if let Some(ip) = client
                 && !self.allow(ip, Instant::now())
             {
@@ -445,7 +464,10 @@ impl PkarrStore {
                 // Only a sender with the token waits for room in the writer's queue (a peer
                 // sends a bounded number of batches at a time); anyone else gets Busy, as a
                 // publish would.
-                Ok(v) => match self.submit(v, client.is_none()).await {
+                Ok(mut v) => match {
+                    v.origin = origins[i].take();
+                    self.submit(v, client.is_none()).await
+                } {
                     Ok(done) => waiting.push((i, done)),
                     Err(e) => results[i] = Some(Err(e)),
                 },
@@ -453,10 +475,11 @@ impl PkarrStore {
             }
         }
         for (i, done) in waiting {
-            results[i] =
-                Some(done.await.unwrap_or_else(|_| {
-                    Err(PutError::Io("the store's writer has stopped".into()))
-                }));
+            results[i] = Some(
+                done.await
+                    .unwrap_or_else(|_| Err(PutError::Io("the store's writer has stopped".into())))
+                    .map(|_seq| ()),
+            );
         }
         let results: Vec<Result<(), PutError>> = results
             .into_iter()
@@ -521,20 +544,21 @@ impl PkarrStore {
 
     /// Stores a publish for the key in the URL path (`z32`, or 64 hex) from `client` (rate
     /// limited per address when configured). With `if_match`, the stored packet's timestamp
-    /// must be that one. Returns once the packet is durable and served, or refused.
+    /// must be that one. Returns once the packet is durable and served (with the sequence
+    /// number it was stored under, which replication sends along), or refused.
     pub async fn put(
         &self,
         client: Option<IpAddr>,
         key: &str,
         body: &[u8],
         if_match: Option<u64>,
-    ) -> Result<(), PutError> {
+    ) -> Result<u64, PutError> {
         let result = match client {
             Some(ip) if !self.allow(ip, Instant::now()) => Err(PutError::RateLimited),
             _ => self.try_put(key, body, if_match).await,
         };
         match &result {
-            Ok(()) => {
+            Ok(_) => {
                 self.counters.accepted.fetch_add(1, Relaxed);
             }
             Err(e) => self.counters.reject(e),
@@ -542,7 +566,12 @@ impl PkarrStore {
         result
     }
 
-    async fn try_put(&self, key: &str, body: &[u8], if_match: Option<u64>) -> Result<(), PutError> {
+    async fn try_put(
+        &self,
+        key: &str,
+        body: &[u8],
+        if_match: Option<u64>,
+    ) -> Result<u64, PutError> {
         let id = parse_endpoint_id(key).map_err(|e| PutError::Key(e.to_string()))?;
         let done = self.enqueue(id.as_bytes(), body, if_match, false).await?;
         done.await
@@ -557,7 +586,7 @@ impl PkarrStore {
         body: &[u8],
         if_match: Option<u64>,
         wait: bool,
-    ) -> Result<tokio::sync::oneshot::Receiver<Result<(), PutError>>, PutError> {
+    ) -> Result<tokio::sync::oneshot::Receiver<Result<u64, PutError>>, PutError> {
         let mut v = verify(key, body, self.config.max_future)?;
         v.if_match = if_match;
         // Refused here already when it cannot win: saves the writer a lookup and a commit.
@@ -580,7 +609,7 @@ impl PkarrStore {
         &self,
         v: Verified,
         wait: bool,
-    ) -> Result<tokio::sync::oneshot::Receiver<Result<(), PutError>>, PutError> {
+    ) -> Result<tokio::sync::oneshot::Receiver<Result<u64, PutError>>, PutError> {
         let (reply, done) = tokio::sync::oneshot::channel();
         let job = Job::Put(Put {
             key: v.key,
@@ -588,6 +617,7 @@ impl PkarrStore {
             timestamp_us: v.timestamp_us,
             payload: v.payload,
             if_match: v.if_match,
+            origin: v.origin,
             reply,
         });
         let jobs = self.jobs.as_ref().ok_or(PutError::Busy)?;
@@ -712,6 +742,7 @@ struct Verified {
     timestamp_us: u64,
     published: Published,
     if_match: Option<u64>,
+    origin: Option<Origin>,
 }
 
 /// Checks a relay payload for `key` as a publish is checked: the signature, the records, the
@@ -732,6 +763,7 @@ fn verify(key: &Key, body: &[u8], max_future: Duration) -> Result<Verified, PutE
         timestamp_us: packet.timestamp_us,
         payload: packet.payload().to_vec(),
         if_match: None,
+        origin: None,
     })
 }
 
@@ -740,7 +772,9 @@ async fn verify_all(
     items: Vec<(usize, Key, Vec<u8>)>,
     max_future: Duration,
 ) -> Vec<(usize, Result<Verified, PutError>)> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Asked once: the standard library reads the cgroup's CPU quota files on every call.
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let per = items.len().div_ceil(cores).max(64);
     let mut items = items;
     let mut tasks = Vec::new();
@@ -795,7 +829,7 @@ struct Decided {
     key: Key,
     published: Published,
     reply: Reply,
-    result: Result<(), PutError>,
+    result: Result<u64, PutError>,
 }
 
 impl Writer {
@@ -867,6 +901,7 @@ impl Writer {
                     timestamp_us,
                     published,
                     if_match,
+                    origin,
                     reply,
                 } in puts
                 {
@@ -874,7 +909,7 @@ impl Writer {
                         .get(&key)
                         .map(|s| s.0)
                         .or_else(|| self.overlay.stamp(&key));
-                    let result = match (if_match, stored) {
+                    let decision = match (if_match, stored) {
                         (Some(m), s) if s != Some(m) => Err(PutError::Changed { stored: s }),
                         // The same timestamp: the same packet, or the tie rule decides.
                         (_, Some(s)) if s == timestamp_us && s <= latest => {
@@ -896,10 +931,15 @@ impl Writer {
                         (_, Some(s)) if stale(s, timestamp_us, latest) => Err(PutError::Stale),
                         _ => Ok(()),
                     };
-                    if result.is_ok() {
-                        t.write(&key, &payload, timestamp_us, stored)?;
-                        staged.insert(key, (timestamp_us, payload));
-                    }
+                    let result = match decision {
+                        Ok(()) => {
+                            let seq =
+                                t.write(&key, &payload, timestamp_us, stored, origin.as_ref())?;
+                            staged.insert(key, (timestamp_us, payload));
+                            Ok(seq)
+                        }
+                        Err(e) => Err(e),
+                    };
                     decided.push(Decided {
                         key,
                         published,
@@ -953,7 +993,7 @@ impl Writer {
                     let _ = reply.send(result);
                 }
                 for (_, _, reply) in cursors {
-                    let _ = reply.send(Ok(()));
+                    let _ = reply.send(Ok(0));
                 }
                 expired.len()
             }
@@ -1068,7 +1108,7 @@ fn migrate(db: &Database, dir: &Path) -> std::io::Result<()> {
                 if old.is_some_and(|old| old >= p.timestamp_us) {
                     continue;
                 }
-                t.write(&key, p.payload(), p.timestamp_us, old)
+                t.write(&key, p.payload(), p.timestamp_us, old, None)
                     .map_err(io)?;
                 moved += 1;
             }
@@ -1179,10 +1219,10 @@ mod tests {
     }
 
     /// The key and payloads of one secret's packets in the order they were given.
-    fn items(secret: &SecretKey, payloads: &[&Vec<u8>]) -> Vec<(Key, Vec<u8>)> {
+    fn items(secret: &SecretKey, payloads: &[&Vec<u8>]) -> Vec<(Key, Vec<u8>, Option<Origin>)> {
         payloads
             .iter()
-            .map(|p| (*secret.public().as_bytes(), (*p).clone()))
+            .map(|p| (*secret.public().as_bytes(), (*p).clone(), None))
             .collect()
     }
 
@@ -1239,13 +1279,13 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let all = store.changes_after(0, usize::MAX).unwrap();
+        let all = store.changes_after(0, usize::MAX, &Have::new()).unwrap();
         assert_eq!((all.epoch, all.head, all.entries.len()), (epoch, 5, 5));
         assert!(all.complete());
         let seqs: Vec<u64> = all.entries.iter().map(|e| e.0).collect();
         assert_eq!(seqs, [1, 2, 3, 4, 5]);
         // Pages: at least one entry each, resumed from the last one's number.
-        let page = store.changes_after(0, 1).unwrap();
+        let page = store.changes_after(0, 1, &Have::new()).unwrap();
         assert_eq!(page.entries.len(), 1);
         assert!(!page.complete());
         assert_eq!(page.next, 1);
@@ -1255,11 +1295,18 @@ mod tests {
             .put(None, &secrets[1].public().to_z32(), &again, None)
             .await
             .unwrap();
-        let after = store.changes_after(5, usize::MAX).unwrap();
+        let after = store.changes_after(5, usize::MAX, &Have::new()).unwrap();
         assert_eq!(after.head, 6);
         assert_eq!(after.entries.len(), 1);
         assert_eq!((after.entries[0].0, &after.entries[0].2), (6, &again));
-        assert_eq!(store.changes_after(0, usize::MAX).unwrap().entries.len(), 5);
+        assert_eq!(
+            store
+                .changes_after(0, usize::MAX, &Have::new())
+                .unwrap()
+                .entries
+                .len(),
+            5
+        );
         // Cursors are kept with the packets they follow.
         let peer = [7u8; 16];
         assert_eq!(store.cursor(&peer).unwrap(), 0);
@@ -1269,6 +1316,51 @@ mod tests {
             .await;
         assert_eq!(r, vec![Ok(())]);
         assert_eq!(store.cursor(&peer).unwrap(), 42);
+        // Origins: a publish taken here is its own; a replicated one keeps the replica that
+        // took it. A reader's `have` leaves out what it holds by them.
+        let moved = payload_at(&secrets[4], "addr=192.0.2.4:4", t + 250);
+        let from = ([9u8; 16], 30);
+        let mut it = items(&secrets[4], &[&moved]);
+        it[0].2 = Some(from);
+        assert_eq!(store.put_replicated(None, it, None).await, vec![Ok(())]);
+        let all = store.changes_after(0, usize::MAX, &Have::new()).unwrap();
+        let origins: Vec<Origin> = all.entries.iter().map(|e| e.3).collect();
+        assert_eq!(
+            origins,
+            [(epoch, 1), (epoch, 4), (epoch, 6), (epoch, 7), from],
+            "keys 0, 3, 1 (again), 2 (replicated without an origin), 4"
+        );
+        let have = |pairs: &[(Epoch, u64)]| pairs.iter().copied().collect::<Have>();
+        let left = |h: &Have| -> Vec<u64> {
+            store
+                .changes_after(0, usize::MAX, h)
+                .unwrap()
+                .entries
+                .iter()
+                .map(|e| e.0)
+                .collect()
+        };
+        assert_eq!(left(&have(&[([9; 16], 30)])), [1, 4, 6, 7]);
+        assert_eq!(left(&have(&[([9; 16], 29)])), [1, 4, 6, 7, 8]);
+        assert_eq!(
+            left(&have(&[(epoch, 4)])),
+            [6, 7, 8],
+            "the reader read us to 4"
+        );
+        assert_eq!(
+            left(&have(&[(epoch, u64::MAX), ([9; 16], 99)])),
+            Vec::<u64>::new()
+        );
+        // A page that leaves everything out still moves the reader on.
+        let none = store
+            .changes_after(0, usize::MAX, &have(&[(epoch, u64::MAX), ([9; 16], 99)]))
+            .unwrap();
+        assert_eq!((none.next, none.head), (8, 8));
+        // What this replica holds by its cursors, and itself.
+        assert_eq!(
+            store.have().unwrap(),
+            have(&[(epoch, u64::MAX), (peer, 42)])
+        );
         drop(store);
         // The epoch, numbers and cursors survive a restart; numbers are never given twice.
         let store = open();
@@ -1279,14 +1371,27 @@ mod tests {
             .put(None, &secrets[3].public().to_z32(), &p, None)
             .await
             .unwrap();
-        assert_eq!(store.changes_after(7, usize::MAX).unwrap().entries[0].0, 8);
+        assert_eq!(
+            store
+                .changes_after(8, usize::MAX, &Have::new())
+                .unwrap()
+                .entries[0]
+                .0,
+            9
+        );
         drop(store);
         // A new disk is a new replica.
         let other = tempfile::tempdir().unwrap();
         let fresh =
             PkarrStore::open(config(Some(other.path().into()), Duration::from_secs(3600))).unwrap();
         assert_ne!(fresh.epoch(), epoch);
-        assert_eq!(fresh.changes_after(0, usize::MAX).unwrap().head, 0);
+        assert_eq!(
+            fresh
+                .changes_after(0, usize::MAX, &Have::new())
+                .unwrap()
+                .head,
+            0
+        );
     }
 
     #[tokio::test]
@@ -1308,7 +1413,7 @@ mod tests {
         }
         let store =
             PkarrStore::open(config(Some(dir.path().into()), Duration::from_secs(3600))).unwrap();
-        let page = store.changes_after(0, usize::MAX).unwrap();
+        let page = store.changes_after(0, usize::MAX, &Have::new()).unwrap();
         assert_eq!(page.entries.len(), 1);
         assert_eq!((page.head, &page.entries[0].2), (1, &p));
     }
@@ -1325,6 +1430,7 @@ mod tests {
         let forged = (
             *secret.public().as_bytes(),
             payload(&SecretKey::generate(), "addr=192.0.2.66:1"),
+            None,
         );
         let r = store.put_replicated(None, vec![forged], None).await;
         assert!(matches!(

@@ -11,6 +11,10 @@
 //!   `next_seq` (kept, so a number is never given twice, even after its row went).
 //! - `cursors`: peer epoch → the last of that peer's sequence numbers whose packet is here,
 //!   written in the same commit as those packets or a later one (never ahead of the data).
+//! - `origins`: sequence → the epoch and sequence number the packet had on the replica that
+//!   took it from its publisher, for packets another replica sent (a publish taken here has
+//!   no row: it is its own origin). A reader names how far it read each replica
+//!   ([`Have`]); entries it got first-hand are left out of its pages ([`changes_after`]).
 
 use redb::{ReadableTable, ReadableTableMetadata, TableDefinition};
 
@@ -23,9 +27,33 @@ const CHANGES: TableDefinition<u64, &[u8; 32]> = TableDefinition::new("changes")
 const SEQ_OF: TableDefinition<&[u8; 32], u64> = TableDefinition::new("seq_of");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 const CURSORS: TableDefinition<&[u8; 16], u64> = TableDefinition::new("cursors");
+const ORIGINS: TableDefinition<u64, &[u8; 24]> = TableDefinition::new("origins");
 
 /// A replica's identity, made with its database.
 pub type Epoch = [u8; 16];
+
+/// Where a packet was first taken: that replica's epoch and its sequence number there.
+pub type Origin = (Epoch, u64);
+
+/// How far a reader has read each replica: it holds every packet of that replica up to that
+/// sequence number (or a newer one of its key). Its own epoch maps to `u64::MAX`.
+pub type Have = std::collections::HashMap<Epoch, u64>;
+
+fn origin_bytes((epoch, seq): &Origin) -> [u8; 24] {
+    let mut b = [0u8; 24];
+    b[..16].copy_from_slice(epoch);
+    b[16..].copy_from_slice(&seq.to_be_bytes());
+    b
+}
+
+fn origin_of(b: &[u8; 24]) -> Origin {
+    let mut epoch = [0u8; 16];
+    epoch.copy_from_slice(&b[..16]);
+    (
+        epoch,
+        u64::from_be_bytes(b[16..].try_into().expect("8 bytes")),
+    )
+}
 
 /// The tables one write transaction changes.
 pub(super) struct Tables<'t> {
@@ -35,6 +63,7 @@ pub(super) struct Tables<'t> {
     seq_of: redb::Table<'t, &'static [u8; 32], u64>,
     meta: redb::Table<'t, &'static str, &'static [u8]>,
     cursors: redb::Table<'t, &'static [u8; 16], u64>,
+    origins: redb::Table<'t, u64, &'static [u8; 24]>,
     /// The next sequence number to give.
     pub next_seq: u64,
 }
@@ -54,19 +83,22 @@ impl<'t> Tables<'t> {
             seq_of: txn.open_table(SEQ_OF)?,
             meta,
             cursors: txn.open_table(CURSORS)?,
+            origins: txn.open_table(ORIGINS)?,
             next_seq,
         })
     }
 
     /// Stores `payload` as `key`'s packet at `timestamp_us`, replacing the row of the packet
-    /// stored at `old` (if any), under the next sequence number.
+    /// stored at `old` (if any), under the next sequence number, which it returns; with the
+    /// replica it came from when another replica sent it.
     pub fn write(
         &mut self,
         key: &Key,
         payload: &[u8],
         timestamp_us: u64,
         old: Option<u64>,
-    ) -> Result<(), redb::StorageError> {
+        origin: Option<&Origin>,
+    ) -> Result<u64, redb::StorageError> {
         self.packets.insert(key, payload)?;
         if let Some(old) = old {
             self.by_time.remove((old, key))?;
@@ -75,10 +107,15 @@ impl<'t> Tables<'t> {
         let seq = self.next_seq;
         self.next_seq += 1;
         if let Some(previous) = self.seq_of.insert(key, seq)? {
-            self.changes.remove(previous.value())?;
+            let previous = previous.value();
+            self.changes.remove(previous)?;
+            self.origins.remove(previous)?;
         }
         self.changes.insert(seq, key)?;
-        Ok(())
+        if let Some(origin) = origin {
+            self.origins.insert(seq, &origin_bytes(origin))?;
+        }
+        Ok(seq)
     }
 
     /// Removes `key`'s packet, stored at `timestamp_us`.
@@ -86,7 +123,9 @@ impl<'t> Tables<'t> {
         self.by_time.remove((timestamp_us, key))?;
         self.packets.remove(key)?;
         if let Some(seq) = self.seq_of.remove(key)? {
-            self.changes.remove(seq.value())?;
+            let seq = seq.value();
+            self.changes.remove(seq)?;
+            self.origins.remove(seq)?;
         }
         Ok(())
     }
@@ -179,8 +218,8 @@ pub struct ChangePage {
     /// The highest sequence number given when the page was read: a reader that got every
     /// page up to it has every packet this replica held then (or a newer one of its key).
     pub head: u64,
-    /// Sequence number, key and payload of each changed key, in order.
-    pub entries: Vec<(u64, Key, Vec<u8>)>,
+    /// Sequence number, key, payload and origin of each changed key, in order.
+    pub entries: Vec<(u64, Key, Vec<u8>, Origin)>,
     /// Where the next page starts: the last number this page read (entries left out, such as
     /// those dated beyond the bound, included), or `head` when it reached the end.
     pub next: u64,
@@ -193,19 +232,30 @@ impl ChangePage {
     }
 }
 
+/// Rows one page looks at, at most, entries left out included: a reader that has everything
+/// still gets pages of bounded work, each moving its cursor.
+const PAGE_ROWS: usize = 65_536;
+
 /// The packets changed after `after`, in sequence order, until their payloads reach
-/// `max_bytes` (at least one entry when there is one), read in one snapshot.
+/// `max_bytes` (at least one entry when there is one), read in one snapshot; those `have`
+/// says the reader holds (it read their origin that far, or is their origin) are left out.
 pub(super) fn changes_after(
     db: &redb::Database,
     epoch: Epoch,
     after: u64,
     max_bytes: usize,
+    have: &Have,
 ) -> Result<ChangePage, redb::Error> {
     use redb::ReadableDatabase;
     let txn = db.begin_read()?;
     let changes = txn.open_table(CHANGES)?;
     let packets = txn.open_table(PACKETS)?;
     let meta = txn.open_table(META)?;
+    let origins = match txn.open_table(ORIGINS) {
+        Ok(t) => Some(t),
+        Err(redb::TableError::TableDoesNotExist(_)) => None,
+        Err(e) => return Err(e.into()),
+    };
     let head = meta
         .get("next_seq")?
         .and_then(|v| v.value().try_into().ok().map(u64::from_be_bytes))
@@ -218,21 +268,54 @@ pub(super) fn changes_after(
         next: head.max(after),
     };
     let mut bytes = 0;
-    for entry in changes.range(after.saturating_add(1)..)? {
+    for (rows, entry) in changes.range(after.saturating_add(1)..)?.enumerate() {
         let (seq, key) = entry?;
+        let seq = seq.value();
+        if rows >= PAGE_ROWS {
+            page.next = seq - 1;
+            break;
+        }
+        let origin = match &origins {
+            Some(t) => t.get(seq)?.map(|o| origin_of(o.value())),
+            None => None,
+        }
+        .unwrap_or((epoch, seq));
+        if have.get(&origin.0).is_some_and(|read| *read >= origin.1) {
+            continue;
+        }
         let key = *key.value();
         let Some(payload) = packets.get(&key)? else {
             continue;
         };
         let payload = payload.value().to_vec();
-        bytes += payload.len() + 42;
-        page.entries.push((seq.value(), key, payload));
+        bytes += payload.len() + 66;
+        page.entries.push((seq, key, payload, origin));
         if bytes >= max_bytes {
-            page.next = seq.value();
+            page.next = seq;
             break;
         }
     }
     Ok(page)
+}
+
+/// Every cursor kept, and this replica's own epoch (as read to the end): what a page read
+/// from a peer can leave out.
+pub(super) fn have(db: &redb::Database, own: Epoch) -> Result<Have, redb::Error> {
+    use redb::ReadableDatabase;
+    let mut have = Have::new();
+    let txn = db.begin_read()?;
+    match txn.open_table(CURSORS) {
+        Ok(cursors) => {
+            for entry in cursors.iter()? {
+                let (epoch, seq) = entry?;
+                have.insert(*epoch.value(), seq.value());
+            }
+        }
+        Err(redb::TableError::TableDoesNotExist(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    have.insert(own, u64::MAX);
+    Ok(have)
 }
 
 /// The cursor kept for `peer` (0: nothing read from it yet).

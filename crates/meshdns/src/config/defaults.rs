@@ -57,6 +57,8 @@ pub const PKARR_CATCHUP_WAIT: Duration = Duration::from_secs(30);
 pub const PKARR_CATCHUP_INTERVAL: Duration = Duration::from_secs(30);
 /// `--pkarr-peer-queue`.
 pub const PKARR_PEER_QUEUE: usize = 65_536;
+/// `--pkarr-push-window`.
+pub const PKARR_PUSH_WINDOW: Duration = Duration::from_millis(20);
 /// The ACME directory without --acme-directory: Let's Encrypt's production CA.
 pub const ACME_DIRECTORY: &str = meshdns_server::acme::LETS_ENCRYPT;
 /// How long a `--tls-self-signed` certificate is valid.

@@ -236,6 +236,12 @@ pub struct ServeConfig {
     #[arg(long, value_name = "N", value_parser = values::at_least_one_u32, help_heading = "pkarr replication")]
     #[serde(default, deserialize_with = "de::at_least_one_u32")]
     pub pkarr_peer_queue: Option<u32>,
+    /// How long a publish may wait for others to be pushed with it to a peer: a steady stream
+    /// goes in one request (and one commit on the peer) per window, not one per round trip;
+    /// a publish waiting for --pkarr-ack-replicas goes at once [default: 20ms].
+    #[arg(long, value_name = "DURATION", value_parser = values::duration, help_heading = "pkarr replication")]
+    #[serde(default, deserialize_with = "de::duration")]
+    pub pkarr_push_window: Option<Duration>,
 
     /// An address or prefix allowed to transfer zones (AXFR/IXFR) without a key (repeatable)
     /// [default: none].
@@ -414,6 +420,7 @@ impl ServeConfig {
                 pkarr_catchup_wait,
                 pkarr_catchup_interval,
                 pkarr_peer_queue,
+                pkarr_push_window,
                 allow_transfer,
                 allow_transfer_keys,
                 notify,

@@ -586,6 +586,9 @@ fn replication(
     config.queue = settings
         .pkarr_peer_queue
         .map_or(defaults::PKARR_PEER_QUEUE, |n| n as usize);
+    config.push_window = settings
+        .pkarr_push_window
+        .unwrap_or(defaults::PKARR_PUSH_WINDOW);
     Ok(Some(config))
 }
 

@@ -105,11 +105,12 @@ fn ready(addr: SocketAddr) -> bool {
     http_get(addr, "/readyz").0 == 200
 }
 
-/// A push body: frames of key, length and payload.
+/// A push body: frames of key, the sender's sequence number, length and payload.
 fn frames(items: &[(&SecretKey, &[u8])]) -> Vec<u8> {
     let mut out = Vec::new();
-    for (secret, payload) in items {
+    for (n, (secret, payload)) in items.iter().enumerate() {
         out.extend_from_slice(secret.public().as_bytes());
+        out.extend_from_slice(&(n as u64 + 1).to_be_bytes());
         out.extend_from_slice(&(payload.len() as u16).to_be_bytes());
         out.extend_from_slice(payload);
     }
@@ -260,11 +261,16 @@ fn a_restarted_replica_is_ready_only_once_it_caught_up() {
             "publish {i} missing on the new disk"
         );
     }
+    // Read one after the other, the second peer's log leaves out what the first one's
+    // brought: the first gives all 60, the second only the 30 published to it (the other 30
+    // it holds were taken by the first, which c has read to its head).
     let (_, metrics) = c.get("/metrics");
-    assert!(
-        metrics.contains("meshdns_pkarr_catchup_packets_total{peer="),
-        "{metrics}"
-    );
+    let fetched: u64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("meshdns_pkarr_catchup_packets_total{peer="))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(fetched, 90, "{metrics}");
     drop((a, b));
 }
 
@@ -403,9 +409,10 @@ fn pushes_without_the_token_are_publishes_and_forged_ones_are_refused() {
         head.to_ascii_lowercase().contains("meshdns-pkarr-head: 5"),
         "{head}"
     );
+    // Each entry: number, key, origin (epoch, number), length, payload.
     assert_eq!(
         page.len(),
-        payloads.iter().map(|p| 42 + p.len()).sum::<usize>()
+        payloads.iter().map(|p| 66 + p.len()).sum::<usize>()
     );
     let (_, metrics) = m.get("/metrics");
     assert!(
