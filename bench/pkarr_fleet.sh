@@ -13,12 +13,14 @@
 #                DNS after each 204 until it answers the new packet (pkarr_load --answer-dns);
 #                the polling then costs B more than the replication
 #   3. catch-up: C stopped (SIGTERM), 100,000 re-publishes PUT to A as fast as acknowledged,
-#                C started again: time from start to /readyz 200 (caught up with A and B), and
-#                to C answering the last of them
+#                C started again (on core CATCHUP_CPU, default 1: its own): time from start to
+#                /readyz 200 (caught up with A and B) and C's CPU time meanwhile; the last of
+#                them on C; and how many of them are not on C
 #   4. RSS of each replica, and the data directories' sizes
 #   5. iroh-dns-server (one instance, no replication; IROH=path, found on PATH or in
 #      ~/.cargo/bin, skipped when absent) on one core: the same fill and the same stream (the
 #      same packets), CPU per publish of each
+# EXTRA adds flags to every replica (say EXTRA="--pkarr-commit-window 3ms").
 # Results: $OUT/pkarr_fleet_N.txt (default OUT=/tmp/meshdns-bench-out).
 #
 # Needs: cargo build --release -p meshdns --bin meshdns --example pkarr_load -p meshdns-sources;
@@ -30,6 +32,9 @@ N=${1:?N stored endpoints}
 STREAM=${STREAM:-30000}
 MISSED=${MISSED:-100000}
 RATE=${RATE:-1000}
+# The restarted replica's core in step 3: 1, its own, as a replica on its own node (the load
+# client is idle then); 0 shares the core of A and B.
+CATCHUP_CPU=${CATCHUP_CPU:-1}
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 MESHDNS=${MESHDNS:-$TARGET/release/meshdns}
 LOAD=${LOAD:-$TARGET/release/examples/pkarr_load}
@@ -56,9 +61,9 @@ start() { # start I [extra flags...]: sets PIDS[I]
   local i=$1; shift
   local peers=()
   for j in 0 1 2; do [ "$j" = "$i" ] || peers+=(--pkarr-peer "http://127.0.0.1:${HTTP[$j]}"); done
-  taskset -c 0 "$MESHDNS" serve --pkarr bench.test. --data-dir "$RUN/${NAMES[$i]}" \
+  taskset -c "${CPU:-0}" "$MESHDNS" serve --pkarr bench.test. --data-dir "$RUN/${NAMES[$i]}" \
     --http "127.0.0.1:${HTTP[$i]}" --listen "127.0.0.1:${DNS[$i]}" --udp-sockets 1 --workers 1 \
-    --pkarr-peer-token-file "$RUN/token" "${peers[@]}" --log-level info "$@" \
+    --pkarr-peer-token-file "$RUN/token" "${peers[@]}" --log-level info ${EXTRA:-} "$@" \
     >> "$RUN/${NAMES[$i]}.log" 2>&1 &
   PIDS[$i]=$!
   until curl -s -o /dev/null "http://127.0.0.1:${HTTP[$i]}/healthz"; do sleep 0.05; done
@@ -123,9 +128,11 @@ stop 2
 out=$(taskset -c 1 "$LOAD" put "$DATA/fleet_missed.bin" "127.0.0.1:${HTTP[0]}" "127.0.0.1:${DNS[0]}" bench.test. --conns 64)
 say "missed:    $MISSED published to A while C was down: $out"
 t0=$(ms)
-start 2 --pkarr-catchup-wait 600s
+CPU=$CATCHUP_CPU start 2 --pkarr-catchup-wait 600s
+cc=$(cpu_ticks 2)
 until [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${HTTP[2]}/readyz")" = 200 ]; do sleep 0.05; done
 t1=$(ms)
+cpu_c=$(python3 -c "print(round(($(cpu_ticks 2) - $cc) / 100, 1))")
 last=$(python3 - "$DATA/fleet_missed.bin" <<'EOF'
 import struct, sys
 data = open(sys.argv[1], 'rb').read()[2:]
@@ -136,7 +143,7 @@ print(key)
 EOF
 )
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${HTTP[2]}/pkarr/$last")
-say "catch-up:  C started → /readyz 200 in $(( t1 - t0 )) ms; the last missed publish on C then: HTTP $code; C read $(metric 2 "meshdns_pkarr_catchup_packets_total{peer=\"http://127.0.0.1:${HTTP[0]}\"}") packets from A, $(metric 2 "meshdns_pkarr_catchup_packets_total{peer=\"http://127.0.0.1:${HTTP[1]}\"}") from B"
+say "catch-up:  C (on core $CATCHUP_CPU) started → /readyz 200 in $(( t1 - t0 )) ms, using ${cpu_c} s of CPU; the last missed publish on C then: HTTP $code; C read $(metric 2 "meshdns_pkarr_catchup_packets_total{peer=\"http://127.0.0.1:${HTTP[0]}\"}") packets from A, $(metric 2 "meshdns_pkarr_catchup_packets_total{peer=\"http://127.0.0.1:${HTTP[1]}\"}") from B"
 say "missing:   $(taskset -c 1 "$LOAD" missing "$DATA/fleet_missed.bin" "127.0.0.1:${HTTP[2]}") of $MISSED missed publishes not on C after its catch-up"
 
 # 4. memory and disk
