@@ -341,6 +341,12 @@ pub struct Replicator {
     /// One catch-up page applied at a time: peers mostly hold the same packets, and what one
     /// page stored, the next peer's pages find stored (a lookup each, no signature check).
     catching_up: tokio::sync::Mutex<()>,
+    /// Peers waiting for their turn to be read at start, with the share of their first page
+    /// they took themselves; a change wakes the waiters.
+    start_order: Mutex<Vec<(String, f64)>>,
+    start_change: Notify,
+    /// Whole reads done at start.
+    start_reads: AtomicU64,
 }
 
 impl std::fmt::Debug for Replicator {
@@ -437,6 +443,15 @@ pub fn decode_page(mut body: &[u8]) -> Option<Vec<Change>> {
     Some(out)
 }
 
+/// The share of a page's entries its replica took from their publishers itself.
+fn own_share(page: &Page) -> f64 {
+    if page.entries.is_empty() {
+        return 0.0;
+    }
+    let own = page.entries.iter().filter(|e| e.3.0 == page.epoch).count();
+    own as f64 / page.entries.len() as f64
+}
+
 /// `have` as the query parameter: `epoch:seq` pairs, the epoch in hex, comma-separated.
 fn have_param(have: &Have) -> String {
     let mut out = String::new();
@@ -507,6 +522,9 @@ impl Replicator {
             refused: Mutex::default(),
             stop: CancellationToken::new(),
             catching_up: tokio::sync::Mutex::new(()),
+            start_order: Mutex::default(),
+            start_change: Notify::new(),
+            start_reads: AtomicU64::new(0),
             config,
         }))
     }
@@ -874,21 +892,28 @@ impl Replicator {
         }
         let target = first.head;
         let mut stored = 0u64;
-        // At start, one peer after the other: the pages of the second then leave out what the
-        // first brought (`have`). Later, pages are applied one at a time, from every peer in
-        // turn (a slow peer's network does not hold the others).
-        let whole = if self.ready.load(Relaxed) {
+        // At start, one peer after the other, the one whose log holds most publishes it took
+        // itself first: the others' copies of those are then left out of their pages
+        // (`have`). Later, pages are applied one at a time, from every peer in turn (a slow
+        // peer's network does not hold the others).
+        let mut sample = None;
+        let whole = if self.ready.load(Relaxed) || after >= target {
             None
         } else {
-            Some(self.catching_up.lock().await)
+            let page = self.page(peer, after, &self.have().await?).await?;
+            let reads = self.start_reads.load(Relaxed);
+            let guard = self.start_turn(peer, own_share(&page)).await;
+            // Still what it would read now, unless another peer was read meanwhile.
+            if self.start_reads.load(Relaxed) == reads {
+                sample = Some(page);
+            }
+            Some(guard)
         };
         while after < target {
-            let store = self.store.clone();
-            let have = tokio::task::spawn_blocking(move || store.have())
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?;
-            let page = self.page(peer, after, &have).await?;
+            let page = match sample.take() {
+                Some(page) => page,
+                None => self.page(peer, after, &self.have().await?).await?,
+            };
             if page.epoch != epoch {
                 return Err("the peer's epoch changed while reading it".into());
             }
@@ -919,7 +944,54 @@ impl Replicator {
             }
             after = next;
         }
+        if whole.is_some() {
+            self.start_reads.fetch_add(1, Relaxed);
+        }
         Ok(stored)
+    }
+
+    /// How far this replica read each peer, and itself (`have=`).
+    async fn have(&self) -> Result<Have, String> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || store.have())
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
+    }
+
+    /// Waits for this peer's turn to be read whole at start: the waiting peer whose first page
+    /// holds the largest share of its own publishes goes first, once every peer known has
+    /// sampled its log or a second has passed since start; then for the lock.
+    async fn start_turn(&self, peer: &Peer, own: f64) -> tokio::sync::MutexGuard<'_, ()> {
+        self.start_order
+            .lock()
+            .expect("start order")
+            .push((peer.url.clone(), own));
+        self.start_change.notify_waiters();
+        loop {
+            let changed = self.start_change.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let mine = {
+                let waiting = self.start_order.lock().expect("start order");
+                let everyone = waiting.len() >= self.peers().len()
+                    || self.started.elapsed() >= Duration::from_secs(1);
+                let first = waiting
+                    .iter()
+                    .max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(&a.0)));
+                everyone && first.is_some_and(|(url, _)| *url == peer.url)
+            };
+            if mine {
+                let guard = self.catching_up.lock().await;
+                self.start_order
+                    .lock()
+                    .expect("start order")
+                    .retain(|(url, _)| *url != peer.url);
+                self.start_change.notify_waiters();
+                return guard;
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(100), changed).await;
+        }
     }
 
     async fn page(&self, peer: &Peer, after: u64, have: &Have) -> Result<Page, String> {

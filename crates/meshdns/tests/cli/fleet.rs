@@ -274,6 +274,48 @@ fn a_restarted_replica_is_ready_only_once_it_caught_up() {
     drop((a, b));
 }
 
+/// A new replica reads first the peer whose log holds the publishes it took itself, and then
+/// nothing of the other's copies of them: each packet crosses the network once.
+#[test]
+fn a_new_replica_reads_the_publishes_once() {
+    let fleet = Fleet::new(3);
+    let a = fleet.start(0, &[]);
+    let b = fleet.start(1, &[]);
+    let secrets: Vec<SecretKey> = (0..40).map(|_| SecretKey::generate()).collect();
+    for (i, s) in secrets.iter().enumerate() {
+        assert_eq!(put(a.http.unwrap(), s, &signed(s, i as u16 + 1)), 204);
+    }
+    eventually("b holds a's publishes", || {
+        secrets.iter().all(|s| stored(b.http.unwrap(), s).is_some())
+    });
+    let c = fleet.start(2, &["--pkarr-catchup-wait", "60s"]);
+    let addr = c.http.unwrap();
+    eventually("c ready", || ready(addr));
+    for (i, s) in secrets.iter().enumerate() {
+        assert!(
+            stored(addr, s).is_some(),
+            "publish {i} missing when c said ready"
+        );
+    }
+    let (_, metrics) = c.get("/metrics");
+    let fetched = |peer: SocketAddr| {
+        metrics
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(&format!(
+                    "meshdns_pkarr_catchup_packets_total{{peer=\"http://{peer}\"}} "
+                ))
+            })
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    assert_eq!(
+        (fetched(fleet.addr(0)), fetched(fleet.addr(1))),
+        (Some(40), Some(0)),
+        "{metrics}"
+    );
+    drop((a, b));
+}
+
 /// A peer that cannot be reached: the queue for it stays within its bound (the rest dropped
 /// and counted), and once it is back it catches up on everything.
 #[test]
