@@ -1297,6 +1297,16 @@ async fn push(
             )),
         )
     };
+    // A replica catching up at start reads the bulk from the logs, a page and a commit per
+    // 4 MiB; the peers keep their pushes queued until it is ready (then all but the newest
+    // are recognised as held without a signature check).
+    if client.is_none() && r.readiness().is_err() {
+        return r.refuse(
+            "catching_up",
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this replica is catching up from its peers' logs; push again once it is ready",
+        );
+    }
     let origin = |seq| match (client, sender) {
         (None, Some(epoch)) => Some((epoch, seq)),
         _ => None,

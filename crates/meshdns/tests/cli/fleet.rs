@@ -395,9 +395,20 @@ fn conflicting_publishes_converge_on_every_replica() {
 /// refused whoever pushes it.
 #[test]
 fn pushes_without_the_token_are_publishes_and_forged_ones_are_refused() {
-    // One replica running; its one peer is not (replication needs a peer named).
+    // One replica running; its one peer is not (replication needs a peer named): it is ready
+    // once --pkarr-catchup-wait is over.
     let fleet = Fleet::new(2);
-    let m = fleet.start(0, &["--pkarr-put-limit", "1", "--pkarr-put-burst", "2"]);
+    let m = fleet.start(
+        0,
+        &[
+            "--pkarr-put-limit",
+            "1",
+            "--pkarr-put-burst",
+            "2",
+            "--pkarr-catchup-wait",
+            "3s",
+        ],
+    );
     let addr = m.http.unwrap();
     let secrets: Vec<SecretKey> = (0..5).map(|_| SecretKey::generate()).collect();
     let payloads: Vec<Vec<u8>> = secrets.iter().map(|s| signed(s, 7)).collect();
@@ -420,6 +431,10 @@ fn pushes_without_the_token_are_publishes_and_forged_ones_are_refused() {
     let (status, _, results) = push(&[("Authorization", "Bearer not-the-token-at-all")], &body);
     assert_eq!((status, results), (200, vec![4, 4, 4, 4, 4]));
     let bearer = format!("Bearer {TOKEN}");
+    // Until it is ready (catching up), a peer's pushes wait: the bulk comes from the logs.
+    let (status, _, _) = push(&[("Authorization", &bearer)], &body);
+    assert_eq!(status, 503, "a push with the token while catching up");
+    eventually("ready after --pkarr-catchup-wait", || ready(addr));
     let (status, _, results) = push(&[("Authorization", &bearer)], &body);
     assert_eq!(
         (status, results),
