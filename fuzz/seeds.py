@@ -251,6 +251,13 @@ def http_seeds():
     pem_key = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                 serialization.NoEncryption())
     write("http", "pem", b"\3" + cert.public_bytes(serialization.Encoding.PEM) + b"\0" + pem_key)
+    # pkarr peers: a push body (key, sequence, length, payload), a catch-up page (sequence,
+    # key, origin epoch and sequence, length, payload) and a have= list.
+    payload = bytes(range(80))
+    write("http", "push", b"\4" + bytes([7] * 32) + struct.pack("!QH", 3, len(payload)) + payload)
+    write("http", "page", b"\5" + struct.pack("!Q", 9) + bytes([8] * 32) + bytes([1] * 16)
+          + struct.pack("!QH", 4, len(payload)) + payload)
+    write("http", "have", b"\6" + b"0101010101010101010101010101010a:12,ffffffffffffffffffffffffffffffff:18446744073709551615")
 
 answer_seeds()
 records_seeds()

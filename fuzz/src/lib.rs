@@ -483,14 +483,16 @@ pub fn mesh_plan(data: &[u8]) {
 
 /// What reaches the HTTP and TLS listeners before any DNS: forwarded-for headers from a
 /// trusted proxy (the client address must be the peer or one the headers name), a
-/// `--trusted-proxy` value, a certificate's DER validity, and a PEM certificate and key pair.
+/// `--trusted-proxy` value, a certificate's DER validity, a PEM certificate and key pair, and
+/// the pkarr peers' push bodies, catch-up pages (which must encode back to the same bytes) and
+/// `have=` lists.
 pub fn http(data: &[u8]) {
     use meshdns_server::relay::client_address;
     use meshdns_zone::Cidr;
     let Some((&selector, rest)) = data.split_first() else {
         return;
     };
-    match selector % 4 {
+    match selector % 7 {
         0 => {
             let mut headers = http::HeaderMap::new();
             let (a, b) = rest.split_at(rest.len() / 2);
@@ -523,7 +525,29 @@ pub fn http(data: &[u8]) {
                 let _ = from;
             }
         }
-        _ => {
+        4 => {
+            if let Some(frames) = meshdns_server::replicate::decode_push(rest) {
+                let size: usize = frames.iter().map(|(_, _, p)| 42 + p.len()).sum();
+                assert_eq!(size, rest.len(), "every byte is in a frame");
+            }
+        }
+        5 => {
+            if let Some(entries) = meshdns_server::replicate::decode_page(rest) {
+                let page = meshdns_server::replicate::Page {
+                    entries,
+                    ..Default::default()
+                };
+                assert_eq!(meshdns_server::replicate::encode_page(&page), rest);
+            }
+        }
+        6 => {
+            if let Ok(text) = std::str::from_utf8(rest)
+                && let Some(have) = meshdns_server::replicate::parse_have(text)
+            {
+                assert!(have.len() <= 1024);
+            }
+        }
+        3 => {
             let files = meshdns_server::tls::CertFiles {
                 cert: "fuzz.crt".into(),
                 key: "fuzz.key".into(),
@@ -532,5 +556,6 @@ pub fn http(data: &[u8]) {
             let (cert, key) = rest.split_at(at);
             let _ = files.parse(cert, key.get(1..).unwrap_or_default());
         }
+        _ => unreachable!("a selector modulo 7"),
     }
 }

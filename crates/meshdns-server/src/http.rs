@@ -60,7 +60,7 @@ pub struct HttpState {
     pub trusted_proxies: Arc<[meshdns_zone::Cidr]>,
     /// ACME HTTP-01 answers (`/.well-known/acme-challenge/<token>`), when ACME uses them.
     pub acme_http01: Option<Arc<crate::acme::Http01Tokens>>,
-    /// pkarr replication with peers (`/pkarr-peer/v1/…`), when peers are configured.
+    /// pkarr replication with peers (`/pkarr-peer/v2/…`), when peers are configured.
     pub replication: Option<Arc<crate::replicate::Replicator>>,
 }
 

@@ -9,14 +9,14 @@
 //!
 //! - **Push.** A publish acknowledged here (durable) is queued for every peer (a bounded
 //!   queue each, never blocking the publisher) and sent in batches of up to [`PUSH_BYTES`]
-//!   over one persistent HTTP/2 connection per peer: `POST /pkarr-peer/v1/push`, frames of
+//!   over one persistent HTTP/2 connection per peer: `POST /pkarr-peer/v2/push`, frames of
 //!   `key(32) ‖ sequence(u64) ‖ length(u16) ‖ relay payload` (the sequence number the sender
 //!   stored it under), answered with one result byte per frame after the receiver's commit. A
 //!   received packet is never pushed on (only client publishes are). Publishes gather for up
 //!   to [`ReplicationConfig::push_window`] (one request and one commit on the peer per window
 //!   in a steady stream); one waiting for acknowledgements goes at once.
 //! - **Catch-up.** Each replica numbers its changes (the store's change log); a peer reads
-//!   `GET /pkarr-peer/v1/changes?after=S` page by page and keeps, with the packets, how far it
+//!   `GET /pkarr-peer/v2/changes?after=S` page by page and keeps, with the packets, how far it
 //!   read (its cursor for that replica's epoch). A replica that was down or partitioned reads
 //!   what it missed; one that lost its disk (a new epoch) is read from the start; one whose
 //!   peer's disk went back (the cursor beyond the peer's head) reads that peer again from the
@@ -25,7 +25,7 @@
 //! - **Origins.** Every entry of a log carries where the packet was first taken (that
 //!   replica's epoch and sequence number there; a packet a replica took itself is its own
 //!   origin). A reader sends how far it read each replica (`&have=epoch:seq,…`, its cursors,
-//!   and its own epoch as read to the end), and the page leaves out what it holds by those: a
+//!   and its own epoch as read to its head), and the page leaves out what it holds by those: a
 //!   replica reading its second peer after its first does not fetch the first's packets
 //!   again, and never fetches back its own. At start, peers are read one after the other.
 //! - **Readiness.** Until a catch-up reached the head of at least one peer, and every other
@@ -72,6 +72,9 @@ pub const PUSH_BYTES: usize = 60 * 1024;
 pub const PAGE_BYTES: usize = 4 << 20;
 /// Header naming the replica that answered (hex of its epoch).
 pub const EPOCH_HEADER: &str = "meshdns-pkarr-epoch";
+/// Header of a push saying one of its publishes waits for acknowledgements (`1`): taken even
+/// by a replica still catching up.
+pub const ACK_HEADER: &str = "meshdns-pkarr-ack";
 /// Header with the highest change number of the replica when a page was read.
 pub const HEAD_HEADER: &str = "meshdns-pkarr-head";
 /// Header with the number the next page starts after.
@@ -129,7 +132,7 @@ impl Applied {
 /// Where a packet was first taken: that replica's epoch and its sequence number there.
 pub type Origin = (Epoch, u64);
 
-/// How far a reader read each replica (its own epoch: `u64::MAX`).
+/// How far a reader read each replica (its own epoch: its head).
 pub type Have = HashMap<Epoch, u64>;
 
 /// A log entry: sequence number here, key, relay payload, origin.
@@ -318,6 +321,8 @@ struct Peer {
     unreachable: AtomicBool,
     /// When a DNS resolution last named it (static peers: never forgotten).
     seen: Mutex<Option<Instant>>,
+    /// Its epoch, once a catch-up read it.
+    epoch: Mutex<Option<Epoch>>,
     counters: PeerCounters,
 }
 
@@ -343,7 +348,7 @@ pub struct Replicator {
     catching_up: tokio::sync::Mutex<()>,
     /// Peers waiting for their turn to be read at start, with the share of their first page
     /// they took themselves; a change wakes the waiters.
-    start_order: Mutex<Vec<(String, f64)>>,
+    start_order: Mutex<Vec<(usize, f64)>>,
     start_change: Notify,
     /// Whole reads done at start.
     start_reads: AtomicU64,
@@ -383,9 +388,12 @@ fn token_matches(presented: &[u8], ours: &[u8]) -> bool {
         == 0
 }
 
+/// A pushed frame: key, the sender's change number, relay payload.
+pub type Pushed = ([u8; 32], u64, Vec<u8>);
+
 /// Frames of a push body: `key(32) ‖ sequence(u64) ‖ length(u16) ‖ payload`, or `None` when
 /// malformed.
-pub fn decode_push(mut body: &[u8]) -> Option<Vec<([u8; 32], u64, Vec<u8>)>> {
+pub fn decode_push(mut body: &[u8]) -> Option<Vec<Pushed>> {
     let mut out = Vec::new();
     while !body.is_empty() {
         let key: [u8; 32] = body.get(..32)?.try_into().ok()?;
@@ -465,7 +473,7 @@ fn have_param(have: &Have) -> String {
 }
 
 /// The `have` query parameter, or `None` when malformed (at most 1,024 replicas).
-fn parse_have(text: &str) -> Option<Have> {
+pub fn parse_have(text: &str) -> Option<Have> {
     let mut have = Have::new();
     for pair in text.split(',').filter(|p| !p.is_empty()) {
         let (epoch, seq) = pair.split_once(':')?;
@@ -563,6 +571,7 @@ impl Replicator {
             caught_up: AtomicBool::new(false),
             unreachable: AtomicBool::new(false),
             seen: Mutex::new(seen),
+            epoch: Mutex::new(None),
             counters: PeerCounters::default(),
         });
         peers.push(peer.clone());
@@ -751,10 +760,18 @@ impl Replicator {
 
     /// Sends `batch`; returns the answering replica's epoch and a result per packet.
     async fn push(&self, peer: &Peer, batch: &[Entry]) -> Result<(Epoch, Vec<Applied>), String> {
-        let req = hyper::Request::post(format!("{}/pkarr-peer/v1/push", peer.url))
+        let req = hyper::Request::post(format!("{}/pkarr-peer/v2/push", peer.url))
             .header(header::CONTENT_TYPE, FRAME_TYPE)
             .header(header::AUTHORIZATION, self.bearer())
             .header(EPOCH_HEADER, hex(&self.epoch))
+            .header(
+                ACK_HEADER,
+                if batch.iter().any(|e| e.ack.is_some()) {
+                    "1"
+                } else {
+                    "0"
+                },
+            )
             .body(Full::new(Bytes::from(encode_push(batch))))
             .map_err(|e| e.to_string())?;
         let (status, headers, body) = self.request(req, Duration::from_secs(10)).await?;
@@ -896,13 +913,18 @@ impl Replicator {
         // itself first: the others' copies of those are then left out of their pages
         // (`have`). Later, pages are applied one at a time, from every peer in turn (a slow
         // peer's network does not hold the others).
+        *peer.epoch.lock().expect("epoch") = Some(epoch);
         let mut sample = None;
-        let whole = if self.ready.load(Relaxed) || after >= target {
+        let mut whole = if self.ready.load(Relaxed) || after >= target {
             None
         } else {
-            let page = self.page(peer, after, &self.have().await?).await?;
+            let page = self
+                .page(peer, after, &self.have(epoch, after).await?)
+                .await?;
             let reads = self.start_reads.load(Relaxed);
-            let guard = self.start_turn(peer, own_share(&page)).await;
+            let Some(guard) = self.start_turn(peer, own_share(&page)).await else {
+                return Err("stopped".into());
+            };
             // Still what it would read now, unless another peer was read meanwhile.
             if self.start_reads.load(Relaxed) == reads {
                 sample = Some(page);
@@ -910,9 +932,16 @@ impl Replicator {
             Some(guard)
         };
         while after < target {
+            // Ready meanwhile (the wait ran out): the other peers' reads go on page by page.
+            if whole.is_some() && self.ready.load(Relaxed) {
+                whole = None;
+            }
             let page = match sample.take() {
                 Some(page) => page,
-                None => self.page(peer, after, &self.have().await?).await?,
+                None => {
+                    self.page(peer, after, &self.have(epoch, after).await?)
+                        .await?
+                }
             };
             if page.epoch != epoch {
                 return Err("the peer's epoch changed while reading it".into());
@@ -950,45 +979,71 @@ impl Replicator {
         Ok(stored)
     }
 
-    /// How far this replica read each peer, and itself (`have=`).
-    async fn have(&self) -> Result<Have, String> {
+    /// What a page read from the peer with `epoch`, from `after` on, can leave out
+    /// (`have=`): how far this replica read the peers it knows now, and itself. Any subset is
+    /// safe; cursors of replicas no longer named (lost disks, old epochs) are not sent, so
+    /// the list stays as short as the fleet. The peer being read counts as read to `after`,
+    /// not to its kept cursor: a peer whose log went back is read again from the start.
+    async fn have(&self, epoch: Epoch, after: u64) -> Result<Have, String> {
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || store.have())
+        let mut have = tokio::task::spawn_blocking(move || store.have())
             .await
             .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        let known: Vec<Epoch> = self
+            .peers()
+            .iter()
+            .filter_map(|p| *p.epoch.lock().expect("epoch"))
+            .collect();
+        have.retain(|e, _| *e == self.epoch || known.contains(e));
+        have.insert(epoch, after);
+        Ok(have)
     }
 
     /// Waits for this peer's turn to be read whole at start: the waiting peer whose first page
     /// holds the largest share of its own publishes goes first, once every peer known has
     /// sampled its log or a second has passed since start; then for the lock.
-    async fn start_turn(&self, peer: &Peer, own: f64) -> tokio::sync::MutexGuard<'_, ()> {
+    /// `None` once the peer is forgotten.
+    async fn start_turn(&self, peer: &Peer, own: f64) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        let me = std::ptr::from_ref(peer) as usize;
+        let leave = || {
+            self.start_order
+                .lock()
+                .expect("start order")
+                .retain(|(p, _)| *p != me);
+            self.start_change.notify_waiters();
+        };
         self.start_order
             .lock()
             .expect("start order")
-            .push((peer.url.clone(), own));
+            .push((me, own));
         self.start_change.notify_waiters();
         loop {
             let changed = self.start_change.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
+            if peer.stop.is_cancelled() {
+                leave();
+                return None;
+            }
             let mine = {
                 let waiting = self.start_order.lock().expect("start order");
-                let everyone = waiting.len() >= self.peers().len()
-                    || self.started.elapsed() >= Duration::from_secs(1);
+                let reachable = self
+                    .peers()
+                    .iter()
+                    .filter(|p| !p.unreachable.load(Relaxed))
+                    .count();
+                let everyone =
+                    waiting.len() >= reachable || self.started.elapsed() >= Duration::from_secs(5);
                 let first = waiting
                     .iter()
                     .max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(&a.0)));
-                everyone && first.is_some_and(|(url, _)| *url == peer.url)
+                everyone && first.is_some_and(|(p, _)| *p == me)
             };
             if mine {
                 let guard = self.catching_up.lock().await;
-                self.start_order
-                    .lock()
-                    .expect("start order")
-                    .retain(|(url, _)| *url != peer.url);
-                self.start_change.notify_waiters();
-                return guard;
+                leave();
+                return Some(guard);
             }
             let _ = tokio::time::timeout(Duration::from_millis(100), changed).await;
         }
@@ -996,7 +1051,7 @@ impl Replicator {
 
     async fn page(&self, peer: &Peer, after: u64, have: &Have) -> Result<Page, String> {
         let req = hyper::Request::get(format!(
-            "{}/pkarr-peer/v1/changes?after={after}&have={}",
+            "{}/pkarr-peer/v2/changes?after={after}&have={}",
             peer.url,
             have_param(have)
         ))
@@ -1257,11 +1312,11 @@ pub struct PeerRoutes {
     pub trusted_proxies: Arc<[meshdns_zone::Cidr]>,
 }
 
-/// `/pkarr-peer/v1/push` and `/pkarr-peer/v1/changes`.
+/// `/pkarr-peer/v2/push` and `/pkarr-peer/v2/changes`.
 pub fn routes<S>(state: PeerRoutes) -> axum::Router<S> {
     axum::Router::new()
-        .route("/pkarr-peer/v1/push", axum::routing::post(push))
-        .route("/pkarr-peer/v1/changes", axum::routing::get(changes))
+        .route("/pkarr-peer/v2/push", axum::routing::post(push))
+        .route("/pkarr-peer/v2/changes", axum::routing::get(changes))
         .with_state(state)
 }
 
@@ -1300,7 +1355,8 @@ async fn push(
     // A replica catching up at start reads the bulk from the logs, a page and a commit per
     // 4 MiB; the peers keep their pushes queued until it is ready (then all but the newest
     // are recognised as held without a signature check).
-    if client.is_none() && r.readiness().is_err() {
+    let waited_for = headers.get(ACK_HEADER).is_some_and(|v| v == "1");
+    if client.is_none() && !waited_for && r.readiness().is_err() {
         return r.refuse(
             "catching_up",
             StatusCode::SERVICE_UNAVAILABLE,

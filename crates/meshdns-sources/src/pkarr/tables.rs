@@ -36,7 +36,7 @@ pub type Epoch = [u8; 16];
 pub type Origin = (Epoch, u64);
 
 /// How far a reader has read each replica: it holds every packet of that replica up to that
-/// sequence number (or a newer one of its key). Its own epoch maps to `u64::MAX`.
+/// sequence number (or a newer one of its key). Its own epoch maps to its head.
 pub type Have = std::collections::HashMap<Epoch, u64>;
 
 fn origin_bytes((epoch, seq): &Origin) -> [u8; 24] {
@@ -298,8 +298,9 @@ pub(super) fn changes_after(
     Ok(page)
 }
 
-/// Every cursor kept, and this replica's own epoch (as read to the end): what a page read
-/// from a peer can leave out.
+/// Every cursor kept, and this replica's own epoch as read to its head: what a page read from
+/// a peer can leave out. (Its head, not everything: a replica whose disk went back to an
+/// older copy gets back from its peers the publishes it took after that copy.)
 pub(super) fn have(db: &redb::Database, own: Epoch) -> Result<Have, redb::Error> {
     use redb::ReadableDatabase;
     let mut have = Have::new();
@@ -314,7 +315,13 @@ pub(super) fn have(db: &redb::Database, own: Epoch) -> Result<Have, redb::Error>
         Err(redb::TableError::TableDoesNotExist(_)) => {}
         Err(e) => return Err(e.into()),
     }
-    have.insert(own, u64::MAX);
+    let head = txn
+        .open_table(META)?
+        .get("next_seq")?
+        .and_then(|v| v.value().try_into().ok().map(u64::from_be_bytes))
+        .unwrap_or(1)
+        - 1;
+    have.insert(own, head);
     Ok(have)
 }
 

@@ -316,6 +316,60 @@ fn a_new_replica_reads_the_publishes_once() {
     drop((a, b));
 }
 
+/// A replica whose disk went back to an older copy (a restored backup, the same epoch) gets
+/// back from its peer the publishes it took after that copy, and its peer reads it again
+/// from the start.
+#[test]
+fn a_replica_restored_from_an_older_copy_gets_back_what_it_took_since() {
+    let fleet = Fleet::new(2);
+    let dir = fleet.dirs[0].path();
+    let backup = tempfile::tempdir().unwrap();
+    let b = fleet.start(1, &[]);
+    let secrets: Vec<SecretKey> = (0..20).map(|_| SecretKey::generate()).collect();
+    let publish = |range: std::ops::Range<usize>| {
+        let a = fleet.start(0, &[]);
+        for i in range.clone() {
+            let s = &secrets[i];
+            assert_eq!(put(a.http.unwrap(), s, &signed(s, i as u16 + 1)), 204);
+        }
+        eventually("b holds a's publishes", || {
+            range
+                .clone()
+                .all(|i| stored(b.http.unwrap(), &secrets[i]).is_some())
+        });
+        assert!(a.terminate().success());
+    };
+    publish(0..10);
+    let copy = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(dir)
+        .arg(backup.path().join("a"))
+        .status()
+        .unwrap();
+    assert!(copy.success());
+    publish(10..20);
+    std::fs::remove_dir_all(dir).unwrap();
+    let copy = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(backup.path().join("a"))
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(copy.success());
+    let a = fleet.start(0, &["--pkarr-catchup-wait", "60s"]);
+    let addr = a.http.unwrap();
+    eventually("a ready", || ready(addr));
+    for (i, s) in secrets.iter().enumerate() {
+        assert!(stored(addr, s).is_some(), "publish {i} not back on a");
+    }
+    // It takes publishes again under the numbers it gave before; b reads them.
+    let late = SecretKey::generate();
+    assert_eq!(put(addr, &late, &signed(&late, 99)), 204);
+    eventually("b holds a's publish after the restore", || {
+        stored(b.http.unwrap(), &late).is_some()
+    });
+}
+
 /// A peer that cannot be reached: the queue for it stays within its bound (the rest dropped
 /// and counted), and once it is back it catches up on everything.
 #[test]
@@ -419,7 +473,7 @@ fn pushes_without_the_token_are_publishes_and_forged_ones_are_refused() {
         .collect();
     let body = frames(&items);
     let push = |headers: &[(&str, &str)], body: &[u8]| {
-        http_with(addr, "POST", "/pkarr-peer/v1/push", headers, body)
+        http_with(addr, "POST", "/pkarr-peer/v2/push", headers, body)
     };
     let (status, _, results) = push(&[], &body);
     assert_eq!(
@@ -453,11 +507,11 @@ fn pushes_without_the_token_are_publishes_and_forged_ones_are_refused() {
     assert_eq!(stored(addr, &victim), None);
     // Malformed bodies and reads without the token.
     assert_eq!(push(&[("Authorization", &bearer)], &body[..50]).0, 400);
-    assert_eq!(http_get(addr, "/pkarr-peer/v1/changes?after=0").0, 401);
+    assert_eq!(http_get(addr, "/pkarr-peer/v2/changes?after=0").0, 401);
     let (status, head, page) = http_with(
         addr,
         "GET",
-        "/pkarr-peer/v1/changes?after=0",
+        "/pkarr-peer/v2/changes?after=0",
         &[("Authorization", &bearer)],
         &[],
     );
