@@ -146,8 +146,11 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${HTTP[2]}/pkarr
 say "catch-up:  C (on core $CATCHUP_CPU) started → /readyz 200 in $(( t1 - t0 )) ms, using ${cpu_c} s of CPU; the last missed publish on C then: HTTP $code; C read $(metric 2 "meshdns_pkarr_catchup_packets_total{peer=\"http://127.0.0.1:${HTTP[0]}\"}") packets from A, $(metric 2 "meshdns_pkarr_catchup_packets_total{peer=\"http://127.0.0.1:${HTTP[1]}\"}") from B"
 say "missing:   $(taskset -c 1 "$LOAD" missing "$DATA/fleet_missed.bin" "127.0.0.1:${HTTP[2]}") of $MISSED missed publishes not on C after its catch-up"
 
-# 4. memory and disk
+# 4. memory and disk, and the pushes that failed or were refused
 for i in 0 1 2; do say "rss ${NAMES[$i]}:     $(rss_mib "$i") MiB, disk $(du -sh "$RUN/${NAMES[$i]}" | cut -f1)"; done
+for i in 0 1 2; do
+  say "pushes ${NAMES[$i]}:  $(curl -s "http://127.0.0.1:${HTTP[$i]}/metrics" | grep -E '^meshdns_pkarr_peer_(pushed_total\{[^}]*result="(error|dropped)"|refused_total)' | tr '\n' ' ')"
+done
 
 # 5. iroh-dns-server alone on the same packets
 for i in 0 1 2; do stop "$i"; done

@@ -1033,8 +1033,9 @@ impl Replicator {
                     .iter()
                     .filter(|p| !p.unreachable.load(Relaxed))
                     .count();
-                let everyone =
-                    waiting.len() >= reachable || self.started.elapsed() >= Duration::from_secs(5);
+                // Every reachable peer sampled: waiting, or read already.
+                let everyone = waiting.len() + self.start_reads.load(Relaxed) as usize >= reachable
+                    || self.started.elapsed() >= Duration::from_secs(5);
                 let first = waiting
                     .iter()
                     .max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(&a.0)));
