@@ -101,6 +101,18 @@ fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     }
 }
 
+/// `meshdns_pkarr_catchup_packets_total` per peer URL.
+fn catchup_packets(metrics: &str) -> Vec<(String, u64)> {
+    metrics
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("meshdns_pkarr_catchup_packets_total{peer=\"")?;
+            let (url, n) = rest.split_once("\"} ")?;
+            Some((url.to_string(), n.parse().ok()?))
+        })
+        .collect()
+}
+
 fn ready(addr: SocketAddr) -> bool {
     http_get(addr, "/readyz").0 == 200
 }
@@ -264,11 +276,7 @@ fn a_restarted_replica_is_ready_only_once_it_caught_up() {
     // Read one after the other, the second peer's log leaves out what the first one's
     // brought: at most the first's 60 and the 30 published to the second (never 120).
     let (_, metrics) = c.get("/metrics");
-    let fetched: u64 = metrics
-        .lines()
-        .filter(|l| l.starts_with("meshdns_pkarr_catchup_packets_total{peer="))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum();
+    let fetched: u64 = catchup_packets(&metrics).iter().map(|(_, n)| n).sum();
     assert!(
         (60..=90).contains(&fetched),
         "{fetched} fetched:\n{metrics}"
@@ -300,15 +308,11 @@ fn a_new_replica_reads_the_publishes_once() {
         );
     }
     let (_, metrics) = c.get("/metrics");
+    let read = catchup_packets(&metrics);
     let fetched = |peer: SocketAddr| {
-        metrics
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix(&format!(
-                    "meshdns_pkarr_catchup_packets_total{{peer=\"http://{peer}\"}} "
-                ))
-            })
-            .and_then(|v| v.parse::<u64>().ok())
+        read.iter()
+            .find(|(url, _)| *url == format!("http://{peer}"))
+            .map(|(_, n)| *n)
     };
     assert_eq!(
         (fetched(fleet.addr(0)), fetched(fleet.addr(1))),
