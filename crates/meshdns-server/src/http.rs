@@ -14,7 +14,7 @@
 //!
 //! pkarr relay: see [`crate::relay`].
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use std::collections::HashMap;
@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -75,6 +75,8 @@ pub struct DohState {
     pub answer: AnswerConfig,
     /// The [`crate::NSID_HEADER`] every response carries (the server's NSID), when it has one.
     pub nsid: Option<axum::http::HeaderValue>,
+    /// Where keys a cache lacks are looked up before answering (`--pkarr-dht`).
+    pub lookups: Option<Arc<dyn crate::lookups::Lookups>>,
 }
 
 /// The largest request body read (a DNS message or a pkarr payload is far smaller). A larger
@@ -116,6 +118,8 @@ pub fn router(state: HttpState, with_metrics: bool) -> Router {
 
 async fn doh_get(
     State(s): State<HttpState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
     Query(params): Query<HashMap<String, String>>,
 ) -> Response {
     let Some(encoded) = params.get("dns") else {
@@ -126,12 +130,17 @@ async fn doh_get(
             .into_response();
     };
     match data_encoding::BASE64URL_NOPAD.decode(encoded.trim_end_matches('=').as_bytes()) {
-        Ok(packet) => doh_answer(&s, &packet),
+        Ok(packet) => doh_answer(&s, &packet, client(&s, peer, &headers)).await,
         Err(_) => (StatusCode::BAD_REQUEST, "?dns= is not base64url\n").into_response(),
     }
 }
 
-async fn doh_post(State(s): State<HttpState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn doh_post(
+    State(s): State<HttpState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -143,10 +152,16 @@ async fn doh_post(State(s): State<HttpState>, headers: HeaderMap, body: Bytes) -
         )
             .into_response();
     }
-    doh_answer(&s, &body)
+    doh_answer(&s, &body, client(&s, peer, &headers)).await
 }
 
-fn doh_answer(s: &HttpState, packet: &[u8]) -> Response {
+/// The client a request is from: the connection's peer, or the address a trusted proxy
+/// forwarded.
+fn client(s: &HttpState, peer: SocketAddr, headers: &HeaderMap) -> IpAddr {
+    crate::relay::client_address(peer.ip(), headers, &s.trusted_proxies)
+}
+
+async fn doh_answer(s: &HttpState, packet: &[u8], client: IpAddr) -> Response {
     let Some(doh) = &s.doh else {
         return StatusCode::NOT_FOUND.into_response();
     };
@@ -159,6 +174,25 @@ fn doh_answer(s: &HttpState, packet: &[u8]) -> Response {
         &doh.answer,
         &mut out,
     );
+    let outcome = match crate::lookups::needs_lookup(doh.lookups.as_ref(), &outcome) {
+        Some(key) => {
+            let lookups = doh.lookups.as_ref().expect("asked of it");
+            crate::lookups::answer_after(
+                lookups,
+                key,
+                Some(client),
+                crate::lookups::Asked {
+                    catalog: &doh.catalog,
+                    packet,
+                    transport: Transport::Stream,
+                    config: &doh.answer,
+                },
+                &mut out,
+            )
+            .await
+        }
+        None => outcome,
+    };
     doh.metrics.record(Proto::Doh, &outcome, started.elapsed());
     let mut response = if outcome.reply {
         ([(header::CONTENT_TYPE, DNS_MESSAGE)], out).into_response()

@@ -16,6 +16,7 @@
 pub mod acme;
 mod conns;
 pub mod http;
+pub mod lookups;
 pub mod metrics;
 mod padding;
 pub mod relay;
@@ -73,6 +74,8 @@ pub struct ServerConfig {
     pub tls: Option<Arc<tls::Certificates>>,
     /// Response rate limiting of UDP answers (`None`: off).
     pub rrl: Option<Arc<rrl::Rrl>>,
+    /// Where keys a cache lacks are looked up before answering (`--pkarr-dht`).
+    pub lookups: Option<Arc<dyn lookups::Lookups>>,
 }
 
 /// Answers a NOTIFY request from a peer (`None`: not one it answers).
@@ -107,6 +110,7 @@ impl Default for ServerConfig {
             dot: Vec::new(),
             tls: None,
             rrl: None,
+            lookups: None,
         }
     }
 }
@@ -171,6 +175,8 @@ struct Shared {
     config: ServerConfig,
     shutdown: CancellationToken,
     conns: Arc<conns::Registry>,
+    /// Where UDP threads start the tasks of answers that wait for a lookup.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl Server {
@@ -189,6 +195,7 @@ impl Server {
             config: config.clone(),
             shutdown: shutdown.clone(),
             conns: conns::Registry::new(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
         });
         // DoT first: a port in use fails here, before any thread or task has started.
         let mut dot = None;
@@ -550,6 +557,30 @@ where
                 &shared.config.answer,
                 &mut out,
             )
+        };
+        let outcome = match lookups::needs_lookup(shared.config.lookups.as_ref(), &outcome) {
+            Some(key) => {
+                let lookups = shared.config.lookups.as_ref().expect("asked of it");
+                // Waited for as a write is: bounded by the idle timeout, and shed at the cap.
+                bounded
+                    .run(async {
+                        Ok(lookups::answer_after(
+                            lookups,
+                            key,
+                            Some(peer.ip()),
+                            crate::lookups::Asked {
+                                catalog: &shared.catalog,
+                                packet: &msg,
+                                transport: Transport::Stream,
+                                config: &shared.config.answer,
+                            },
+                            &mut out,
+                        )
+                        .await)
+                    })
+                    .await?
+            }
+            None => outcome,
         };
         // NOTIFY and transfers (which answer() declines) are answered here, and counted with
         // the rcode they got.

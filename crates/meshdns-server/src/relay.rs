@@ -85,8 +85,13 @@ pub trait PkarrRelay: Send + Sync {
         body: &'a [u8],
         if_match: Option<u64>,
     ) -> Pin<Box<dyn Future<Output = Result<(), Refusal>> + Send + 'a>>;
-    /// The stored packet (200), nothing (404), or a refusal (400).
-    fn get(&self, key: &str) -> Result<Option<Stored>, Refusal>;
+    /// The stored packet (200), nothing (404), or a refusal (400; 503 when a lookup
+    /// elsewhere failed). `client` may be counted against a bound of such lookups.
+    fn get<'a>(
+        &'a self,
+        client: IpAddr,
+        key: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Result<Option<Stored>, Refusal>> + Send + 'a>>;
     /// The server's NSID (RFC 5001, `--nsid`), sent as [`crate::NSID_HEADER`] on every
     /// `/pkarr` response so a client behind a load balancer can tell which replica answered;
     /// `None`: no header.
@@ -232,11 +237,13 @@ pub async fn put(
 /// `GET /pkarr/<key>`.
 pub async fn get(
     State(s): State<RelayState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(key): Path<String>,
     headers: HeaderMap,
 ) -> Response {
     let relay = &s.relay;
-    let stored = match relay.get(&key) {
+    let client = client_address(peer.ip(), &headers, &s.trusted_proxies);
+    let stored = match relay.get(client, &key).await {
         Ok(Some(stored)) => stored,
         Ok(None) => return with_cors(StatusCode::NOT_FOUND),
         Err((status, reason)) => return with_cors((status, format!("{reason}\n"))),

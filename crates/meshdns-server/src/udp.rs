@@ -48,7 +48,8 @@ fn oversized(shared: &Shared, head: &[u8], out: &mut Vec<u8>) -> bool {
 }
 
 /// `rrl_ms` is the rate limiter's clock ([`crate::rrl::Rrl::now_ms`]), read once per batch
-/// when it is on.
+/// when it is on. An answer that waits for a lookup ([`crate::lookups`]) is not sent here:
+/// `defer` is given the key, and a task answers later ([`deferred`]).
 fn handle(
     shared: &Shared,
     catalog: &meshdns_zone::Catalog,
@@ -56,9 +57,14 @@ fn handle(
     peer: impl Fn() -> Option<std::net::IpAddr>,
     out: &mut Vec<u8>,
     rrl_ms: u32,
+    defer: impl FnOnce(meshdns_zone::Key),
 ) -> bool {
     let started = Instant::now();
     let outcome = answer(catalog, packet, Transport::Udp, &shared.config.answer, out);
+    if let Some(key) = crate::lookups::needs_lookup(shared.config.lookups.as_ref(), &outcome) {
+        defer(key);
+        return false;
+    }
     // NOTIFY and IXFR (which answer() declines) are answered here when configured.
     let special = if outcome.rcode == meshdns_zone::rcode::NOTIMP && crate::is_notify(packet) {
         shared
@@ -106,6 +112,65 @@ fn handle(
         (Some(rrl), true) => limit(shared, rrl, packet, peer, out, rrl_ms),
         _ => reply,
     }
+}
+
+/// Answers `packet` from `peer` once `key`'s lookup ended, on the runtime, and sends the reply
+/// from `sock` without blocking (a full send buffer drops it, as it would any datagram). RRL
+/// applies as to any answer.
+fn deferred(
+    shared: &Arc<Shared>,
+    sock: &Arc<UdpSocket>,
+    packet: &[u8],
+    peer: std::net::SocketAddr,
+    key: meshdns_zone::Key,
+) {
+    let (Some(lookups), Some(runtime)) = (&shared.config.lookups, &shared.runtime) else {
+        return;
+    };
+    let (lookups, shared, sock, packet) = (
+        lookups.clone(),
+        shared.clone(),
+        sock.clone(),
+        packet.to_vec(),
+    );
+    let started = Instant::now();
+    runtime.spawn(async move {
+        let mut out = Vec::with_capacity(512);
+        let outcome = crate::lookups::answer_after(
+            &lookups,
+            key,
+            Some(peer.ip()),
+            crate::lookups::Asked {
+                catalog: &shared.catalog,
+                packet: &packet,
+                transport: Transport::Udp,
+                config: &shared.config.answer,
+            },
+            &mut out,
+        )
+        .await;
+        shared
+            .metrics
+            .record(Proto::Udp, &outcome, started.elapsed());
+        let send = match (&shared.config.rrl, outcome.reply) {
+            (Some(rrl), true) => limit(
+                &shared,
+                rrl,
+                &packet,
+                || Some(peer.ip()),
+                &mut out,
+                rrl.now_ms(),
+            ),
+            (_, reply) => reply,
+        };
+        if send {
+            let _ = socket2::SockRef::from(&*sock).send_to_with_flags(
+                &out,
+                &peer.into(),
+                libc::MSG_DONTWAIT,
+            );
+        }
+    });
 }
 
 thread_local! {
@@ -195,6 +260,7 @@ mod simple {
                     || Some(peer.ip()),
                     &mut out,
                     rrl_ms(&shared),
+                    |key| deferred(&shared, &sock, &buf[..len], peer, key),
                 )
             };
             if replied {
@@ -359,13 +425,20 @@ mod batched {
                     // Longer than any query we answer: FORMERR, a bare header.
                     oversized(&shared, &b.data[i], &mut b.replies[i])
                 } else {
+                    let packet = &b.data[i][..len];
                     handle(
                         &shared,
                         &catalog,
-                        &b.data[i][..len],
+                        packet,
                         || source_ip(addr),
                         &mut b.replies[i],
                         rrl_ms,
+                        |key| {
+                            if let Some(ip) = source_ip(addr) {
+                                let peer = std::net::SocketAddr::new(ip, source_port(addr));
+                                deferred(&shared, &sock, packet, peer, key);
+                            }
+                        },
                     )
                 };
                 if !replied {

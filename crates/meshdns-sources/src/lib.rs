@@ -24,6 +24,12 @@ pub mod zonefile;
 
 pub use content::{FileKind, ParseSettings, Parsed, Problem, ZoneContent};
 pub use feed::BytesFeed;
+pub use pkarr::dht::{DhtConfig, DhtCounters, LookupError, PkarrDht};
+
+/// The upper bounds (seconds) of the DHT lookup latency histogram.
+pub fn pkarr_dht_buckets() -> &'static [f64] {
+    &pkarr::dht::LATENCY_BUCKETS
+}
 pub use pkarr::{ChangePage, Epoch, PkarrConfig, PkarrStore, PutError, StoredPacket};
 pub use read::{load_source, read_manifests};
 pub use records::parse;

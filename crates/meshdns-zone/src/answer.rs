@@ -25,7 +25,7 @@
 use crate::name::is_wire_subdomain;
 use crate::rdata::RType;
 use crate::wire::{self, HEADER_LEN, Malformed, Owner, Section, Writer, parse_query};
-use crate::zone::{Catalog, Lookup, Node, RRset, ZoneView};
+use crate::zone::{Catalog, Lookup, Node, RRset, Touch, ZoneView};
 
 /// Response codes (RFC 1035 §4.1.1, RFC 6891 §9).
 pub mod rcode {
@@ -89,6 +89,9 @@ pub struct Outcome {
     /// Whether the query carried the EDNS Padding option (RFC 7830): a stream transport that
     /// pads (DoT, RFC 8467) may pad the response.
     pub padding: bool,
+    /// The key of a pkarr origin's cache (keys found in the Mainline DHT) this answer used or
+    /// lacked: with a [`Touch::Miss`] the server looks the key up and answers again.
+    pub touched: Option<Touch>,
 }
 
 impl Outcome {
@@ -100,6 +103,7 @@ impl Outcome {
             qtype: None,
             truncated: false,
             padding: false,
+            touched: None,
         }
     }
 }
@@ -168,6 +172,7 @@ pub fn answer(
             qtype: Some(query.qtype),
             truncated,
             padding: edns.is_some_and(|e| e.padding),
+            touched: None,
         }
     };
 
@@ -212,7 +217,40 @@ pub fn answer(
             w.rollback(mark);
         }
     }
-    reply(&mut w, flags, resolved.rcode, truncated)
+    let mut outcome = reply(&mut w, flags, resolved.rcode, truncated);
+    outcome.touched = reader.as_ref().and_then(|r| r.touched());
+    outcome
+}
+
+/// SERVFAIL for `packet` (a query [`answer`] replied to): its question echoed, EDNS
+/// answered as [`answer`] would (NSID included when asked). For a query whose answer waited
+/// on a lookup that failed: a resolver tries again or elsewhere.
+pub fn answer_servfail(packet: &[u8], config: &AnswerConfig, out: &mut Vec<u8>) -> Outcome {
+    let Ok(query) = parse_query(packet) else {
+        out.clear();
+        return Outcome::dropped();
+    };
+    let question = &packet[HEADER_LEN..HEADER_LEN + query.qname.len() + 4];
+    let mut table = wire::table();
+    let mut w = Writer::new(
+        out,
+        &mut table,
+        Some((question, query.qname_lower.as_bytes())),
+    );
+    let flags = FLAG_QR | if query.rd { FLAG_RD } else { 0 } | if query.cd { FLAG_CD } else { 0 };
+    if let Some(e) = query.edns {
+        let nsid = config.nsid.filter(|_| e.nsid);
+        w.put_opt(config.edns_payload, 0, e.dnssec_ok, nsid);
+    }
+    w.finish(query.id, flags | rcode::SERVFAIL);
+    Outcome {
+        reply: true,
+        rcode: rcode::SERVFAIL,
+        qtype: Some(query.qtype),
+        truncated: false,
+        padding: query.edns.is_some_and(|e| e.padding),
+        touched: None,
+    }
 }
 
 /// FORMERR or NOTIMP for a packet that is not a usable query; the question is echoed when it
@@ -249,6 +287,7 @@ fn malformed_reply(
         qtype,
         truncated: false,
         padding: false,
+        touched: None,
     }
 }
 

@@ -15,12 +15,15 @@ pub mod text;
 pub mod wire;
 pub mod zone;
 
-pub use answer::{AnswerConfig, Outcome, Transport, answer, answer_oversized, rcode};
+pub use answer::{
+    AnswerConfig, Outcome, Transport, answer, answer_oversized, answer_servfail, rcode,
+};
 pub use cidr::Cidr;
 pub use name::{Name, NameError};
 pub use rdata::{RData, RDataError, RType, Soa};
 pub use records::{Record, RecordRef, Records};
 pub use zone::{
     BuildDefaults, Catalog, CatalogBuilder, Found, Key, Lookup, Node, Overlay, OverlayReader,
-    Published, RRset, Rejection, SoaTemplate, SourceId, Zone, ZoneView, key_of_label, label_of_key,
+    Published, RRset, Rejection, SoaTemplate, SourceId, Touch, Zone, ZoneView, key_of_label,
+    label_of_key,
 };

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use axum::http::{HeaderValue, StatusCode};
 use meshdns_server::relay::{PkarrRelay, Refusal, Stored};
 use meshdns_server::replicate::{Applied, Have, Origin, Page, PeerStore, Replicator};
-use meshdns_sources::{PkarrStore, PutError};
+use meshdns_sources::{LookupError, PkarrDht, PkarrStore, PutError};
 
 /// The pkarr relay as the HTTP endpoint sees it.
 pub struct PkarrHttp {
@@ -16,6 +16,9 @@ pub struct PkarrHttp {
     pub store: Arc<PkarrStore>,
     /// The other replicas, when there are: each acknowledged publish is sent to them.
     pub replicator: Option<Arc<Replicator>>,
+    /// The Mainline DHT, when joined: each publish is put there, and `GET` of a key not
+    /// stored here looks it up there.
+    pub dht: Option<Arc<PkarrDht>>,
     /// The server's NSID as the `Meshdns-Nsid` header of every response (`--nsid`).
     pub nsid: Option<HeaderValue>,
 }
@@ -100,27 +103,88 @@ impl PkarrRelay for PkarrHttp {
                 .put(Some(client), key, body, if_match)
                 .await
                 .map_err(|e| (status(&e), e.to_string()))?;
-            // Durable here: on to the other replicas (waiting for them only with
-            // --pkarr-ack-replicas).
-            match (&self.replicator, meshdns_iroh::parse_endpoint_id(key)) {
-                (Some(r), Ok(id)) => r.publish(*id.as_bytes(), seq, body).await,
-                _ => Ok(()),
+            let Ok(id) = meshdns_iroh::parse_endpoint_id(key) else {
+                return Ok(());
+            };
+            // Durable here: to the DHT (never waited for), and on to the other replicas
+            // (waited for only with --pkarr-ack-replicas).
+            if let Some(dht) = &self.dht {
+                dht.put(*id.as_bytes(), body);
+            }
+            match &self.replicator {
+                Some(r) => r.publish(*id.as_bytes(), seq, body).await,
+                None => Ok(()),
             }
         })
     }
 
-    fn get(&self, key: &str) -> Result<Option<Stored>, Refusal> {
-        let stored = self
-            .store
-            .get(key)
-            .map_err(|e| (status(&e), e.to_string()))?;
-        Ok(stored.map(|p| Stored {
-            payload: p.payload,
-            min_ttl: p.min_ttl,
-        }))
+    fn get<'a>(
+        &'a self,
+        client: std::net::IpAddr,
+        key: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Result<Option<Stored>, Refusal>> + Send + 'a>> {
+        Box::pin(async move {
+            let stored = self
+                .store
+                .get(key)
+                .map_err(|e| (status(&e), e.to_string()))?;
+            if let Some(p) = stored {
+                return Ok(Some(Stored {
+                    payload: p.payload,
+                    min_ttl: p.min_ttl,
+                }));
+            }
+            let (Some(dht), Ok(id)) = (&self.dht, meshdns_iroh::parse_endpoint_id(key)) else {
+                return Ok(None);
+            };
+            match dht.packet(*id.as_bytes(), Some(client)).await {
+                Ok(found) => Ok(found.map(|payload| {
+                    let min_ttl = meshdns_iroh::pkarr::SignedPacket::from_stored(&id, &payload)
+                        .ok()
+                        .and_then(|p| p.min_ttl());
+                    Stored {
+                        payload: payload.to_vec(),
+                        min_ttl,
+                    }
+                })),
+                Err(e) => Err((
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    match e {
+                        LookupError::Refused => {
+                            "not stored here, and the Mainline DHT lookup was refused: too many in flight, or this client started too many a second (--pkarr-dht-lookups, --pkarr-dht-client-lookups); try again"
+                        }
+                        LookupError::Timeout => {
+                            "not stored here, and no Mainline DHT node answered within --pkarr-dht-timeout; try again"
+                        }
+                        LookupError::Failed => {
+                            "not stored here, and the Mainline DHT nodes answered only with errors; try again"
+                        }
+                    }
+                    .to_string(),
+                )),
+            }
+        })
     }
 
     fn nsid(&self) -> Option<HeaderValue> {
         self.nsid.clone()
+    }
+}
+
+/// The DHT as the DNS listeners see it: where a key missing from the cache is looked up.
+pub struct DhtLookups(pub Arc<PkarrDht>);
+
+impl meshdns_server::lookups::Lookups for DhtLookups {
+    fn hit(&self, key: &[u8; 32]) {
+        self.0.hit(key);
+    }
+
+    fn lookup(
+        &self,
+        key: [u8; 32],
+        client: Option<std::net::IpAddr>,
+    ) -> Pin<Box<dyn Future<Output = bool> + Send>> {
+        let dht = self.0.clone();
+        Box::pin(async move { dht.lookup(key, client).await.is_ok() })
     }
 }

@@ -29,6 +29,8 @@ pub struct Sources<'a> {
     pub tls: Option<&'a meshdns_server::tls::Certificates>,
     /// Replication with the pkarr relay's peers, when on.
     pub replication: Option<&'a meshdns_server::replicate::Replicator>,
+    /// The Mainline DHT node, when on.
+    pub dht: Option<&'a meshdns_sources::PkarrDht>,
 }
 
 /// Renders every meshdns metric in Prometheus text format.
@@ -65,7 +67,113 @@ pub fn render(m: &Sources<'_>) -> String {
     if let Some(r) = m.replication {
         r.render(&mut out);
     }
+    if let Some(d) = m.dht {
+        dht(&mut out, d);
+    }
     out
+}
+
+fn dht(out: &mut String, dht: &meshdns_sources::PkarrDht) {
+    let c = &dht.counters;
+    header(
+        out,
+        "meshdns_pkarr_dht_lookups_total",
+        "Mainline DHT lookups, by outcome: found, not_found (nodes answered without a value), timeout (no node answered in time), failed (only errors), refused (not started: over --pkarr-dht-lookups or a client's --pkarr-dht-client-lookups).",
+        "counter",
+    );
+    for (outcome, n) in [
+        ("found", &c.found),
+        ("not_found", &c.not_found),
+        ("timeout", &c.timeout),
+        ("failed", &c.failed),
+        ("refused", &c.refused),
+    ] {
+        let _ = writeln!(
+            out,
+            "meshdns_pkarr_dht_lookups_total{{outcome=\"{outcome}\"}} {}",
+            n.load(Relaxed)
+        );
+    }
+    for (name, help, n) in [
+        (
+            "meshdns_pkarr_dht_cache_answers_total",
+            "Queries for keys not stored here answered from the DHT cache, without a lookup.",
+            &c.cache_answers,
+        ),
+        (
+            "meshdns_pkarr_dht_joined_total",
+            "Queries that joined a DHT lookup already in flight for their key.",
+            &c.joined,
+        ),
+        (
+            "meshdns_pkarr_dht_refreshes_total",
+            "Cached keys looked up again in the background (asked for in the last fifth of their life).",
+            &c.refreshes,
+        ),
+        (
+            "meshdns_pkarr_dht_invalid_total",
+            "Items found in the DHT that failed verification (signature, size, records, date).",
+            &c.invalid,
+        ),
+    ] {
+        header(out, name, help, "counter");
+        let _ = writeln!(out, "{name} {}", n.load(Relaxed));
+    }
+    header(
+        out,
+        "meshdns_pkarr_dht_puts_total",
+        "Packets put to the DHT, by outcome: ok (stored at nodes), failed, dropped (the queue was full).",
+        "counter",
+    );
+    for (outcome, n) in [
+        ("ok", &c.puts_ok),
+        ("failed", &c.puts_failed),
+        ("dropped", &c.puts_dropped),
+    ] {
+        let _ = writeln!(
+            out,
+            "meshdns_pkarr_dht_puts_total{{outcome=\"{outcome}\"}} {}",
+            n.load(Relaxed)
+        );
+    }
+    header(
+        out,
+        "meshdns_pkarr_dht_cache_keys",
+        "Keys in the DHT cache (found, or found absent).",
+        "gauge",
+    );
+    let _ = writeln!(out, "meshdns_pkarr_dht_cache_keys {}", dht.cached());
+    header(
+        out,
+        "meshdns_pkarr_dht_routing_nodes",
+        "Nodes in the DHT routing table, as last read (every 10 s).",
+        "gauge",
+    );
+    let _ = writeln!(
+        out,
+        "meshdns_pkarr_dht_routing_nodes {}",
+        c.routing_nodes.load(Relaxed)
+    );
+    header(
+        out,
+        "meshdns_pkarr_dht_lookup_seconds",
+        "Time from a DHT lookup's start to its end.",
+        "histogram",
+    );
+    let (counts, sum) = c.latency();
+    for (bound, n) in meshdns_sources::pkarr_dht_buckets().iter().zip(&counts) {
+        let _ = writeln!(
+            out,
+            "meshdns_pkarr_dht_lookup_seconds_bucket{{le=\"{bound}\"}} {n}"
+        );
+    }
+    let total = counts.last().copied().unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "meshdns_pkarr_dht_lookup_seconds_bucket{{le=\"+Inf\"}} {total}"
+    );
+    let _ = writeln!(out, "meshdns_pkarr_dht_lookup_seconds_sum {sum}");
+    let _ = writeln!(out, "meshdns_pkarr_dht_lookup_seconds_count {total}");
 }
 
 fn zone_serials(out: &mut String, catalog: &Catalog) {

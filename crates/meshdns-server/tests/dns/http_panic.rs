@@ -31,8 +31,12 @@ impl PkarrRelay for Panicking {
         Box::pin(async { panic!("a bug in the relay's put") })
     }
 
-    fn get(&self, _: &str) -> Result<Option<Stored>, Refusal> {
-        panic!("a bug in the relay's get")
+    fn get<'a>(
+        &'a self,
+        _: IpAddr,
+        _: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Result<Option<Stored>, Refusal>> + Send + 'a>> {
+        Box::pin(async { panic!("a bug in the relay's get") })
     }
 }
 

@@ -57,6 +57,7 @@ use meshdns_zone::{Key, Name, Overlay, Published};
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use tracing::{error, info, warn};
 
+pub mod dht;
 mod tables;
 
 pub use tables::{ChangePage, Epoch, Have, Origin, tie};
@@ -97,6 +98,8 @@ pub struct PkarrConfig {
     /// commit (less CPU and disk per publish) for that much more latency. Zero commits what is
     /// queued at once.
     pub commit_window: Duration,
+    /// Serve keys found elsewhere (the Mainline DHT) from the overlay's cache.
+    pub lookups: bool,
 }
 
 impl PkarrConfig {
@@ -111,6 +114,7 @@ impl PkarrConfig {
             put_burst: 1,
             cache_bytes: 32 << 20,
             commit_window: Duration::ZERO,
+            lookups: false,
         }
     }
 }
@@ -331,7 +335,7 @@ impl PkarrStore {
             migrate(&db, &dir.join(LEGACY_DIR))?;
             prefetch(&dir.join(DB_FILE));
         }
-        let (overlay, beyond) = load(&db, horizon(config.max_future))?;
+        let (overlay, beyond) = load(&db, horizon(config.max_future), config.lookups)?;
         let overlay = Arc::new(overlay);
         // Kept on disk, not served: if the clock is what is behind (no RTC, NTP not synced
         // yet), deleting them would lose every packet; a publish at today's time replaces one.
@@ -1027,9 +1031,13 @@ fn prefetch(path: &Path) {
 
 /// Every stored packet dated no later than `latest`, compiled for serving; and the rows of
 /// those dated later (kept, not served).
-fn load(db: &Database, latest: u64) -> std::io::Result<(Overlay, Vec<(u64, Key)>)> {
+fn load(db: &Database, latest: u64, lookups: bool) -> std::io::Result<(Overlay, Vec<(u64, Key)>)> {
     let started = Instant::now();
-    let overlay = Overlay::new();
+    let overlay = if lookups {
+        Overlay::with_cache()
+    } else {
+        Overlay::new()
+    };
     let txn = db.begin_read().map_err(io)?;
     let table = txn.open_table(PACKETS).map_err(io)?;
     overlay.reserve(table.len().map_err(io)? as usize);

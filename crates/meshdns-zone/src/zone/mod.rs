@@ -34,5 +34,7 @@ pub use build::CatalogBuilder;
 pub use catalog::{Catalog, Found};
 pub use compact::{Zone, canonical_cmp};
 pub use gather::{BuildDefaults, Refused, Rejection, SoaTemplate, SourceId};
-pub use overlay::{Key, Overlay, OverlayReader, Published, ZoneView, key_of_label, label_of_key};
+pub use overlay::{
+    Key, Overlay, OverlayReader, Published, Touch, ZoneView, key_of_label, label_of_key,
+};
 pub use view::{Lookup, Node, RRset};

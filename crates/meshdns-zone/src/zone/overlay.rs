@@ -185,8 +185,24 @@ fn label_offsets_rel(prefix: &[u8]) -> impl Iterator<Item = usize> + '_ {
 }
 
 /// Every key's published records, shared by the snapshots that serve them.
+///
+/// With a cache ([`Overlay::with_cache`]), keys found elsewhere (the Mainline DHT) are kept
+/// apart from the published ones: served only where no key published here, never counted in
+/// [`Overlay::len`] nor listed by [`Overlay::entries`] (so never transferred), and a reader
+/// notes the cached key an answer used or lacked ([`OverlayReader::touched`]), so the server
+/// can look it up before answering.
 pub struct Overlay {
     map: papaya::HashMap<Key, Published, DefaultHashBuilder>,
+    cache: Option<papaya::HashMap<Key, Published, DefaultHashBuilder>>,
+}
+
+/// What an answer read of the cache, when the overlay has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Touch {
+    /// The key was in the cache (found, or cached as absent).
+    Hit(Key),
+    /// The key was neither published here nor cached: its lookup would decide the answer.
+    Miss(Key),
 }
 
 impl std::fmt::Debug for Overlay {
@@ -207,10 +223,42 @@ impl Overlay {
     /// An empty overlay.
     pub fn new() -> Overlay {
         Overlay {
-            map: papaya::HashMap::builder()
-                .hasher(DefaultHashBuilder::default())
-                .build(),
+            map: map(),
+            cache: None,
         }
+    }
+
+    /// An empty overlay with a cache of keys found elsewhere.
+    pub fn with_cache() -> Overlay {
+        Overlay {
+            map: map(),
+            cache: Some(map()),
+        }
+    }
+
+    /// Whether this overlay has a cache.
+    pub fn has_cache(&self) -> bool {
+        self.cache.is_some()
+    }
+
+    /// Serves `published` for `key` where nothing is published for it (records found
+    /// elsewhere; none: cached as absent). No-op without a cache.
+    pub fn cache_insert(&self, key: Key, published: Published) {
+        if let Some(c) = &self.cache {
+            c.pin().insert(key, published);
+        }
+    }
+
+    /// Drops `key` from the cache.
+    pub fn cache_remove(&self, key: &Key) {
+        if let Some(c) = &self.cache {
+            c.pin().remove(key);
+        }
+    }
+
+    /// Keys in the cache.
+    pub fn cache_len(&self) -> usize {
+        self.cache.as_ref().map_or(0, papaya::HashMap::len)
     }
 
     /// Makes room for `additional` more keys (before a bulk load).
@@ -257,20 +305,50 @@ impl Overlay {
         OverlayReader {
             overlay: self,
             guard: self.map.guard(),
+            cache: self.cache.as_ref().map(|c| (c, c.guard())),
+            touched: std::cell::Cell::new(None),
         }
     }
 }
 
-/// Reads an [`Overlay`] under one guard.
+fn map() -> papaya::HashMap<Key, Published, DefaultHashBuilder> {
+    papaya::HashMap::builder()
+        .hasher(DefaultHashBuilder::default())
+        .build()
+}
+
+/// Reads an [`Overlay`] under one guard (one per map).
 pub struct OverlayReader<'a> {
     overlay: &'a Overlay,
     guard: LocalGuard<'a>,
+    cache: Option<(
+        &'a papaya::HashMap<Key, Published, DefaultHashBuilder>,
+        LocalGuard<'a>,
+    )>,
+    touched: std::cell::Cell<Option<Touch>>,
 }
 
 impl OverlayReader<'_> {
-    /// What `key` has published.
+    /// What `key` has published here, else what the cache holds for it.
     pub fn get(&self, key: &Key) -> Option<&Published> {
-        self.overlay.map.get(key, &self.guard)
+        if let Some(p) = self.overlay.map.get(key, &self.guard) {
+            return Some(p);
+        }
+        let (cache, guard) = self.cache.as_ref()?;
+        let found = cache.get(key, guard);
+        // A miss outranks a hit: it is what the answer waits for.
+        match (found, self.touched.get()) {
+            (None, _) => self.touched.set(Some(Touch::Miss(*key))),
+            (Some(_), None) => self.touched.set(Some(Touch::Hit(*key))),
+            (Some(_), Some(_)) => {}
+        }
+        found
+    }
+
+    /// The cached key this reader's answer used or lacked, if any (the last miss, else the
+    /// first hit).
+    pub fn touched(&self) -> Option<Touch> {
+        self.touched.get()
     }
 }
 

@@ -59,6 +59,15 @@ pub const PKARR_CATCHUP_INTERVAL: Duration = Duration::from_secs(30);
 pub const PKARR_PEER_QUEUE: usize = 65_536;
 /// `--pkarr-push-window`.
 pub const PKARR_PUSH_WINDOW: Duration = Duration::from_millis(20);
+/// `--pkarr-dht-timeout`: below the 2 s a DHT request waits by default in the `mainline`
+/// crate, so a query's resolver gets SERVFAIL before it gives up itself.
+pub const PKARR_DHT_TIMEOUT: Duration = Duration::from_millis(1500);
+/// `--pkarr-dht-cache`.
+pub const PKARR_DHT_CACHE: usize = 100_000;
+/// `--pkarr-dht-lookups`.
+pub const PKARR_DHT_LOOKUPS: usize = 64;
+/// `--pkarr-dht-client-lookups`.
+pub const PKARR_DHT_CLIENT_LOOKUPS: u32 = 10;
 /// The ACME directory without --acme-directory: Let's Encrypt's production CA.
 pub const ACME_DIRECTORY: &str = meshdns_server::acme::LETS_ENCRYPT;
 /// How long a `--tls-self-signed` certificate is valid.

@@ -243,6 +243,44 @@ pub struct ServeConfig {
     #[serde(default, deserialize_with = "de::duration")]
     pub pkarr_push_window: Option<Duration>,
 
+    /// Join the Mainline DHT (BEP 44, as pkarr clients use it): keys not published here are
+    /// looked up there, and every publish taken here is put there [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+        default_missing_value = "true", overrides_with = "no_pkarr_dht", help_heading = "pkarr DHT")]
+    pub pkarr_dht: Option<bool>,
+    /// Do not join the Mainline DHT (the same as --pkarr-dht=false).
+    #[arg(long, overrides_with = "pkarr_dht", help_heading = "pkarr DHT")]
+    #[serde(skip)]
+    pub no_pkarr_dht: bool,
+    /// A DHT node to join through, HOST:PORT (repeatable) [default: the public bootstrap
+    /// routers: router.bittorrent.com:6881, dht.transmissionbt.com:6881,
+    /// dht.libtorrent.org:25401, relay.pkarr.org:6881].
+    #[arg(long = "pkarr-dht-bootstrap", value_name = "HOST:PORT", value_parser = values::host_port, help_heading = "pkarr DHT")]
+    #[serde(default, deserialize_with = "de::list")]
+    pub pkarr_dht_bootstrap: Vec<values::HostPort>,
+    /// The DHT node's UDP address, IPv4 (port 0: any free port) [default: 0.0.0.0:0].
+    #[arg(long, value_name = "ADDR:PORT", help_heading = "pkarr DHT")]
+    pub pkarr_dht_bind: Option<std::net::SocketAddrV4>,
+    /// How long a query waits for a DHT lookup before SERVFAIL; also each DHT request's
+    /// timeout [default: 1.5s].
+    #[arg(long, value_name = "DURATION", value_parser = values::duration, help_heading = "pkarr DHT")]
+    #[serde(default, deserialize_with = "de::duration")]
+    pub pkarr_dht_timeout: Option<Duration>,
+    /// Keys found in the DHT (or found absent) cached at most [default: 100000].
+    #[arg(long, value_name = "N", value_parser = values::at_least_one_u32, help_heading = "pkarr DHT")]
+    #[serde(default, deserialize_with = "de::at_least_one_u32")]
+    pub pkarr_dht_cache: Option<u32>,
+    /// DHT lookups in flight at most; beyond, a query that needs one gets SERVFAIL at once
+    /// [default: 64].
+    #[arg(long, value_name = "N", value_parser = values::at_least_one_u32, help_heading = "pkarr DHT")]
+    #[serde(default, deserialize_with = "de::at_least_one_u32")]
+    pub pkarr_dht_lookups: Option<u32>,
+    /// DHT lookups one client address may start per second (joining one in flight is free);
+    /// beyond, SERVFAIL at once [default: 10].
+    #[arg(long, value_name = "N", value_parser = values::at_least_one_u32, help_heading = "pkarr DHT")]
+    #[serde(default, deserialize_with = "de::at_least_one_u32")]
+    pub pkarr_dht_client_lookups: Option<u32>,
+
     /// An address or prefix allowed to transfer zones (AXFR/IXFR) without a key (repeatable)
     /// [default: none].
     #[arg(long = "allow-transfer", value_name = "PREFIX", value_parser = values::cidr, help_heading = "Zone transfers")]
@@ -369,6 +407,7 @@ impl ServeConfig {
     pub fn over(mut self, file: ServeConfig) -> ServeConfig {
         self.doh = toggle(self.doh, self.no_doh);
         self.kubernetes = toggle(self.kubernetes, self.no_kubernetes);
+        self.pkarr_dht = toggle(self.pkarr_dht, self.no_pkarr_dht);
         self.write_status = toggle(self.write_status, self.no_write_status);
         self.tls_self_signed = toggle(self.tls_self_signed, self.no_tls_self_signed);
         layer_fields!(
@@ -421,6 +460,14 @@ impl ServeConfig {
                 pkarr_catchup_interval,
                 pkarr_peer_queue,
                 pkarr_push_window,
+                pkarr_dht,
+                no_pkarr_dht,
+                pkarr_dht_bootstrap,
+                pkarr_dht_bind,
+                pkarr_dht_timeout,
+                pkarr_dht_cache,
+                pkarr_dht_lookups,
+                pkarr_dht_client_lookups,
                 allow_transfer,
                 allow_transfer_keys,
                 notify,

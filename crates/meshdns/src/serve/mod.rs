@@ -20,7 +20,8 @@ use meshdns_server::{
 use meshdns_sources::manifests::ManifestFeed;
 use meshdns_sources::secondary::{NotifyCounts, NotifyPolicy, SecondaryFeed, SecondarySpec};
 use meshdns_sources::{
-    BytesFeed, FileKind, FileSources, PkarrStore, Poker, SourceStatus, WatchHandle, spawn_watcher,
+    BytesFeed, FileKind, FileSources, PkarrDht, PkarrStore, Poker, SourceStatus, WatchHandle,
+    spawn_watcher,
 };
 use meshdns_xfr::Primary;
 use meshdns_zone::Catalog;
@@ -29,8 +30,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use crate::pkarr_http::{PkarrHttp, PkarrPeers};
+use crate::pkarr_http::{DhtLookups, PkarrHttp, PkarrPeers};
 use crate::{controller_cmd, telemetry, wait_for_signal};
+use meshdns_server::lookups::Lookups;
 use meshdns_server::replicate::Replicator;
 pub use plan::{EXIT_REFUSED, Refused, ServePlan};
 use plan::{HttpPlan, KubernetesPlan};
@@ -84,15 +86,24 @@ pub async fn run(mut plan: ServePlan) -> Result<()> {
             t.max_concurrent,
         ))
     });
-    let server = bind_dns(&plan, &shared, &feeds, transfers.clone(), certs.clone()).await?;
-    let watcher = spawn_watcher(sources).context("cannot start the file watcher")?;
-    if let Some(poker) = &pkarr_poker {
-        let _ = poker.set(watcher.poker());
-    }
     let tasks = Tasks {
         shutdown: CancellationToken::new(),
         tracker: TaskTracker::new(),
     };
+    let dht = start_dht(&plan, &shared, &tasks)?;
+    let server = bind_dns(
+        &plan,
+        &shared,
+        &feeds,
+        transfers.clone(),
+        certs.clone(),
+        dht.clone(),
+    )
+    .await?;
+    let watcher = spawn_watcher(sources).context("cannot start the file watcher")?;
+    if let Some(poker) = &pkarr_poker {
+        let _ = poker.set(watcher.poker());
+    }
     let secondary_feeds: Vec<Arc<SecondaryFeed>> =
         feeds.secondaries.iter().map(|(f, _)| f.clone()).collect();
     let notify_counts = feeds.notify.clone();
@@ -122,7 +133,7 @@ pub async fn run(mut plan: ServePlan) -> Result<()> {
         transfers,
         (secondary_feeds, notify_counts),
         (&certs, &http01),
-        replicator.clone(),
+        (replicator.clone(), dht.clone()),
         &plan,
     );
     let (http_addr, https_addr) =
@@ -162,6 +173,25 @@ pub async fn run(mut plan: ServePlan) -> Result<()> {
         ),
     }
     Ok(())
+}
+
+/// The Mainline DHT node, when `--pkarr-dht` is on: keys the store lacks are looked up there.
+fn start_dht(plan: &ServePlan, shared: &Shared, tasks: &Tasks) -> Result<Option<Arc<PkarrDht>>> {
+    let (Some(config), Some(store)) = (&plan.dht, &shared.pkarr) else {
+        return Ok(None);
+    };
+    let dht = PkarrDht::start(
+        config.clone(),
+        store.overlay().clone(),
+        tasks.shutdown.clone(),
+    )
+    .with_context(|| format!("cannot bind the DHT node to {}", config.bind))?;
+    info!(
+        bind = %config.bind,
+        bootstrap = ?config.bootstrap.as_deref().unwrap_or(&[]),
+        "Mainline DHT node started"
+    );
+    Ok(Some(dht))
 }
 
 /// The catalog, the zone-transfer primary (serials kept in the data directory), the pkarr
@@ -274,6 +304,7 @@ async fn bind_dns(
     feeds: &Feeds,
     transfers: Option<Arc<Transfers>>,
     certs: Option<Arc<Certificates>>,
+    dht: Option<Arc<PkarrDht>>,
 ) -> Result<ServerHandle> {
     let p = &plan.server;
     let notify = (!feeds.secondaries.is_empty()).then(|| {
@@ -309,6 +340,7 @@ async fn bind_dns(
         dot: p.dot.clone(),
         tls: certs,
         rrl,
+        lookups: dht.map(|d| Arc::new(DhtLookups(d)) as Arc<dyn Lookups>),
         ..ServerConfig::default()
     };
     let (catalog, metrics) = (shared.catalog.clone(), shared.metrics.clone());
@@ -437,17 +469,18 @@ fn http_state(
         &Option<Arc<Certificates>>,
         &Arc<meshdns_server::acme::Http01Tokens>,
     ),
-    replicator: Option<Arc<Replicator>>,
+    (replicator, dht): (Option<Arc<Replicator>>, Option<Arc<PkarrDht>>),
     plan: &ServePlan,
 ) -> HttpState {
     let metrics = {
-        let (metrics, catalog, status, pkarr, certs, replication) = (
+        let (metrics, catalog, status, pkarr, certs, replication, dht) = (
             shared.metrics.clone(),
             shared.catalog.clone(),
             shared.status.clone(),
             shared.pkarr.clone(),
             certs.clone(),
             replicator.clone(),
+            dht.clone(),
         );
         Arc::new(move || {
             telemetry::render(&telemetry::Sources {
@@ -460,6 +493,7 @@ fn http_state(
                 notify: &notify,
                 tls: certs.as_deref(),
                 replication: replication.as_deref(),
+                dht: dht.as_deref(),
             })
         }) as meshdns_server::http::MetricsFn
     };
@@ -483,6 +517,7 @@ fn http_state(
             Arc::new(PkarrHttp {
                 store,
                 replicator: replicator.clone(),
+                dht: dht.clone(),
                 nsid: nsid.clone(),
             }) as Arc<dyn PkarrRelay>
         }),
@@ -494,6 +529,9 @@ fn http_state(
             metrics: shared.metrics.clone(),
             answer: plan.server.answer,
             nsid,
+            lookups: dht
+                .clone()
+                .map(|d| Arc::new(DhtLookups(d)) as Arc<dyn Lookups>),
         }),
     }
 }

@@ -85,6 +85,8 @@ pub struct ServePlan {
     pub pkarr: Option<PkarrConfig>,
     /// Replication with the relay's other replicas, when peers are named.
     pub replication: Option<meshdns_server::replicate::ReplicationConfig>,
+    /// The Mainline DHT node, when `--pkarr-dht` is on.
+    pub dht: Option<meshdns_sources::DhtConfig>,
     /// The DNS listeners.
     pub server: ServerPlan,
     /// The certificate of `--https` and `--dot`, when either is on.
@@ -193,6 +195,7 @@ pub fn resolve(settings: &ServeConfig) -> Result<ServePlan, Refused> {
     }
     let kubernetes = problems.take(kubernetes(settings)).flatten();
     let replication = problems.take(replication(settings)).flatten();
+    let dht = problems.take(dht(settings)).flatten();
     let data_dir = data_dir(settings);
     let tls = match tls_source.flatten() {
         Some(source) => problems.take(tls(settings, source, data_dir.as_deref())),
@@ -222,8 +225,12 @@ pub fn resolve(settings: &ServeConfig) -> Result<ServePlan, Refused> {
             .ixfr_journal_records
             .unwrap_or(defaults::IXFR_JOURNAL_RECORDS),
         transfers,
-        pkarr: pkarr(settings),
+        pkarr: pkarr(settings).map(|mut p| {
+            p.lookups = dht.is_some();
+            p
+        }),
         replication,
+        dht,
         server: server(settings, nsid),
         tls,
         http: http(settings),
@@ -590,6 +597,50 @@ fn replication(
         .pkarr_push_window
         .unwrap_or(defaults::PKARR_PUSH_WINDOW);
     Ok(Some(config))
+}
+
+/// The DHT node, or why not: it serves the relay's origins.
+fn dht(settings: &ServeConfig) -> Result<Option<meshdns_sources::DhtConfig>, String> {
+    if settings.pkarr_dht != Some(true) {
+        return Ok(None);
+    }
+    if settings.pkarr.is_empty() {
+        return Err(
+            "--pkarr-dht (pkarrDht) looks keys up for the pkarr relay's origins: it needs \
+             --pkarr (pkarr)"
+                .into(),
+        );
+    }
+    Ok(Some(meshdns_sources::DhtConfig {
+        bootstrap: (!settings.pkarr_dht_bootstrap.is_empty()).then(|| {
+            settings
+                .pkarr_dht_bootstrap
+                .iter()
+                .map(|h| format!("{}:{}", h.host, h.port))
+                .collect()
+        }),
+        bind: settings
+            .pkarr_dht_bind
+            .unwrap_or(std::net::SocketAddrV4::new(
+                std::net::Ipv4Addr::UNSPECIFIED,
+                0,
+            )),
+        timeout: settings
+            .pkarr_dht_timeout
+            .unwrap_or(defaults::PKARR_DHT_TIMEOUT),
+        cache: settings
+            .pkarr_dht_cache
+            .map_or(defaults::PKARR_DHT_CACHE, |n| n as usize),
+        lookups: settings
+            .pkarr_dht_lookups
+            .map_or(defaults::PKARR_DHT_LOOKUPS, |n| n as usize),
+        client_lookups: settings
+            .pkarr_dht_client_lookups
+            .unwrap_or(defaults::PKARR_DHT_CLIENT_LOOKUPS),
+        max_future: settings
+            .pkarr_max_future
+            .unwrap_or(defaults::PKARR_MAX_FUTURE),
+    }))
 }
 
 fn pkarr(settings: &ServeConfig) -> Option<PkarrConfig> {

@@ -12,6 +12,7 @@ mod check;
 mod configmap;
 mod controller;
 mod deploy;
+mod dht;
 mod dig;
 mod docs;
 mod doh;

@@ -1,0 +1,384 @@
+//! The relay in the Mainline DHT (`--pkarr-dht`), on a testnet of ten `mainline` nodes bound
+//! to 127.0.0.1, each bootstrapped from the others (never the public DHT: every node here,
+//! meshdns's included, is bound to loopback and told its bootstrap nodes).
+
+use std::net::{Ipv4Addr, UdpSocket};
+use std::time::Duration;
+
+use hickory_proto::op::{Message, MessageType, OpCode, Query};
+use hickory_proto::rr::{Name, RecordType};
+use iroh_base::SecretKey;
+use mainline::async_dht::AsyncDht;
+use mainline::{Dht, MutableItem};
+
+use crate::pkarr::signed;
+use crate::*;
+
+const ORIGIN: &str = "dns.example.org";
+
+/// Ten server-mode nodes on loopback, each knowing every other as a bootstrap node.
+struct Testnet {
+    nodes: Vec<AsyncDht>,
+    bootstrap: Vec<String>,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Testnet {
+    fn new(n: usize) -> Testnet {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        // Ports picked first, so that every node starts with the others as its bootstrap list
+        // (a node without one adds whoever asks it, departed clients included, and later
+        // lookups wait on them).
+        let ports: Vec<u16> = (0..n)
+            .map(|_| {
+                UdpSocket::bind("127.0.0.1:0")
+                    .unwrap()
+                    .local_addr()
+                    .unwrap()
+                    .port()
+            })
+            .collect();
+        let bootstrap: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        let nodes: Vec<AsyncDht> = ports
+            .iter()
+            .map(|p| {
+                let others: Vec<&String> = bootstrap
+                    .iter()
+                    .filter(|b| !b.ends_with(&format!(":{p}")))
+                    .collect();
+                Dht::builder()
+                    .server_mode()
+                    .bind_address(Ipv4Addr::LOCALHOST)
+                    .port(*p)
+                    .bootstrap(&others)
+                    .request_timeout(Duration::from_millis(500))
+                    .build()
+                    .expect("a testnet node binds its port")
+                    .as_async()
+            })
+            .collect();
+        let net = Testnet {
+            nodes,
+            bootstrap,
+            rt,
+        };
+        for node in &net.nodes {
+            net.rt.block_on(node.bootstrapped());
+        }
+        net
+    }
+
+    /// An independent DHT client (not meshdns) joined to the testnet.
+    fn client(&self) -> AsyncDht {
+        let _guard = self.rt.enter();
+        Dht::builder()
+            .bind_address(Ipv4Addr::LOCALHOST)
+            .port(0)
+            .bootstrap(&self.bootstrap)
+            .request_timeout(Duration::from_millis(500))
+            .build()
+            .unwrap()
+            .as_async()
+    }
+
+    /// `serve --pkarr ORIGIN --pkarr-dht` bootstrapped from the testnet, with `extra` flags,
+    /// and its data directory.
+    fn meshdns(&self, extra: &[&str]) -> (Meshdns, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = vec![
+            "--pkarr",
+            ORIGIN,
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "--http",
+            "127.0.0.1:0",
+            "--pkarr-dht",
+            "--pkarr-dht-bind",
+            "127.0.0.1:0",
+        ];
+        for b in &self.bootstrap {
+            args.extend(["--pkarr-dht-bootstrap", b.as_str()]);
+        }
+        args.extend_from_slice(extra);
+        (Meshdns::serve(&args), dir)
+    }
+}
+
+/// The BEP 44 item of a relay payload (`signature ‖ timestamp ‖ DNS message`).
+fn item(secret: &SecretKey, payload: &[u8]) -> MutableItem {
+    let seq = u64::from_be_bytes(payload[64..72].try_into().unwrap());
+    MutableItem::new_signed_unchecked(
+        *secret.public().as_bytes(),
+        payload[..64].try_into().unwrap(),
+        &payload[72..],
+        seq as i64,
+        None,
+    )
+}
+
+fn iroh_name(secret: &SecretKey) -> String {
+    format!("_iroh.{}.{ORIGIN}", secret.public().to_z32())
+}
+
+fn lookups(m: &Meshdns, outcome: &str) -> u64 {
+    metric(
+        &m.get("/metrics").1,
+        &format!("meshdns_pkarr_dht_lookups_total{{outcome=\"{outcome}\"}}"),
+    )
+}
+
+/// Waits (15 s at most) until `outcome` counts `n` lookups: a lookup is counted when its
+/// query ends, which may be after the answer it gave.
+fn counted(m: &Meshdns, outcome: &str, n: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while lookups(m, outcome) < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{outcome} never counted {n}:\n{}",
+            m.get("/metrics").1
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn started(m: &Meshdns) -> u64 {
+    ["found", "not_found", "timeout", "failed"]
+        .iter()
+        .map(|o| lookups(m, o))
+        .sum()
+}
+
+#[test]
+fn a_key_only_in_the_dht_is_answered_over_dns_doh_and_get() {
+    let net = Testnet::new(10);
+    let secret = SecretKey::generate();
+    let payload = signed(&secret, 4242);
+    let client = net.client();
+    let put = net
+        .rt
+        .block_on(client.put_mutable(item(&secret, &payload), None));
+    assert!(put.is_ok(), "the client's put: {put:?}");
+
+    let (m, _dir) = net.meshdns(&[]);
+    let out = dig(m.dns, &[&iroh_name(&secret), "TXT"]);
+    assert!(out.contains("status: NOERROR"), "{out}\n{}", m.log_text());
+    assert!(out.contains("addr=192.0.2.1:4242"), "{out}");
+    counted(&m, "found", 1);
+
+    // DoH: answered from the cache.
+    let mut q = Message::new(7, MessageType::Query, OpCode::Query);
+    q.add_query(Query::query(
+        Name::from_ascii(format!("{}.", iroh_name(&secret))).unwrap(),
+        RecordType::TXT,
+    ));
+    let q = data_encoding::BASE64URL_NOPAD.encode(&q.to_vec().unwrap());
+    let (status, _, body) = http(
+        m.http.unwrap(),
+        "GET",
+        &format!("/dns-query?dns={q}"),
+        None,
+        &[],
+    );
+    assert_eq!(status, 200);
+    let r = Message::from_vec(&body).unwrap();
+    assert_eq!(r.answers.len(), 1, "{r:?}");
+    assert!(r.answers[0].data.to_string().contains("192.0.2.1:4242"));
+
+    // GET /pkarr: the very payload the key signed.
+    let path = format!("/pkarr/{}", secret.public().to_z32());
+    let (status, _, body) = http(m.http.unwrap(), "GET", &path, None, &[]);
+    assert_eq!(status, 200);
+    assert_eq!(body, payload);
+
+    // One lookup in all; the rest came from the cache, which the store does not count.
+    assert_eq!(started(&m), 1);
+    let page = m.get("/metrics").1;
+    assert!(metric(&page, "meshdns_pkarr_dht_cache_answers_total") >= 1);
+    assert_eq!(metric(&page, "meshdns_pkarr_dht_cache_keys"), 1);
+    assert_eq!(metric(&page, "meshdns_pkarr_packets"), 0);
+}
+
+#[test]
+fn a_key_published_to_meshdns_is_found_by_a_dht_client() {
+    let net = Testnet::new(10);
+    let (m, _dir) = net.meshdns(&[]);
+    let secret = SecretKey::generate();
+    let payload = signed(&secret, 7);
+    let path = format!("/pkarr/{}", secret.public().to_z32());
+    let (status, _, _) = http(m.http.unwrap(), "PUT", &path, None, &payload);
+    assert_eq!(status, 204);
+    let client = net.client();
+    let key = *secret.public().as_bytes();
+    // The put runs after the 204, in the background: ask until it is there.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let found = loop {
+        if let Some(found) = net.rt.block_on(client.get_mutable_most_recent(&key, None)) {
+            break found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never in the DHT:\n{}",
+            m.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(found, item(&secret, &payload));
+    assert!(
+        metric(
+            &m.get("/metrics").1,
+            "meshdns_pkarr_dht_puts_total{outcome=\"ok\"}"
+        ) >= 1
+    );
+}
+
+#[test]
+fn an_unknown_key_is_nxdomain_once_looked_up_and_not_looked_up_again() {
+    let net = Testnet::new(10);
+    let (m, _dir) = net.meshdns(&[]);
+    let name = iroh_name(&SecretKey::generate());
+    let out = dig(m.dns, &[&name, "TXT"]);
+    assert!(out.contains("status: NXDOMAIN"), "{out}\n{}", m.log_text());
+    assert!(
+        out.contains("SOA"),
+        "the zone's SOA for negative caching: {out}"
+    );
+    counted(&m, "not_found", 1);
+    for _ in 0..3 {
+        let out = dig(m.dns, &[&name, "TXT"]);
+        assert!(out.contains("status: NXDOMAIN"), "{out}");
+    }
+    assert_eq!(started(&m), 1, "cached as absent");
+}
+
+#[test]
+fn a_lookup_nobody_answers_is_servfail_and_not_cached() {
+    // A bootstrap node that never answers.
+    let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let silent = silent.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let m = Meshdns::serve(&[
+        "--pkarr",
+        ORIGIN,
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--http",
+        "127.0.0.1:0",
+        "--pkarr-dht",
+        "--pkarr-dht-bind",
+        "127.0.0.1:0",
+        "--pkarr-dht-bootstrap",
+        &silent,
+        "--pkarr-dht-timeout",
+        "500ms",
+    ]);
+    let name = iroh_name(&SecretKey::generate());
+    // dig waits 4 s: the SERVFAIL comes after the 500 ms timeout, well within it.
+    let out = dig(m.dns, &["+time=4", &name, "TXT"]);
+    assert!(out.contains("status: SERVFAIL"), "{out}\n{}", m.log_text());
+    // Not cached: asked again, looked up again (once the first lookup has ended).
+    counted(&m, "timeout", 1);
+    let out = dig(m.dns, &["+time=4", &name, "TXT"]);
+    assert!(out.contains("status: SERVFAIL"), "{out}");
+    let page = m.get("/metrics").1;
+    assert_eq!(metric(&page, "meshdns_pkarr_dht_cache_keys"), 0);
+    // Names outside the keys' space never wait: the zone answers them.
+    let out = dig(m.dns, &[&format!("nothing.{ORIGIN}"), "A"]);
+    assert!(out.contains("status: NXDOMAIN"), "{out}");
+}
+
+#[test]
+fn a_thousand_queries_for_one_key_make_one_lookup() {
+    let net = Testnet::new(10);
+    let (m, _dir) = net.meshdns(&[]);
+    let secret = SecretKey::generate();
+    let payload = signed(&secret, 9);
+    let client = net.client();
+    net.rt
+        .block_on(client.put_mutable(item(&secret, &payload), None))
+        .unwrap();
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let name = Name::from_ascii(format!("{}.", iroh_name(&secret))).unwrap();
+    for id in 0..1000u16 {
+        let mut q = Message::new(id, MessageType::Query, OpCode::Query);
+        q.add_query(Query::query(name.clone(), RecordType::TXT));
+        sock.send_to(&q.to_vec().unwrap(), m.dns).unwrap();
+    }
+    let mut answered = 0;
+    let mut buf = [0u8; 2048];
+    while let Ok((n, _)) = sock.recv_from(&mut buf) {
+        let r = Message::from_vec(&buf[..n]).unwrap();
+        if r.answers.len() == 1 {
+            answered += 1;
+        }
+        if answered == 1000 {
+            break;
+        }
+    }
+    // UDP on loopback may drop a few under a burst; those that came are answers.
+    assert!(answered > 900, "{answered} of 1000 answered");
+    counted(&m, "found", 1);
+    assert_eq!(started(&m), 1);
+    assert_eq!(lookups(&m, "refused"), 0);
+}
+
+#[test]
+fn lookups_beyond_a_clients_rate_are_refused_at_once() {
+    let net = Testnet::new(10);
+    let (m, _dir) = net.meshdns(&["--pkarr-dht-client-lookups", "2"]);
+    let mut servfail = 0;
+    for _ in 0..5 {
+        let out = dig(m.dns, &[&iroh_name(&SecretKey::generate()), "TXT"]);
+        if out.contains("status: SERVFAIL") {
+            servfail += 1;
+        } else {
+            assert!(out.contains("status: NXDOMAIN"), "{out}");
+        }
+    }
+    // Two started within the second; the rest were refused (unless a second passed).
+    let refused = lookups(&m, "refused");
+    assert_eq!(servfail, refused);
+    assert!(refused >= 1, "{}", m.get("/metrics").1);
+    assert_eq!(started(&m) + refused, 5);
+}
+
+#[test]
+fn the_dht_needs_the_relay() {
+    let out = bin()
+        .args(["serve", "--pkarr-dht", "--zone-file", "x=y"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--pkarr-dht (pkarrDht)"), "{err}");
+    assert!(err.contains("needs --pkarr"), "{err}");
+}
+
+#[test]
+fn published_keys_never_wait_for_the_dht() {
+    // Bootstrapped from a silent node: any lookup would take the timeout and fail.
+    let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let silent = silent.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let m = Meshdns::serve(&[
+        "--pkarr",
+        ORIGIN,
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--http",
+        "127.0.0.1:0",
+        "--pkarr-dht",
+        "--pkarr-dht-bind",
+        "127.0.0.1:0",
+        "--pkarr-dht-bootstrap",
+        &silent,
+    ]);
+    let secret = SecretKey::generate();
+    let path = format!("/pkarr/{}", secret.public().to_z32());
+    let (status, _, _) = http(m.http.unwrap(), "PUT", &path, None, &signed(&secret, 5));
+    assert_eq!(status, 204);
+    let out = dig(m.dns, &[&iroh_name(&secret), "TXT"]);
+    assert!(out.contains("addr=192.0.2.1:5"), "{out}");
+    assert_eq!(started(&m), 0);
+    assert_eq!(lookups(&m, "refused"), 0);
+}
