@@ -177,6 +177,8 @@ struct Shared {
     conns: Arc<conns::Registry>,
     /// Where UDP threads start the tasks of answers that wait for a lookup.
     runtime: Option<tokio::runtime::Handle>,
+    /// UDP answers waiting for a lookup now.
+    deferred: std::sync::atomic::AtomicUsize,
 }
 
 impl Server {
@@ -196,6 +198,7 @@ impl Server {
             shutdown: shutdown.clone(),
             conns: conns::Registry::new(),
             runtime: tokio::runtime::Handle::try_current().ok(),
+            deferred: std::sync::atomic::AtomicUsize::new(0),
         });
         // DoT first: a port in use fails here, before any thread or task has started.
         let mut dot = None;

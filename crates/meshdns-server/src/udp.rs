@@ -13,6 +13,7 @@
 use std::io;
 use std::net::UdpSocket;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use meshdns_zone::{Transport, answer};
@@ -25,6 +26,8 @@ use crate::metrics::Proto;
 pub(crate) const BATCH: usize = 32;
 /// Largest query read; longer datagrams are dropped (queries are a few hundred bytes).
 const RECV_BUF: usize = 4096;
+/// UDP answers waiting for a lookup at most (each holds a task and its datagram).
+const MAX_DEFERRED: usize = 4096;
 /// How often an idle thread checks for shutdown.
 pub(crate) const POLL: Duration = Duration::from_millis(200);
 
@@ -127,6 +130,24 @@ fn deferred(
     let (Some(lookups), Some(runtime)) = (&shared.config.lookups, &shared.runtime) else {
         return;
     };
+    let send = |sock: &UdpSocket, out: &[u8]| {
+        let _ =
+            socket2::SockRef::from(sock).send_to_with_flags(out, &peer.into(), libc::MSG_DONTWAIT);
+    };
+    // A flood of queries joining lookups in flight would hold a task and a copy of each
+    // datagram for up to the lookup's timeout: beyond the bound, SERVFAIL at once.
+    if shared.deferred.fetch_add(1, Relaxed) >= MAX_DEFERRED {
+        shared.deferred.fetch_sub(1, Relaxed);
+        let mut out = Vec::with_capacity(512);
+        let outcome = meshdns_zone::answer_servfail(packet, &shared.config.answer, &mut out);
+        shared
+            .metrics
+            .record(Proto::Udp, &outcome, std::time::Duration::ZERO);
+        if outcome.reply {
+            send(sock, &out);
+        }
+        return;
+    }
     let (lookups, shared, sock, packet) = (
         lookups.clone(),
         shared.clone(),
@@ -163,6 +184,7 @@ fn deferred(
             ),
             (_, reply) => reply,
         };
+        shared.deferred.fetch_sub(1, Relaxed);
         if send {
             let _ = socket2::SockRef::from(&*sock).send_to_with_flags(
                 &out,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use meshdns_zone::{
     AnswerConfig, BuildDefaults, Catalog, CatalogBuilder, Name, Overlay, Published, RData, RType,
-    Record, Transport, answer, key_of_label,
+    Record, Touch, Transport, answer, key_of_label,
 };
 
 mod common;
@@ -312,4 +312,66 @@ fn a_publish_or_a_removal_changes_that_key_alone() {
         changed > 10,
         "the touched keys' answers changed ({changed})"
     );
+}
+
+/// Keys found elsewhere (the DHT) answer from the overlay's cache exactly as published keys
+/// do, published keys win over them, transfers (`entries`) never see them, and each answer
+/// names the cached key it used or lacked.
+#[test]
+fn cached_keys_answer_as_published_ones_and_name_what_they_lack() {
+    let k = keys();
+    let versions = [Some(1), Some(1), Some(1), Some(1), Some(1), None];
+    let mut b = CatalogBuilder::new(DEFAULTS);
+    b.declare(&origin());
+    for r in base(&k) {
+        b.add(&origin(), record(&r), 0).unwrap();
+    }
+    let mut catalog = b.build().0;
+    let overlay = Arc::new(Overlay::with_cache());
+    for (i, v) in versions.iter().enumerate() {
+        if let Some(v) = v {
+            overlay.cache_insert(key(i as u8), compile(i, &k, *v, 1));
+        }
+    }
+    catalog.attach(&origin(), overlay.clone());
+    let qs = queries(&k);
+    assert_eq!(answers(&catalog, &qs), answers(&merged(&k, &versions), &qs));
+    assert_eq!(overlay.len(), 0);
+    assert!(overlay.entries().is_empty());
+    assert_eq!(overlay.cache_len(), 5);
+
+    let touched = |name: &str| {
+        let mut out = Vec::new();
+        answer(
+            &catalog,
+            &common::query(name, 16, true),
+            Transport::Udp,
+            &AnswerConfig::default(),
+            &mut out,
+        )
+        .touched
+    };
+    let cached = format!("_iroh.{}.example.org", k[0]);
+    assert_eq!(touched(&cached), Some(Touch::Hit(key(0))));
+    let lacking = format!("_iroh.{}.example.org", k[5]);
+    assert_eq!(touched(&lacking), Some(Touch::Miss(key(5))));
+    // Not a key's name: nothing to look up.
+    assert_eq!(touched("www.example.org"), None);
+    // Cached as absent: NXDOMAIN, and a hit (no lookup).
+    overlay.cache_insert(key(5), Published::build(0, std::iter::empty()));
+    assert_eq!(touched(&lacking), Some(Touch::Hit(key(5))));
+    // Published here: the cache is not read.
+    overlay.insert(key(0), compile(0, &k, 2, 2));
+    assert_eq!(touched(&cached), None);
+    // Without a cache, nothing is ever touched.
+    let (plain, _) = with_overlay(&k, &[None; 6]);
+    let mut out = Vec::new();
+    let o = answer(
+        &plain,
+        &common::query(&cached, 16, true),
+        Transport::Udp,
+        &AnswerConfig::default(),
+        &mut out,
+    );
+    assert_eq!(o.touched, None);
 }
