@@ -136,6 +136,48 @@ fn dht(out: &mut String, dht: &meshdns_sources::PkarrDht) {
             n.load(Relaxed)
         );
     }
+    for (name, help, n) in [
+        (
+            "meshdns_pkarr_dht_republished_total",
+            "Stored keys republished: read from the DHT, then put again (or replaced by a newer packet found).",
+            &c.republished,
+        ),
+        (
+            "meshdns_pkarr_dht_republish_newer_total",
+            "Stored keys replaced by a newer packet found in the DHT while republishing.",
+            &c.republish_newer,
+        ),
+        (
+            "meshdns_pkarr_dht_republish_rounds_total",
+            "Republish rounds whose every key was started.",
+            &c.republish_rounds,
+        ),
+    ] {
+        header(out, name, help, "counter");
+        let _ = writeln!(out, "{name} {}", n.load(Relaxed));
+    }
+    header(
+        out,
+        "meshdns_pkarr_dht_republish_round_keys",
+        "Keys of the current republish round, and (…_done) how many of them are done.",
+        "gauge",
+    );
+    let _ = writeln!(
+        out,
+        "meshdns_pkarr_dht_republish_round_keys {}",
+        c.republish_round_keys.load(Relaxed)
+    );
+    header(
+        out,
+        "meshdns_pkarr_dht_republish_round_done",
+        "Keys of the current republish round done.",
+        "gauge",
+    );
+    let _ = writeln!(
+        out,
+        "meshdns_pkarr_dht_republish_round_done {}",
+        c.republish_round_done.load(Relaxed)
+    );
     header(
         out,
         "meshdns_pkarr_dht_cache_keys",

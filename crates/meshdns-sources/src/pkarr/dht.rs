@@ -51,6 +51,8 @@ pub const ABSENT_TTL: Duration = Duration::from_secs(60);
 const PUT_QUEUE: usize = 4_096;
 /// Puts in flight at once.
 const PUTS_AT_ONCE: usize = 16;
+/// Stored keys republished a second at most, whatever the interval.
+pub const REPUBLISH_RATE: u32 = 1_000;
 
 /// How the DHT node runs.
 #[derive(Debug, Clone)]
@@ -69,6 +71,8 @@ pub struct DhtConfig {
     pub client_lookups: u32,
     /// Refused beyond this far ahead of the clock (as publishes are).
     pub max_future: Duration,
+    /// Every stored packet is read and put again once per this interval (`None`: never).
+    pub republish: Option<Duration>,
 }
 
 /// Why a lookup gave no answer (the query gets SERVFAIL).
@@ -115,6 +119,16 @@ pub struct DhtCounters {
     pub puts_ok: AtomicU64,
     /// Puts that failed.
     pub puts_failed: AtomicU64,
+    /// Stored keys republished (read, then put) in all rounds.
+    pub republished: AtomicU64,
+    /// Stored keys for which the DHT held a newer packet, which replaced the stored one.
+    pub republish_newer: AtomicU64,
+    /// Republish rounds completed.
+    pub republish_rounds: AtomicU64,
+    /// Keys of the current republish round, and how many of them are done.
+    pub republish_round_keys: AtomicU64,
+    /// Keys of the current round done.
+    pub republish_round_done: AtomicU64,
     /// Puts dropped: the queue was full.
     pub puts_dropped: AtomicU64,
     /// Nodes in the routing table, as last read.
@@ -529,6 +543,113 @@ impl PkarrDht {
                 c.fetch_add(1, Relaxed);
             });
         }
+    }
+
+    /// Republishes every key of `store` once per `interval`, spread evenly over it (at most
+    /// [`REPUBLISH_RATE`] a second, [`PUTS_AT_ONCE`] at a time): each key is read first, and
+    /// a newer packet the DHT holds (the endpoint published elsewhere) replaces the stored
+    /// one and is handed to `on_stored` (with its sequence number, for the peers); else the
+    /// stored packet is put again, so DHT nodes, which forget items after a few hours, keep
+    /// it. Runs until `stop`.
+    pub async fn republish(
+        self: Arc<Self>,
+        store: Arc<super::PkarrStore>,
+        interval: Duration,
+        on_stored: Arc<dyn Fn(Key, u64, Vec<u8>) + Send + Sync>,
+        stop: tokio_util::sync::CancellationToken,
+    ) {
+        let slots = Arc::new(tokio::sync::Semaphore::new(PUTS_AT_ONCE));
+        loop {
+            let round = Instant::now();
+            let keys = store.keys();
+            self.counters
+                .republish_round_keys
+                .store(keys.len() as u64, Relaxed);
+            self.counters.republish_round_done.store(0, Relaxed);
+            let every = (interval / keys.len().max(1) as u32)
+                .max(Duration::from_secs_f64(1.0 / f64::from(REPUBLISH_RATE)));
+            let mut next = tokio::time::Instant::now();
+            for (key, _) in keys {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep_until(next) => {}
+                }
+                next += every;
+                let Ok(slot) = slots.clone().acquire_owned().await else {
+                    return;
+                };
+                let (dht, store, on_stored) = (self.clone(), store.clone(), on_stored.clone());
+                tokio::spawn(async move {
+                    let _slot = slot;
+                    dht.republish_one(&store, key, &*on_stored).await;
+                    dht.counters.republish_round_done.fetch_add(1, Relaxed);
+                });
+            }
+            self.counters.republish_rounds.fetch_add(1, Relaxed);
+            debug!(elapsed = ?round.elapsed(), "DHT republish round done");
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep_until((round + interval).into()) => {}
+            }
+        }
+    }
+
+    /// Reads `key` from the DHT for anything newer than the stored packet, then stores that or
+    /// puts the stored one.
+    async fn republish_one(
+        &self,
+        store: &super::PkarrStore,
+        key: Key,
+        on_stored: &(dyn Fn(Key, u64, Vec<u8>) + Send + Sync),
+    ) {
+        let Some(payload) = store.payload(&key) else {
+            return;
+        };
+        let Some(stamp) = super::stamp_of(&payload) else {
+            return;
+        };
+        let mut items =
+            self.node
+                .get_mutable(&key, None, Some(i64::try_from(stamp).unwrap_or(i64::MAX)));
+        let newer = tokio::time::timeout(self.config.timeout * 4, async {
+            while let Some(item) = items.next().await {
+                match self.verify(&key, &item) {
+                    Some(found) if found.timestamp_us > stamp => return Some(found),
+                    Some(_) => {}
+                    None => {
+                        self.counters.invalid.fetch_add(1, Relaxed);
+                    }
+                }
+            }
+            None
+        })
+        .await
+        .ok()
+        .flatten();
+        self.counters.republished.fetch_add(1, Relaxed);
+        if let Some(found) = newer {
+            let z32 = String::from_utf8_lossy(&meshdns_zone::label_of_key(&key)).into_owned();
+            match store.put(None, &z32, &found.payload, None).await {
+                Ok(seq) => {
+                    self.counters.republish_newer.fetch_add(1, Relaxed);
+                    on_stored(key, seq, found.payload.to_vec());
+                }
+                Err(e) => {
+                    debug!(key = %z32, error = %e, "a newer packet from the DHT was not stored")
+                }
+            }
+            return;
+        }
+        let ok = match item_of(&key, &payload) {
+            Some(item) => self.node.put_mutable(item, None).await.is_ok(),
+            None => false,
+        };
+        let c = if ok {
+            &self.counters.puts_ok
+        } else {
+            &self.counters.puts_failed
+        };
+        c.fetch_add(1, Relaxed);
     }
 
     /// Every second: drops expired cache entries; every ten, reads the routing table's size.

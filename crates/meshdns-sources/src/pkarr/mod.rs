@@ -682,6 +682,22 @@ impl PkarrStore {
         }
     }
 
+    /// The stored payload of `key` as published, if any (served or not).
+    pub fn payload(&self, key: &Key) -> Option<Vec<u8>> {
+        let txn = self.db.begin_read().ok()?;
+        let table = txn.open_table(PACKETS).ok()?;
+        table.get(key).ok().flatten().map(|v| v.value().to_vec())
+    }
+
+    /// Every key served, with the timestamp of its packet.
+    pub fn keys(&self) -> Vec<(Key, u64)> {
+        self.overlay
+            .entries()
+            .into_iter()
+            .map(|(k, p)| (k, p.stamp()))
+            .collect()
+    }
+
     /// The stored packet of a key, if any.
     pub fn get(&self, key: &str) -> Result<Option<StoredPacket>, PutError> {
         let id = parse_endpoint_id(key).map_err(|e| PutError::Key(e.to_string()))?;

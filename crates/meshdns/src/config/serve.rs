@@ -280,6 +280,12 @@ pub struct ServeConfig {
     #[arg(long, value_name = "N", value_parser = values::at_least_one_u32, help_heading = "pkarr DHT")]
     #[serde(default, deserialize_with = "de::at_least_one_u32")]
     pub pkarr_dht_client_lookups: Option<u32>,
+    /// Put every stored packet to the DHT again once per this interval (10s or more), spread
+    /// evenly over it, after reading the DHT for a newer one (which replaces it); e.g. 1h
+    /// [default: off].
+    #[arg(long, value_name = "DURATION", value_parser = values::duration, help_heading = "pkarr DHT")]
+    #[serde(default, deserialize_with = "de::duration")]
+    pub pkarr_dht_republish: Option<Duration>,
 
     /// An address or prefix allowed to transfer zones (AXFR/IXFR) without a key (repeatable)
     /// [default: none].
@@ -468,6 +474,7 @@ impl ServeConfig {
                 pkarr_dht_cache,
                 pkarr_dht_lookups,
                 pkarr_dht_client_lookups,
+                pkarr_dht_republish,
                 allow_transfer,
                 allow_transfer_keys,
                 notify,

@@ -142,6 +142,7 @@ pub async fn run(mut plan: ServePlan) -> Result<()> {
     if let Some(r) = &replicator {
         r.start(tasks.shutdown.clone());
     }
+    spawn_republish(&plan, &shared, dht.as_ref(), replicator.as_ref(), &tasks);
     // Renewal starts once the listeners a CA validates through are up.
     if let Some(tls) = tls {
         tls.spawn_renewal(&tasks.tracker, &tasks.shutdown);
@@ -192,6 +193,42 @@ fn start_dht(plan: &ServePlan, shared: &Shared, tasks: &Tasks) -> Result<Option<
         "Mainline DHT node started"
     );
     Ok(Some(dht))
+}
+
+/// `--pkarr-dht-republish`: every stored packet read and put again once per interval; a newer
+/// one found in the DHT is stored and pushed to the peers as a publish taken here would be.
+fn spawn_republish(
+    plan: &ServePlan,
+    shared: &Shared,
+    dht: Option<&Arc<PkarrDht>>,
+    replicator: Option<&Arc<Replicator>>,
+    tasks: &Tasks,
+) {
+    let (Some(dht), Some(store), Some(every)) = (
+        dht,
+        &shared.pkarr,
+        plan.dht.as_ref().and_then(|d| d.republish),
+    ) else {
+        return;
+    };
+    let replicator = replicator.cloned();
+    let on_stored = Arc::new(move |key: [u8; 32], seq: u64, payload: Vec<u8>| {
+        if let Some(r) = replicator.clone() {
+            tokio::spawn(async move {
+                let _ = r.publish(key, seq, &payload).await;
+            });
+        }
+    });
+    info!(
+        every_s = every.as_secs(),
+        "republishing stored pkarr packets to the DHT"
+    );
+    tasks.tracker.spawn(dht.clone().republish(
+        store.clone(),
+        every,
+        on_stored,
+        tasks.shutdown.clone(),
+    ));
 }
 
 /// The catalog, the zone-transfer primary (serials kept in the data directory), the pkarr

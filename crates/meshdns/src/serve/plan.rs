@@ -602,7 +602,21 @@ fn replication(
 /// The DHT node, or why not: it serves the relay's origins.
 fn dht(settings: &ServeConfig) -> Result<Option<meshdns_sources::DhtConfig>, String> {
     if settings.pkarr_dht != Some(true) {
+        if settings.pkarr_dht_republish.is_some() {
+            return Err(
+                "--pkarr-dht-republish (pkarrDhtRepublish) puts packets to the Mainline DHT: \
+                 it needs --pkarr-dht (pkarrDht)"
+                    .into(),
+            );
+        }
         return Ok(None);
+    }
+    if let Some(every) = settings.pkarr_dht_republish
+        && every < Duration::from_secs(10)
+    {
+        return Err(format!(
+            "--pkarr-dht-republish (pkarrDhtRepublish): {every:?} is too often; give 10s or more (1h republishes well before DHT nodes forget an item)"
+        ));
     }
     if settings.pkarr.is_empty() {
         return Err(
@@ -640,6 +654,7 @@ fn dht(settings: &ServeConfig) -> Result<Option<meshdns_sources::DhtConfig>, Str
         max_future: settings
             .pkarr_max_future
             .unwrap_or(defaults::PKARR_MAX_FUTURE),
+        republish: settings.pkarr_dht_republish,
     }))
 }
 

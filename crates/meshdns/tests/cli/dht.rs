@@ -68,6 +68,46 @@ impl Testnet {
         net
     }
 
+    /// Every node replaced by a new one on the same port: new ids, nothing stored.
+    fn replace_nodes(&mut self) {
+        let ports: Vec<u16> = self
+            .bootstrap
+            .iter()
+            .map(|b| b.rsplit(':').next().unwrap().parse().unwrap())
+            .collect();
+        self.nodes.clear();
+        let _guard = self.rt.enter();
+        for p in &ports {
+            let others: Vec<&String> = self
+                .bootstrap
+                .iter()
+                .filter(|b| !b.ends_with(&format!(":{p}")))
+                .collect();
+            // The old node's thread lets its port go within its 50 ms tick.
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            let node = loop {
+                match Dht::builder()
+                    .server_mode()
+                    .bind_address(Ipv4Addr::LOCALHOST)
+                    .port(*p)
+                    .bootstrap(&others)
+                    .request_timeout(Duration::from_millis(500))
+                    .build()
+                {
+                    Ok(n) => break n.as_async(),
+                    Err(e) => {
+                        assert!(std::time::Instant::now() < deadline, "port {p}: {e}");
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+            };
+            self.nodes.push(node);
+        }
+        for node in &self.nodes {
+            self.rt.block_on(node.bootstrapped());
+        }
+    }
+
     /// An independent DHT client (not meshdns) joined to the testnet.
     fn client(&self) -> AsyncDht {
         let _guard = self.rt.enter();
@@ -381,4 +421,104 @@ fn published_keys_never_wait_for_the_dht() {
     assert!(out.contains("addr=192.0.2.1:5"), "{out}");
     assert_eq!(started(&m), 0);
     assert_eq!(lookups(&m, "refused"), 0);
+}
+
+/// Asks `client` for `key` until it finds an item of timestamp `stamp` (30 s at most: a
+/// republish round is 10 s here).
+fn found_in_dht(net: &Testnet, client: &AsyncDht, key: &[u8; 32], stamp: i64, m: &Meshdns) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let found = net.rt.block_on(client.get_mutable_most_recent(key, None));
+        if found.is_some_and(|i| i.seq() == stamp) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never found in the DHT:\n{}",
+            m.get("/metrics").1
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn republishing_puts_a_packet_back_after_the_nodes_that_held_it_were_replaced() {
+    let mut net = Testnet::new(10);
+    let (m, _dir) = net.meshdns(&["--pkarr-dht-republish", "10s"]);
+    let secret = SecretKey::generate();
+    let payload = signed(&secret, 11);
+    let stamp = item(&secret, &payload).seq();
+    let path = format!("/pkarr/{}", secret.public().to_z32());
+    assert_eq!(http(m.http.unwrap(), "PUT", &path, None, &payload).0, 204);
+    let key = *secret.public().as_bytes();
+    let client = net.client();
+    found_in_dht(&net, &client, &key, stamp, &m);
+    drop(client);
+
+    net.replace_nodes();
+    let client = net.client();
+    assert!(
+        net.rt
+            .block_on(client.get_mutable_most_recent(&key, None))
+            .is_none(),
+        "the new nodes hold nothing yet"
+    );
+    found_in_dht(&net, &client, &key, stamp, &m);
+    let page = m.get("/metrics").1;
+    assert!(metric(&page, "meshdns_pkarr_dht_republished_total") >= 1);
+    assert!(metric(&page, "meshdns_pkarr_dht_republish_rounds_total") >= 1);
+}
+
+#[test]
+fn a_newer_packet_in_the_dht_replaces_the_stored_one_when_republishing() {
+    let net = Testnet::new(10);
+    let (m, _dir) = net.meshdns(&["--pkarr-dht-republish", "10s"]);
+    let secret = SecretKey::generate();
+    let old = signed(&secret, 1);
+    let path = format!("/pkarr/{}", secret.public().to_z32());
+    assert_eq!(http(m.http.unwrap(), "PUT", &path, None, &old).0, 204);
+    // The endpoint publishes elsewhere: a newer packet, to the DHT only.
+    std::thread::sleep(Duration::from_millis(2));
+    let new = signed(&secret, 2);
+    assert!(item(&secret, &new).seq() > item(&secret, &old).seq());
+    let client = net.client();
+    net.rt
+        .block_on(client.put_mutable(item(&secret, &new), None))
+        .unwrap();
+    until(&m, &[&iroh_name(&secret), "TXT"], "addr=192.0.2.1:2");
+    let (status, _, body) = http(m.http.unwrap(), "GET", &path, None, &[]);
+    assert_eq!(status, 200);
+    assert_eq!(body, new);
+    assert_eq!(
+        metric(
+            &m.get("/metrics").1,
+            "meshdns_pkarr_dht_republish_newer_total"
+        ),
+        1
+    );
+}
+
+#[test]
+fn republishing_needs_the_dht_and_ten_seconds() {
+    for (args, want) in [
+        (
+            vec!["--pkarr", ORIGIN, "--pkarr-dht-republish", "1h"],
+            "it needs --pkarr-dht",
+        ),
+        (
+            vec![
+                "--pkarr",
+                ORIGIN,
+                "--pkarr-dht",
+                "--pkarr-dht-republish",
+                "5s",
+            ],
+            "give 10s or more",
+        ),
+    ] {
+        let out = bin().arg("serve").args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{err}");
+    }
 }
