@@ -164,8 +164,17 @@ pub trait PeerStore: Send + Sync + 'static {
         items: Vec<([u8; 32], Vec<u8>, Option<Origin>)>,
         cursor: Option<(Epoch, u64)>,
     ) -> Pin<Box<dyn Future<Output = Vec<Applied>> + Send + '_>>;
-    /// The changes after `after` the reader does not hold by `have`, one page (blocking).
-    fn changes_after(&self, after: u64, max_bytes: usize, have: &Have) -> std::io::Result<Page>;
+    /// The changes after `after` the reader does not hold by `have` nor by `held`, one page
+    /// (blocking).
+    fn changes_after(
+        &self,
+        after: u64,
+        max_bytes: usize,
+        have: &Have,
+        held: &dyn Fn(u64) -> bool,
+    ) -> std::io::Result<Page>;
+    /// The highest change number committed here.
+    fn head(&self) -> u64;
     /// How far this replica read each peer, and its own epoch (blocking).
     fn have(&self) -> std::io::Result<Have>;
     /// How far the peer with `epoch` has been read (blocking).
@@ -352,7 +361,24 @@ pub struct Replicator {
     start_change: Notify,
     /// Whole reads done at start.
     start_reads: AtomicU64,
+    /// What each peer (by epoch) acknowledged holding of this replica's pushes: its catch-up
+    /// reads leave those changes out (a steady stream is pushed, and the periodic read then
+    /// moves numbers, not packets).
+    held: Mutex<HashMap<Epoch, Held>>,
 }
+
+/// The changes of this replica's log that one peer acknowledged holding, and the highest head
+/// it answered with: a peer that reports a lower head since (its disk went back to an older
+/// copy) may no longer hold them, and they are forgotten.
+#[derive(Default)]
+struct Held {
+    seqs: std::collections::BTreeSet<u64>,
+    head: u64,
+}
+
+/// Changes remembered as held, per peer, at most: beyond, the oldest are forgotten (and read
+/// again), never more memory.
+const MAX_HELD: usize = 1 << 20;
 
 impl std::fmt::Debug for Replicator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -533,6 +559,7 @@ impl Replicator {
             start_order: Mutex::default(),
             start_change: Notify::new(),
             start_reads: AtomicU64::new(0),
+            held: Mutex::default(),
             config,
         }))
     }
@@ -719,8 +746,9 @@ impl Replicator {
                 continue;
             }
             match self.push(&peer, &batch).await {
-                Ok((epoch, results)) => {
+                Ok((epoch, head, results)) => {
                     backoff = Duration::from_millis(100);
+                    self.note_held(epoch, head, batch.iter().zip(&results));
                     let mut pushed = peer.counters.pushed.lock().expect("counters");
                     for (e, r) in batch.iter().zip(results) {
                         *pushed.entry(r.label()).or_default() += 1;
@@ -758,8 +786,48 @@ impl Replicator {
         }
     }
 
-    /// Sends `batch`; returns the answering replica's epoch and a result per packet.
-    async fn push(&self, peer: &Peer, batch: &[Entry]) -> Result<(Epoch, Vec<Applied>), String> {
+    /// Remembers which of the pushed changes the peer `epoch` (at `head`, when it said)
+    /// holds.
+    fn note_held<'e>(
+        &self,
+        epoch: Epoch,
+        head: Option<u64>,
+        results: impl Iterator<Item = (&'e Entry, &'e Applied)>,
+    ) {
+        let mut held = self.held.lock().expect("held");
+        let h = held.entry(epoch).or_default();
+        if let Some(head) = head {
+            h.head = h.head.max(head);
+        }
+        h.seqs
+            .extend(results.filter(|(_, r)| r.held()).map(|(e, _)| e.seq));
+        while h.seqs.len() > MAX_HELD {
+            h.seqs.pop_first();
+        }
+    }
+
+    /// The changes after `after` the reading peer `reader` is known to hold, forgetting those
+    /// it read past; all forgotten when its head (`have`'s entry for itself) went back.
+    fn held_by(&self, reader: Epoch, after: u64, have: &Have) -> std::collections::BTreeSet<u64> {
+        let mut held = self.held.lock().expect("held");
+        let Some(h) = held.get_mut(&reader) else {
+            return std::collections::BTreeSet::new();
+        };
+        if have.get(&reader).is_none_or(|head| *head < h.head) {
+            *h = Held::default();
+            return std::collections::BTreeSet::new();
+        }
+        h.seqs = h.seqs.split_off(&(after + 1));
+        h.seqs.clone()
+    }
+
+    /// Sends `batch`; returns the answering replica's epoch, its head when it said, and a
+    /// result per packet.
+    async fn push(
+        &self,
+        peer: &Peer,
+        batch: &[Entry],
+    ) -> Result<(Epoch, Option<u64>, Vec<Applied>), String> {
         let req = hyper::Request::post(format!("{}/pkarr-peer/v2/push", peer.url))
             .header(header::CONTENT_TYPE, FRAME_TYPE)
             .header(header::AUTHORIZATION, self.bearer())
@@ -795,7 +863,15 @@ impl Replicator {
             .and_then(|v| v.to_str().ok())
             .and_then(parse_hex)
             .ok_or("no epoch header")?;
-        Ok((epoch, body.iter().map(|b| Applied::from_byte(*b)).collect()))
+        let head = headers
+            .get(HEAD_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        Ok((
+            epoch,
+            head,
+            body.iter().map(|b| Applied::from_byte(*b)).collect(),
+        ))
     }
 
     fn bearer(&self) -> String {
@@ -1057,6 +1133,7 @@ impl Replicator {
             have_param(have)
         ))
         .header(header::AUTHORIZATION, self.bearer())
+        .header(EPOCH_HEADER, hex(&self.epoch))
         .body(Full::new(Bytes::new()))
         .map_err(|e| e.to_string())?;
         let (status, headers, body) = self.request(req, Duration::from_secs(60)).await?;
@@ -1381,6 +1458,11 @@ async fn push(
     )
         .into_response();
     r.stamp(&mut resp);
+    // The head after this push's commit: the sender forgets what it knew this replica held
+    // if a later read shows a lower one (a disk gone back to an older copy).
+    if let Ok(v) = HeaderValue::from_str(&r.store.head().to_string()) {
+        resp.headers_mut().insert(HEAD_HEADER, v);
+    }
     resp
 }
 
@@ -1411,9 +1493,18 @@ async fn changes(
             "&have= is a comma-separated list of <epoch in hex>:<change number>",
         );
     };
+    // A peer that says who it is gets a page without what it acknowledged holding.
+    let held = headers
+        .get(EPOCH_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_hex)
+        .map(|reader| r.held_by(reader, after, &have))
+        .unwrap_or_default();
     let store = r.store.clone();
-    let page =
-        tokio::task::spawn_blocking(move || store.changes_after(after, PAGE_BYTES, &have)).await;
+    let page = tokio::task::spawn_blocking(move || {
+        store.changes_after(after, PAGE_BYTES, &have, &|seq| held.contains(&seq))
+    })
+    .await;
     match page {
         Ok(Ok(page)) => {
             let mut resp = (

@@ -57,8 +57,14 @@ impl PeerStore for PkarrPeers {
         })
     }
 
-    fn changes_after(&self, after: u64, max_bytes: usize, have: &Have) -> std::io::Result<Page> {
-        let page = self.store.changes_after(after, max_bytes, have)?;
+    fn changes_after(
+        &self,
+        after: u64,
+        max_bytes: usize,
+        have: &Have,
+        held: &dyn Fn(u64) -> bool,
+    ) -> std::io::Result<Page> {
+        let page = self.store.changes_after(after, max_bytes, have, held)?;
         Ok(Page {
             epoch: page.epoch,
             head: page.head,
@@ -73,6 +79,13 @@ impl PeerStore for PkarrPeers {
 
     fn have(&self) -> std::io::Result<Have> {
         self.store.have()
+    }
+
+    fn head(&self) -> u64 {
+        self.store
+            .counters
+            .head
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -199,6 +199,8 @@ pub struct PkarrCounters {
     pub commit_micros: AtomicU64,
     /// Of the publishes stored, those another replica sent.
     pub replicated: AtomicU64,
+    /// The highest change number committed (this replica's head).
+    pub head: AtomicU64,
 }
 
 impl PkarrCounters {
@@ -341,6 +343,12 @@ impl PkarrStore {
         // yet), deleting them would lose every packet; a publish at today's time replaces one.
         let db = Arc::new(db);
         let counters = Arc::new(PkarrCounters::default());
+        let head = tables::have(&db, epoch)
+            .map_err(io)?
+            .get(&epoch)
+            .copied()
+            .unwrap_or(0);
+        counters.head.store(head, Relaxed);
         if !beyond.is_empty() {
             warn!(
                 not_served = beyond.len(),
@@ -382,15 +390,17 @@ impl PkarrStore {
 
     /// What changed here after sequence number `after`: one page of at most about `max_bytes`
     /// of packets, read in one snapshot (blocking: call it off the async workers), without
-    /// those the reader holds by `have`.
+    /// those the reader holds by `have`, nor the changes `held` says it holds (acknowledged
+    /// pushes; their numbers still move the page on).
     pub fn changes_after(
         &self,
         after: u64,
         max_bytes: usize,
         have: &Have,
+        held: &dyn Fn(u64) -> bool,
     ) -> std::io::Result<ChangePage> {
-        let mut page =
-            tables::changes_after(&self.db, self.epoch, after, max_bytes, have).map_err(io)?;
+        let mut page = tables::changes_after(&self.db, self.epoch, after, max_bytes, have, held)
+            .map_err(io)?;
         // Packets dated beyond the bound are not served here, nor passed on.
         let latest = horizon(self.config.max_future);
         page.entries
@@ -992,6 +1002,9 @@ impl Writer {
                 // Published first, expired after: a packet published already past its age
                 // went in and out of the database in this one commit.
                 let mut replies = Vec::with_capacity(decided.len());
+                if let Some(top) = decided.iter().filter_map(|d| d.result.as_ref().ok()).max() {
+                    self.counters.head.fetch_max(*top, Relaxed);
+                }
                 for d in decided {
                     if d.result.is_ok() {
                         self.changes.record(d.key, Some(&d.published));
@@ -1304,13 +1317,15 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let all = store.changes_after(0, usize::MAX, &Have::new()).unwrap();
+        let all = store
+            .changes_after(0, usize::MAX, &Have::new(), &|_| false)
+            .unwrap();
         assert_eq!((all.epoch, all.head, all.entries.len()), (epoch, 5, 5));
         assert!(all.complete());
         let seqs: Vec<u64> = all.entries.iter().map(|e| e.0).collect();
         assert_eq!(seqs, [1, 2, 3, 4, 5]);
         // Pages: at least one entry each, resumed from the last one's number.
-        let page = store.changes_after(0, 1, &Have::new()).unwrap();
+        let page = store.changes_after(0, 1, &Have::new(), &|_| false).unwrap();
         assert_eq!(page.entries.len(), 1);
         assert!(!page.complete());
         assert_eq!(page.next, 1);
@@ -1320,13 +1335,15 @@ mod tests {
             .put(None, &secrets[1].public().to_z32(), &again, None)
             .await
             .unwrap();
-        let after = store.changes_after(5, usize::MAX, &Have::new()).unwrap();
+        let after = store
+            .changes_after(5, usize::MAX, &Have::new(), &|_| false)
+            .unwrap();
         assert_eq!(after.head, 6);
         assert_eq!(after.entries.len(), 1);
         assert_eq!((after.entries[0].0, &after.entries[0].2), (6, &again));
         assert_eq!(
             store
-                .changes_after(0, usize::MAX, &Have::new())
+                .changes_after(0, usize::MAX, &Have::new(), &|_| false)
                 .unwrap()
                 .entries
                 .len(),
@@ -1348,7 +1365,9 @@ mod tests {
         let mut it = items(&secrets[4], &[&moved]);
         it[0].2 = Some(from);
         assert_eq!(store.put_replicated(None, it, None).await, vec![Ok(())]);
-        let all = store.changes_after(0, usize::MAX, &Have::new()).unwrap();
+        let all = store
+            .changes_after(0, usize::MAX, &Have::new(), &|_| false)
+            .unwrap();
         let origins: Vec<Origin> = all.entries.iter().map(|e| e.3).collect();
         assert_eq!(
             origins,
@@ -1358,7 +1377,7 @@ mod tests {
         let have = |pairs: &[(Epoch, u64)]| pairs.iter().copied().collect::<Have>();
         let left = |h: &Have| -> Vec<u64> {
             store
-                .changes_after(0, usize::MAX, h)
+                .changes_after(0, usize::MAX, h, &|_| false)
                 .unwrap()
                 .entries
                 .iter()
@@ -1378,7 +1397,12 @@ mod tests {
         );
         // A page that leaves everything out still moves the reader on.
         let none = store
-            .changes_after(0, usize::MAX, &have(&[(epoch, u64::MAX), ([9; 16], 99)]))
+            .changes_after(
+                0,
+                usize::MAX,
+                &have(&[(epoch, u64::MAX), ([9; 16], 99)]),
+                &|_| false,
+            )
             .unwrap();
         assert_eq!((none.next, none.head), (8, 8));
         // What this replica holds by its cursors, and itself.
@@ -1395,7 +1419,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             store
-                .changes_after(8, usize::MAX, &Have::new())
+                .changes_after(8, usize::MAX, &Have::new(), &|_| false)
                 .unwrap()
                 .entries[0]
                 .0,
@@ -1409,7 +1433,7 @@ mod tests {
         assert_ne!(fresh.epoch(), epoch);
         assert_eq!(
             fresh
-                .changes_after(0, usize::MAX, &Have::new())
+                .changes_after(0, usize::MAX, &Have::new(), &|_| false)
                 .unwrap()
                 .head,
             0
@@ -1435,7 +1459,9 @@ mod tests {
         }
         let store =
             PkarrStore::open(config(Some(dir.path().into()), Duration::from_secs(3600))).unwrap();
-        let page = store.changes_after(0, usize::MAX, &Have::new()).unwrap();
+        let page = store
+            .changes_after(0, usize::MAX, &Have::new(), &|_| false)
+            .unwrap();
         assert_eq!(page.entries.len(), 1);
         assert_eq!((page.head, &page.entries[0].2), (1, &p));
     }

@@ -245,6 +245,7 @@ pub(super) fn changes_after(
     after: u64,
     max_bytes: usize,
     have: &Have,
+    held: &dyn Fn(u64) -> bool,
 ) -> Result<ChangePage, redb::Error> {
     use redb::ReadableDatabase;
     let txn = db.begin_read()?;
@@ -280,7 +281,7 @@ pub(super) fn changes_after(
             None => None,
         }
         .unwrap_or((epoch, seq));
-        if have.get(&origin.0).is_some_and(|read| *read >= origin.1) {
+        if have.get(&origin.0).is_some_and(|read| *read >= origin.1) || held(seq) {
             continue;
         }
         let key = *key.value();

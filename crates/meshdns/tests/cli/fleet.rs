@@ -376,6 +376,69 @@ fn a_replica_restored_from_an_older_copy_gets_back_what_it_took_since() {
     });
 }
 
+/// A replica leaves out of a peer's catch-up what that peer acknowledged holding from its
+/// pushes; a peer whose disk went back to an older copy (a lower head than it acknowledged
+/// at) no longer holds them, and reads them again.
+#[test]
+fn a_peer_restored_from_an_older_copy_reads_again_what_it_had_acknowledged() {
+    let fleet = Fleet::new(2);
+    let a = fleet.start(0, &[]);
+    // b reads a only at start (no periodic read moves its cursor past the pushes).
+    let start_b = || {
+        let dir = fleet.dirs[1].path().to_str().unwrap().to_string();
+        let http = fleet.addr(1).to_string();
+        let peer = format!("http://{}", fleet.addr(0));
+        Meshdns::serve(&[
+            "--pkarr",
+            ORIGIN,
+            "--data-dir",
+            &dir,
+            "--http",
+            &http,
+            "--pkarr-peer-token-file",
+            fleet.token.to_str().unwrap(),
+            "--pkarr-catchup-interval",
+            "600s",
+            "--pkarr-peer",
+            &peer,
+        ])
+    };
+    let b = start_b();
+    eventually("b ready", || ready(b.http.unwrap()));
+    assert!(b.terminate().success());
+    let backup = tempfile::tempdir().unwrap();
+    let copy = |from: &Path, to: &Path| {
+        let _ = std::fs::remove_dir_all(to);
+        let ok = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(from)
+            .arg(to)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    };
+    copy(fleet.dirs[1].path(), &backup.path().join("b"));
+    let b = start_b();
+    eventually("b ready", || ready(b.http.unwrap()));
+    let secrets: Vec<SecretKey> = (0..10).map(|_| SecretKey::generate()).collect();
+    for (i, s) in secrets.iter().enumerate() {
+        assert_eq!(put(a.http.unwrap(), s, &signed(s, i as u16 + 1)), 204);
+    }
+    eventually("b acknowledged a's pushes", || {
+        secrets.iter().all(|s| stored(b.http.unwrap(), s).is_some())
+    });
+    assert!(b.terminate().success());
+    copy(&backup.path().join("b"), fleet.dirs[1].path());
+    let b = start_b();
+    eventually("b ready", || ready(b.http.unwrap()));
+    for (i, s) in secrets.iter().enumerate() {
+        assert!(
+            stored(b.http.unwrap(), s).is_some(),
+            "publish {i} not back on the restored b"
+        );
+    }
+}
+
 /// A peer that cannot be reached: the queue for it stays within its bound (the rest dropped
 /// and counted), and once it is back it catches up on everything.
 #[test]
