@@ -61,8 +61,9 @@ pub(crate) struct Asked<'a> {
 }
 
 /// The second answer, once `key`'s lookup ended: from the catalog (as it is now) when the
-/// lookup decided it, SERVFAIL otherwise. A further miss (a CNAME into another key) is
-/// answered as it stands: one lookup per query.
+/// lookup decided it, SERVFAIL otherwise. One lookup per query: a further miss (a CNAME into
+/// another key, or the key evicted meanwhile) is SERVFAIL too, never an NXDOMAIN for a name
+/// that may exist (the resolver's retry finds the first key cached).
 pub(crate) async fn answer_after(
     lookups: &Arc<dyn Lookups>,
     key: Key,
@@ -71,14 +72,16 @@ pub(crate) async fn answer_after(
     out: &mut Vec<u8>,
 ) -> Outcome {
     if lookups.lookup(key, client).await {
-        answer(
+        let outcome = answer(
             &asked.catalog.load(),
             asked.packet,
             asked.transport,
             asked.config,
             out,
-        )
-    } else {
-        meshdns_zone::answer_servfail(asked.packet, asked.config, out)
+        );
+        if !matches!(outcome.touched, Some(Touch::Miss(_))) {
+            return outcome;
+        }
     }
+    meshdns_zone::answer_servfail(asked.packet, asked.transport, asked.config, out)
 }

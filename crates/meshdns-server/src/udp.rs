@@ -139,11 +139,23 @@ fn deferred(
     if shared.deferred.fetch_add(1, Relaxed) >= MAX_DEFERRED {
         shared.deferred.fetch_sub(1, Relaxed);
         let mut out = Vec::with_capacity(512);
-        let outcome = meshdns_zone::answer_servfail(packet, &shared.config.answer, &mut out);
+        let outcome =
+            meshdns_zone::answer_servfail(packet, Transport::Udp, &shared.config.answer, &mut out);
         shared
             .metrics
             .record(Proto::Udp, &outcome, std::time::Duration::ZERO);
-        if outcome.reply {
+        let allowed = match &shared.config.rrl {
+            Some(rrl) if outcome.reply => limit(
+                shared,
+                rrl,
+                packet,
+                || Some(peer.ip()),
+                &mut out,
+                rrl.now_ms(),
+            ),
+            _ => outcome.reply,
+        };
+        if allowed {
             send(sock, &out);
         }
         return;
@@ -156,6 +168,8 @@ fn deferred(
     );
     let started = Instant::now();
     runtime.spawn(async move {
+        // The place is given back however the task ends (a panic included).
+        let _place = Place(&shared.deferred);
         let mut out = Vec::with_capacity(512);
         let outcome = crate::lookups::answer_after(
             &lookups,
@@ -184,7 +198,6 @@ fn deferred(
             ),
             (_, reply) => reply,
         };
-        shared.deferred.fetch_sub(1, Relaxed);
         if send {
             let _ = socket2::SockRef::from(&*sock).send_to_with_flags(
                 &out,
@@ -193,6 +206,15 @@ fn deferred(
             );
         }
     });
+}
+
+/// One of the [`MAX_DEFERRED`] places, given back on drop.
+struct Place<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
 }
 
 thread_local! {

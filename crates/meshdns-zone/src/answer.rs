@@ -197,6 +197,9 @@ pub fn answer(
     let zone = ZoneView::new(found.zone, reader.as_ref()).with_serial(found.serial);
 
     let resolved = resolve(&mut w, zone, qname_lower, query.qtype);
+    // What the answer itself read of a cache: the optional additional addresses below never
+    // make it wait for a lookup (RFC 2181 §9: they may be left out).
+    let touched = reader.as_ref().and_then(|r| r.touched());
     if resolved.authoritative {
         flags |= FLAG_AA;
     }
@@ -218,14 +221,19 @@ pub fn answer(
         }
     }
     let mut outcome = reply(&mut w, flags, resolved.rcode, truncated);
-    outcome.touched = reader.as_ref().and_then(|r| r.touched());
+    outcome.touched = touched;
     outcome
 }
 
 /// SERVFAIL for `packet` (a query [`answer`] replied to): its question echoed, EDNS
 /// answered as [`answer`] would (NSID included when asked). For a query whose answer waited
 /// on a lookup that failed: a resolver tries again or elsewhere.
-pub fn answer_servfail(packet: &[u8], config: &AnswerConfig, out: &mut Vec<u8>) -> Outcome {
+pub fn answer_servfail(
+    packet: &[u8],
+    transport: Transport,
+    config: &AnswerConfig,
+    out: &mut Vec<u8>,
+) -> Outcome {
     let Ok(query) = parse_query(packet) else {
         out.clear();
         return Outcome::dropped();
@@ -239,7 +247,14 @@ pub fn answer_servfail(packet: &[u8], config: &AnswerConfig, out: &mut Vec<u8>) 
     );
     let flags = FLAG_QR | if query.rd { FLAG_RD } else { 0 } | if query.cd { FLAG_CD } else { 0 };
     if let Some(e) = query.edns {
-        let nsid = config.nsid.filter(|_| e.nsid);
+        // The NSID only where it fits, as in `answer`.
+        let limit = match transport {
+            Transport::Stream => usize::from(u16::MAX),
+            Transport::Udp => usize::from(e.payload.min(config.edns_payload).max(512)),
+        };
+        let nsid = config
+            .nsid
+            .filter(|n| e.nsid && w.len() + wire::opt_len(Some(n)) <= limit);
         w.put_opt(config.edns_payload, 0, e.dnssec_ok, nsid);
     }
     w.finish(query.id, flags | rcode::SERVFAIL);

@@ -357,6 +357,18 @@ fn cached_keys_answer_as_published_ones_and_name_what_they_lack() {
     assert_eq!(touched(&lacking), Some(Touch::Miss(key(5))));
     // Not a key's name: nothing to look up.
     assert_eq!(touched("www.example.org"), None);
+    // An MX whose target is under a key the cache lacks: the answer is whole without the
+    // target's addresses (optional), so it never waits for that key.
+    overlay.cache_remove(&key(3));
+    let mut out = Vec::new();
+    let mx = answer(
+        &catalog,
+        &common::query("mx.example.org", 15, true),
+        Transport::Udp,
+        &AnswerConfig::default(),
+        &mut out,
+    );
+    assert_eq!(mx.touched, None);
     // Cached as absent: NXDOMAIN, and a hit (no lookup).
     overlay.cache_insert(key(5), Published::build(0, std::iter::empty()));
     assert_eq!(touched(&lacking), Some(Touch::Hit(key(5))));

@@ -47,10 +47,16 @@ pub const MIN_TTL: Duration = Duration::from_secs(30);
 pub const MAX_TTL: Duration = Duration::from_secs(86_400);
 /// How long a key that nodes answered for without a value is cached as absent.
 pub const ABSENT_TTL: Duration = Duration::from_secs(60);
+/// The longest a lookup's query runs (its waiters stop waiting at the timeout; what it finds
+/// later is cached for their retries).
+const QUERY_CAP: Duration = Duration::from_secs(10);
 /// Payloads waiting to be put, at most.
 const PUT_QUEUE: usize = 4_096;
-/// Puts in flight at once.
-const PUTS_AT_ONCE: usize = 16;
+/// Puts in flight at once (each a DHT query and the put: up to a few seconds on the public
+/// DHT).
+const PUTS_AT_ONCE: usize = 64;
+/// Client networks whose lookup rate is tracked at once.
+const MAX_CLIENTS: usize = 65_536;
 /// Stored keys republished a second at most, whatever the interval.
 pub const REPUBLISH_RATE: u32 = 1_000;
 
@@ -71,6 +77,8 @@ pub struct DhtConfig {
     pub client_lookups: u32,
     /// Refused beyond this far ahead of the clock (as publishes are).
     pub max_future: Duration,
+    /// Refused when older than this (as stored packets expire).
+    pub max_age: Duration,
     /// Every stored packet is read and put again once per this interval (`None`: never).
     pub republish: Option<Duration>,
 }
@@ -229,7 +237,9 @@ impl PkarrDht {
         builder
             .bind_address(*config.bind.ip())
             .port(config.bind.port())
-            .request_timeout(config.timeout);
+            // A third of what a query waits: a silent node then delays the query's end
+            // (which tells "absent") by less than the wait.
+            .request_timeout((config.timeout / 3).max(Duration::from_millis(50)));
         if let Some(nodes) = &config.bootstrap {
             builder.bootstrap(nodes);
         }
@@ -302,6 +312,7 @@ impl PkarrDht {
     /// An answer used `key` from the cache: in the last fifth of its life, it is looked up
     /// again in the background (not counted against any client).
     pub fn hit(self: &Arc<Self>, key: &Key) {
+        self.counters.cache_answers.fetch_add(1, Relaxed);
         let now = Instant::now();
         {
             let mut book = self.book.lock().expect("book");
@@ -316,6 +327,9 @@ impl PkarrDht {
         }
         if self.begin(*key).is_some() {
             self.counters.refreshes.fetch_add(1, Relaxed);
+        } else if let Some(e) = self.book.lock().expect("book").entries.get_mut(key) {
+            // Refused (lookups at their bound): a later answer tries again.
+            e.refreshing = false;
         }
     }
 
@@ -336,8 +350,8 @@ impl PkarrDht {
             self.counters.joined.fetch_add(1, Relaxed);
             return Ok(rx.clone());
         }
-        if let Some(ip) = client
-            && !self.allow(ip, Instant::now())
+        if self.flights.lock().expect("flights").len() >= self.config.lookups
+            || client.is_some_and(|ip| !self.allow(ip, Instant::now()))
         {
             self.counters.refused.fetch_add(1, Relaxed);
             return Err(LookupError::Refused);
@@ -363,10 +377,19 @@ impl PkarrDht {
         let dht = self.clone();
         self.runtime.spawn(async move {
             let started = Instant::now();
+            // Whatever happens to this task (a panic included), the flight ends and its
+            // waiters are answered.
+            let guard = FlightGuard {
+                dht: &dht,
+                key,
+                tx: &tx,
+            };
             // Bounded whatever the crate does: a query ends once its requests time out.
-            let cap = dht.config.timeout * 4;
+            let cap = (dht.config.timeout * 4).max(QUERY_CAP);
             let ended = match tokio::time::timeout(cap, dht.run(key, &tx)).await {
                 Ok(e) => e,
+                // What was found already stands.
+                Err(_) if *tx.borrow() == Some(Ended::Found) => Ended::Found,
                 Err(_) => Ended::Failed(LookupError::Timeout),
             };
             dht.counters.observe(started.elapsed());
@@ -378,11 +401,8 @@ impl PkarrDht {
             };
             counter.fetch_add(1, Relaxed);
             debug!(key = %String::from_utf8_lossy(&meshdns_zone::label_of_key(&key)), ?ended, elapsed = ?started.elapsed(), "DHT lookup ended");
-            if let Some(e) = dht.book.lock().expect("book").entries.get_mut(&key) {
-                e.refreshing = false;
-            }
-            dht.flights.lock().expect("flights").remove(&key);
             let _ = tx.send(Some(ended));
+            drop(guard);
         });
         Some(rx)
     }
@@ -390,9 +410,17 @@ impl PkarrDht {
     /// One lookup: the first valid item answers the waiting queries; the query goes on to
     /// its end, keeping the newest item.
     async fn run(&self, key: Key, tx: &watch::Sender<Option<Ended>>) -> Ended {
+        // A refresh keeps what is cached unless it finds newer.
+        let cached = self
+            .book
+            .lock()
+            .expect("book")
+            .entries
+            .get(&key)
+            .and_then(|e| e.payload.as_deref().and_then(super::stamp_of));
         let query = self.node.get_mutable_detailed(&key, None, None);
         let mut items = query.items;
-        let mut best: Option<u64> = None;
+        let mut best: Option<u64> = cached;
         while let Some(item) = items.next().await {
             let Some(found) = self.verify(&key, &item) else {
                 self.counters.invalid.fetch_add(1, Relaxed);
@@ -438,7 +466,10 @@ impl PkarrDht {
         payload.extend_from_slice(item.value());
         let id = meshdns_iroh::EndpointId::from_bytes(key).ok()?;
         let packet = SignedPacket::from_relay_payload(&id, &payload).ok()?;
-        if packet.timestamp_us > super::horizon(self.config.max_future) {
+        let oldest = super::now_us().saturating_sub(super::micros(self.config.max_age));
+        if packet.timestamp_us > super::horizon(self.config.max_future)
+            || packet.timestamp_us < oldest
+        {
             return None;
         }
         let ttl = packet
@@ -484,17 +515,23 @@ impl PkarrDht {
         self.overlay.cache_insert(key, published);
     }
 
-    /// Token bucket per client: `client_lookups` a second, as a burst of as many.
+    /// `client_lookups` a second per client network (an IPv4 /24, an IPv6 /56: one host
+    /// holds many addresses of its prefix). The table is bounded: full, it starts again
+    /// empty (a flood from that many networks is held by the bound on lookups in flight).
     fn allow(&self, ip: IpAddr, now: Instant) -> bool {
         let rate = self.config.client_lookups;
         if rate == 0 {
             return false;
         }
+        let net = match ip {
+            IpAddr::V4(v4) => IpAddr::V4((u32::from(v4) & 0xFFFF_FF00).into()),
+            IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !((1u128 << 72) - 1)).into()),
+        };
         let mut clients = self.clients.lock().expect("clients");
-        if clients.len() > 100_000 {
-            clients.retain(|_, (at, _)| now.duration_since(*at) < Duration::from_secs(1));
+        if clients.len() >= MAX_CLIENTS && !clients.contains_key(&net) {
+            clients.clear();
         }
-        let (at, n) = clients.entry(ip).or_insert((now, 0));
+        let (at, n) = clients.entry(net).or_insert((now, 0));
         if now.duration_since(*at) >= Duration::from_secs(1) {
             *at = now;
             *n = 0;
@@ -688,6 +725,33 @@ impl PkarrDht {
             }
             n += 1;
         }
+    }
+}
+
+/// Ends a flight: its key may be looked up again, and its waiters get at least a failure.
+struct FlightGuard<'a> {
+    dht: &'a PkarrDht,
+    key: Key,
+    tx: &'a watch::Sender<Option<Ended>>,
+}
+
+impl Drop for FlightGuard<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut book) = self.dht.book.lock()
+            && let Some(e) = book.entries.get_mut(&self.key)
+        {
+            e.refreshing = false;
+        }
+        if let Ok(mut flights) = self.dht.flights.lock() {
+            flights.remove(&self.key);
+        }
+        self.tx.send_if_modified(|v| {
+            let unset = v.is_none();
+            if unset {
+                *v = Some(Ended::Failed(LookupError::Failed));
+            }
+            unset
+        });
     }
 }
 

@@ -611,6 +611,13 @@ fn dht(settings: &ServeConfig) -> Result<Option<meshdns_sources::DhtConfig>, Str
         }
         return Ok(None);
     }
+    if let Some(t) = settings.pkarr_dht_timeout
+        && !(Duration::from_millis(100)..=Duration::from_secs(30)).contains(&t)
+    {
+        return Err(format!(
+            "--pkarr-dht-timeout (pkarrDhtTimeout): {t:?}; give 100ms to 30s (a resolver gives up after a few seconds)"
+        ));
+    }
     if let Some(every) = settings.pkarr_dht_republish
         && every < Duration::from_secs(10)
     {
@@ -654,6 +661,7 @@ fn dht(settings: &ServeConfig) -> Result<Option<meshdns_sources::DhtConfig>, Str
         max_future: settings
             .pkarr_max_future
             .unwrap_or(defaults::PKARR_MAX_FUTURE),
+        max_age: settings.pkarr_max_age.unwrap_or(defaults::PKARR_MAX_AGE),
         republish: settings.pkarr_dht_republish,
     }))
 }
