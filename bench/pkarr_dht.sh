@@ -4,8 +4,7 @@
 #      over UDP (a cold miss: a DHT lookup) and once more (a cached hit): latency p50/p99 and
 #      meshdns's CPU per query of each;
 #   2. republish: meshdns filled with N packets, restarted with --pkarr-dht-republish 10s:
-#      the time of the first round (each key read from the DHT, then put), keys per second,
-#      CPU per key.
+#      keys read from the DHT and put again in a minute, per second, and CPU per key.
 # meshdns runs on core 0 with one worker, the testnet and the client on core 1.
 #
 # Needs: cargo build --release -p meshdns --bin meshdns -p meshdns-sources --example pkarr_load

@@ -67,13 +67,13 @@ pub struct DhtConfig {
     pub bootstrap: Option<Vec<String>>,
     /// The node's UDP address (IPv4; port 0 picks one).
     pub bind: SocketAddrV4,
-    /// How long a query waits for a lookup; also each DHT request's timeout.
+    /// How long a query waits for a lookup (each DHT request gets a third of it).
     pub timeout: Duration,
     /// Keys cached at most (found or absent).
     pub cache: usize,
     /// Lookups in flight at most.
     pub lookups: usize,
-    /// Lookups one client address may start per second.
+    /// Lookups one client network (IPv4 /24, IPv6 /56) may start per second.
     pub client_lookups: u32,
     /// Refused beyond this far ahead of the clock (as publishes are).
     pub max_future: Duration,

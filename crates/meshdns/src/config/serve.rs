@@ -261,8 +261,8 @@ pub struct ServeConfig {
     /// The DHT node's UDP address, IPv4 (port 0: any free port) [default: 0.0.0.0:0].
     #[arg(long, value_name = "ADDR:PORT", help_heading = "pkarr DHT")]
     pub pkarr_dht_bind: Option<std::net::SocketAddrV4>,
-    /// How long a query waits for a DHT lookup before SERVFAIL; also each DHT request's
-    /// timeout [default: 1.5s].
+    /// How long a query waits for a DHT lookup before SERVFAIL (100ms to 30s); each DHT
+    /// request times out at a third of it [default: 1.5s].
     #[arg(long, value_name = "DURATION", value_parser = values::duration, help_heading = "pkarr DHT")]
     #[serde(default, deserialize_with = "de::duration")]
     pub pkarr_dht_timeout: Option<Duration>,
@@ -275,8 +275,8 @@ pub struct ServeConfig {
     #[arg(long, value_name = "N", value_parser = values::at_least_one_u32, help_heading = "pkarr DHT")]
     #[serde(default, deserialize_with = "de::at_least_one_u32")]
     pub pkarr_dht_lookups: Option<u32>,
-    /// DHT lookups one client address may start per second (joining one in flight is free);
-    /// beyond, SERVFAIL at once [default: 10].
+    /// DHT lookups one client network (IPv4 /24, IPv6 /56) may start per second (joining one
+    /// in flight is free); beyond, SERVFAIL at once [default: 10].
     #[arg(long, value_name = "N", value_parser = values::at_least_one_u32, help_heading = "pkarr DHT")]
     #[serde(default, deserialize_with = "de::at_least_one_u32")]
     pub pkarr_dht_client_lookups: Option<u32>,
