@@ -130,10 +130,6 @@ fn deferred(
     let (Some(lookups), Some(runtime)) = (&shared.config.lookups, &shared.runtime) else {
         return;
     };
-    let send = |sock: &UdpSocket, out: &[u8]| {
-        let _ =
-            socket2::SockRef::from(sock).send_to_with_flags(out, &peer.into(), libc::MSG_DONTWAIT);
-    };
     // A flood of queries joining lookups in flight would hold a task and a copy of each
     // datagram for up to the lookup's timeout: beyond the bound, SERVFAIL at once.
     if shared.deferred.fetch_add(1, Relaxed) >= MAX_DEFERRED {
@@ -144,20 +140,7 @@ fn deferred(
         shared
             .metrics
             .record(Proto::Udp, &outcome, std::time::Duration::ZERO);
-        let allowed = match &shared.config.rrl {
-            Some(rrl) if outcome.reply => limit(
-                shared,
-                rrl,
-                packet,
-                || Some(peer.ip()),
-                &mut out,
-                rrl.now_ms(),
-            ),
-            _ => outcome.reply,
-        };
-        if allowed {
-            send(sock, &out);
-        }
+        send_later(shared, sock, packet, peer, outcome.reply, &mut out);
         return;
     }
     let (lookups, shared, sock, packet) = (
@@ -187,25 +170,28 @@ fn deferred(
         shared
             .metrics
             .record(Proto::Udp, &outcome, started.elapsed());
-        let send = match (&shared.config.rrl, outcome.reply) {
-            (Some(rrl), true) => limit(
-                &shared,
-                rrl,
-                &packet,
-                || Some(peer.ip()),
-                &mut out,
-                rrl.now_ms(),
-            ),
-            (_, reply) => reply,
-        };
-        if send {
-            let _ = socket2::SockRef::from(&*sock).send_to_with_flags(
-                &out,
-                &peer.into(),
-                libc::MSG_DONTWAIT,
-            );
-        }
+        send_later(&shared, &sock, &packet, peer, outcome.reply, &mut out);
     });
+}
+
+/// Sends `out`, the reply to `packet` decided away from the receiving thread, through RRL as
+/// any answer, without blocking (a full send buffer drops it, as it would any datagram).
+fn send_later(
+    shared: &Shared,
+    sock: &UdpSocket,
+    packet: &[u8],
+    peer: std::net::SocketAddr,
+    reply: bool,
+    out: &mut Vec<u8>,
+) {
+    let send = match (&shared.config.rrl, reply) {
+        (Some(rrl), true) => limit(shared, rrl, packet, || Some(peer.ip()), out, rrl.now_ms()),
+        (_, reply) => reply,
+    };
+    if send {
+        let _ =
+            socket2::SockRef::from(sock).send_to_with_flags(out, &peer.into(), libc::MSG_DONTWAIT);
+    }
 }
 
 /// One of the [`MAX_DEFERRED`] places, given back on drop.
