@@ -96,6 +96,11 @@ fn dht(out: &mut String, dht: &meshdns_sources::PkarrDht) {
     }
     for (name, help, n) in [
         (
+            "meshdns_pkarr_dht_lookups_started_total",
+            "Mainline DHT lookups started (counted as they start; meshdns_pkarr_dht_lookups_total counts them as they end).",
+            &c.started,
+        ),
+        (
             "meshdns_pkarr_dht_cache_answers_total",
             "Queries for keys not stored here answered from the DHT cache, without a lookup.",
             &c.cache_answers,
@@ -185,6 +190,17 @@ fn dht(out: &mut String, dht: &meshdns_sources::PkarrDht) {
         "gauge",
     );
     let _ = writeln!(out, "meshdns_pkarr_dht_cache_keys {}", dht.cached());
+    header(
+        out,
+        "meshdns_pkarr_dht_lookups_in_flight",
+        "Mainline DHT lookups in flight (at most --pkarr-dht-lookups).",
+        "gauge",
+    );
+    let _ = writeln!(
+        out,
+        "meshdns_pkarr_dht_lookups_in_flight {}",
+        dht.in_flight()
+    );
     header(
         out,
         "meshdns_pkarr_dht_routing_nodes",

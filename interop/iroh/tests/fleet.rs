@@ -4,11 +4,7 @@
 //! processes on loopback, each with its own data directory, peers of each other.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use iroh::address_lookup::{
@@ -17,94 +13,30 @@ use iroh::address_lookup::{
 use iroh::dns::DnsResolver;
 use iroh::tls::{CaTlsConfig, default_provider};
 use iroh::{EndpointId, SecretKey, TransportAddr};
+use meshdns_interop_iroh::{Meshdns, free_ports};
 use n0_future::StreamExt;
 
 const ORIGIN: &str = "dns.example.org";
 
-/// The meshdns binary the workspace's tests built (or `MESHDNS_BIN`).
-fn meshdns_bin() -> PathBuf {
-    std::env::var_os("MESHDNS_BIN").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/meshdns"),
-        PathBuf::from,
-    )
-}
-
-/// Two ports below the kernel's ephemeral range, free when picked (bound a moment later).
-fn free_ports() -> [u16; 2] {
-    let offset = (std::process::id() % 4_000) as u16;
-    let mut free = (0..4_000u16)
-        .map(|i| 12_000 + (offset + i * 7) % 4_000)
-        .filter(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok());
-    [free.next(), free.next()].map(|p| p.expect("free ports in 12000-15999"))
-}
-
-struct Replica {
-    child: Child,
-    dns: SocketAddr,
-    http: SocketAddr,
-    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-}
-
-impl Replica {
-    fn start(dir: &std::path::Path, http: SocketAddr, peer: SocketAddr, token: &str) -> Replica {
-        let token_file = dir.join("token");
-        std::fs::write(&token_file, token).unwrap();
-        let mut child = Command::new(meshdns_bin())
-            .arg("serve")
-            .args(["--pkarr", ORIGIN, "--data-dir"])
-            .arg(dir.join("data"))
-            .args(["--http", &http.to_string(), "--listen", "127.0.0.1:0"])
-            .arg("--pkarr-peer-token-file")
-            .arg(&token_file)
-            .args(["--pkarr-peer", &format!("http://{peer}")])
-            .args(["--log-level", "info"])
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{}: {e}", meshdns_bin().display()));
-        let stderr = child.stderr.take().unwrap();
-        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (tx, rx) = mpsc::channel();
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if line.contains("meshdns ready") {
-                    let _ = tx.send(line.clone());
-                }
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let Ok(ready) = rx.recv_timeout(Duration::from_secs(30)) else {
-            let _ = child.kill();
-            panic!(
-                "meshdns never became ready:\n{}",
-                log.lock().unwrap().join("\n")
-            );
-        };
-        let dns = ready
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("dns="))
-            .and_then(|v| v.trim_matches('"').split(',').next()?.parse().ok())
-            .expect("the ready line names the DNS address");
-        Replica {
-            child,
-            dns,
-            http,
-            log,
-        }
-    }
-
-    fn log_text(&self) -> String {
-        self.log.lock().unwrap().join("\n")
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// One replica: `serve --pkarr` on its HTTP port, the other replica its peer.
+fn replica(dir: &std::path::Path, http: SocketAddr, peer: SocketAddr, token: &str) -> Meshdns {
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, token).unwrap();
+    let data = dir.join("data");
+    Meshdns::start([
+        "--pkarr".to_string(),
+        ORIGIN.to_string(),
+        "--data-dir".to_string(),
+        data.display().to_string(),
+        "--http".to_string(),
+        http.to_string(),
+        "--listen".to_string(),
+        "127.0.0.1:0".to_string(),
+        "--pkarr-peer-token-file".to_string(),
+        token_file.display().to_string(),
+        "--pkarr-peer".to_string(),
+        format!("http://{peer}"),
+    ])
 }
 
 /// The IP addresses iroh's DNS resolver finds for `id` at `dns`, once they are `want` (the
@@ -157,23 +89,23 @@ fn data(addrs: &[SocketAddr]) -> EndpointData {
 #[tokio::test(flavor = "multi_thread")]
 async fn iroh_publishes_to_one_replica_and_resolves_at_the_other() {
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
-    let http = free_ports().map(|p| SocketAddr::from(([127, 0, 0, 1], p)));
+    let http = free_ports::<2>().map(|p| SocketAddr::from(([127, 0, 0, 1], p)));
     let token = "interop-fleet-token-0123456789abcdef";
-    let a = Replica::start(dirs[0].path(), http[0], http[1], token);
-    let b = Replica::start(dirs[1].path(), http[1], http[0], token);
+    let a = replica(dirs[0].path(), http[0], http[1], token);
+    let b = replica(dirs[1].path(), http[1], http[0], token);
 
     let tls = CaTlsConfig::embedded()
         .client_config(default_provider())
         .unwrap();
     let secret = SecretKey::generate();
     let id = secret.public();
-    let publisher = PkarrPublisher::builder(format!("http://{}/pkarr", a.http).parse().unwrap())
+    let publisher = PkarrPublisher::builder(format!("http://{}/pkarr", http[0]).parse().unwrap())
         // Every address, as on a relay of one's own (iroh's default publishes the relay URL
         // only, not to leak addresses to a public server).
         .addr_filter(AddrFilter::unfiltered())
         .build(secret, tls.clone());
     let relay_b =
-        PkarrResolver::builder(format!("http://{}/pkarr", b.http).parse().unwrap()).build(tls);
+        PkarrResolver::builder(format!("http://{}/pkarr", http[1]).parse().unwrap()).build(tls);
 
     let first: Vec<SocketAddr> = vec![
         "192.0.2.7:4433".parse().unwrap(),

@@ -105,7 +105,9 @@ enum Ended {
 /// Counters for `/metrics`.
 #[derive(Debug, Default)]
 pub struct DhtCounters {
-    /// Lookups started, by how they ended: found, not found, timeout, failed.
+    /// Lookups started (counted as they start; by how they ended below).
+    pub started: AtomicU64,
+    /// Lookups ended, by how: found (a valid item), not found, timeout, failed.
     pub found: AtomicU64,
     /// Lookups whose nodes answered without a value.
     pub not_found: AtomicU64,
@@ -271,6 +273,11 @@ impl PkarrDht {
         self.book.lock().expect("book").entries.len()
     }
 
+    /// Lookups in flight.
+    pub fn in_flight(&self) -> usize {
+        self.flights.lock().expect("flights").len()
+    }
+
     /// Looks `key` up for a query from `client` (`None`: not counted against any client),
     /// or joins the lookup in flight. `Ok` once the overlay's cache decides the answer.
     pub async fn lookup(
@@ -374,6 +381,7 @@ impl PkarrDht {
         let (tx, rx) = watch::channel(None);
         flights.insert(key, rx.clone());
         drop(flights);
+        self.counters.started.fetch_add(1, Relaxed);
         let dht = self.clone();
         self.runtime.spawn(async move {
             let started = Instant::now();

@@ -187,11 +187,13 @@ fn start_dht(plan: &ServePlan, shared: &Shared, tasks: &Tasks) -> Result<Option<
         tasks.shutdown.clone(),
     )
     .with_context(|| format!("cannot bind the DHT node to {}", config.bind))?;
-    info!(
-        bind = %config.bind,
-        bootstrap = ?config.bootstrap.as_deref().unwrap_or(&[]),
-        "Mainline DHT node started"
-    );
+    // The address it bound (its port, when the crate or the kernel chose it).
+    let bootstrap = config.bootstrap.clone().unwrap_or_default();
+    let bound = dht.clone();
+    tokio::spawn(async move {
+        let addr = bound.local_addr().await;
+        info!(%addr, ?bootstrap, "Mainline DHT node started");
+    });
     Ok(Some(dht))
 }
 

@@ -12,6 +12,7 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{
     ConfigMap, Namespace, PersistentVolumeClaim, Secret, Service, ServiceAccount,
 };
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -28,6 +29,8 @@ fn deploy() -> PathBuf {
 const GUIDE_OPTIONS: &[(&str, &str)] = &[
     // docs/guide-datum-connectors.md, "Connectors in other clusters".
     ("datum-connectors", "iroh-source-clusters"),
+    // docs/guide-iroh-relay.md, "Join the Mainline DHT".
+    ("iroh-relay", "pkarr-dht"),
 ];
 
 /// Every kustomization under deploy/ (bases, overlays, components' users, remote installs),
@@ -356,6 +359,7 @@ fn every_rendered_object_survives_its_typed_round_trip_and_schema() {
                 "Namespace" => round_trip::<Namespace>(&what, o),
                 "PersistentVolumeClaim" => round_trip::<PersistentVolumeClaim>(&what, o),
                 "PodDisruptionBudget" => round_trip::<PodDisruptionBudget>(&what, o),
+                "NetworkPolicy" => round_trip::<NetworkPolicy>(&what, o),
                 "Role" => round_trip::<Role>(&what, o),
                 "ClusterRole" => round_trip::<ClusterRole>(&what, o),
                 "RoleBinding" => round_trip::<RoleBinding>(&what, o),
@@ -749,6 +753,89 @@ fn several_pkarr_replicas_replicate_and_acme_runs_alone() {
     }
 }
 
+/// A `serve` container in the DHT (`--pkarr-dht`, the pkarr-dht component) binds a fixed UDP
+/// port that it declares, and an egress policy that selects its pods lets it reach DHT nodes
+/// (UDP to any address and port), the cluster's DNS over TCP too, and its peers' HTTP port.
+#[test]
+fn a_relay_in_the_dht_declares_its_port_and_may_reach_the_dht() {
+    let mut checked = 0;
+    for (dir, objects) in renderings() {
+        for w in objects.iter().filter(is_workload) {
+            let pod = &w["spec"]["template"];
+            let container = &pod["spec"]["containers"][0];
+            let args: Vec<&str> = container["args"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            if !args.contains(&"--pkarr-dht") {
+                continue;
+            }
+            let what = format!("{dir}: {}", w["metadata"]["name"]);
+            let bind = args
+                .iter()
+                .find_map(|a| a.strip_prefix("--pkarr-dht-bind="))
+                .unwrap_or_else(|| panic!("{what}: the DHT on a port of the crate's choosing"));
+            let port = port_of(bind);
+            assert!(
+                container["ports"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|p| { p["containerPort"] == port && p["protocol"] == "UDP" }),
+                "{what}: UDP {port} not declared"
+            );
+            let labels = &pod["metadata"]["labels"];
+            let selects = |np: &&Value| {
+                np["kind"] == "NetworkPolicy"
+                    && np["spec"]["policyTypes"]
+                        .as_array()
+                        .is_some_and(|t| t.iter().any(|t| t == "Egress"))
+                    && np["spec"]["podSelector"]["matchLabels"]
+                        .as_object()
+                        .unwrap()
+                        .iter()
+                        .all(|(k, v)| &labels[k] == v)
+            };
+            for np in objects.iter().filter(selects) {
+                let rules = np["spec"]["egress"].as_array().unwrap();
+                let allows = |protocol: &str, port: Option<u16>, to: &dyn Fn(&Value) -> bool| {
+                    rules.iter().any(|r| {
+                        r["ports"].as_array().unwrap().iter().any(|p| {
+                            p["protocol"] == protocol
+                                && (p["port"].is_null() || port.is_some_and(|n| p["port"] == n))
+                        }) && (r["to"].is_null() || r["to"].as_array().unwrap().iter().any(to))
+                    })
+                };
+                let v4 = |t: &Value| t["ipBlock"]["cidr"] == "0.0.0.0/0";
+                let v6 = |t: &Value| t["ipBlock"]["cidr"] == "::/0";
+                assert!(allows("UDP", None, &v4), "{what}: UDP out");
+                assert!(allows("UDP", None, &v6), "{what}: UDP out over IPv6");
+                assert!(allows("TCP", Some(53), &|_| false), "{what}: DNS over TCP");
+                let peers = |t: &Value| {
+                    t["podSelector"]["matchLabels"]
+                        .as_object()
+                        .is_some_and(|m| m.iter().all(|(k, v)| &labels[k] == v))
+                };
+                for (_, serve, sw) in serve_configs(&dir, &objects) {
+                    if sw["metadata"]["name"] == w["metadata"]["name"]
+                        && serve["pkarrPeersDns"].is_array()
+                    {
+                        let http = port_of(serve["http"].as_str().unwrap());
+                        assert!(allows("TCP", Some(http), &peers), "{what}: the peers");
+                    }
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(
+        checked > 0,
+        "no rendering with the DHT and its egress policy"
+    );
+}
+
 /// The files a workload mounts from Secrets, written under `root` at their mount paths: a
 /// Secret in the rendering with its own data, the pkarr peers' token Secret the user makes
 /// (`meshdns-pkarr-peer`) with a token, a TLS Secret made elsewhere (cert-manager's) with a
@@ -809,7 +896,39 @@ fn mounted_secrets(objects: &[Value], config_map: &str, root: &Path) -> Vec<Stri
     mounts
 }
 
-/// Each config file, checked as `serve` would start with it: the TSIG key and certificate
+/// The flags a `serve` container that mounts ConfigMap `config_map` passes beside its config
+/// file (a component adds some), to check with it.
+fn serve_flags(objects: &[Value], config_map: &str) -> Vec<String> {
+    let mut flags = Vec::new();
+    for w in objects.iter().filter(is_workload) {
+        let pod = &w["spec"]["template"]["spec"];
+        let mounts = pod["volumes"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|v| v["configMap"]["name"] == config_map));
+        let args: Vec<&str> = pod["containers"][0]["args"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        if !mounts || args.first() != Some(&"serve") {
+            continue;
+        }
+        let mut rest = args[1..].iter();
+        while let Some(a) = rest.next() {
+            match *a {
+                "--config" | "-c" => {
+                    rest.next();
+                }
+                a => flags.push(a.to_string()),
+            }
+        }
+    }
+    flags
+}
+
+/// Each config file, checked as `serve` would start with it (with the flags its `serve`
+/// container adds): the TSIG key and certificate
 /// files it names are read, from the Secrets its workload mounts (at a temporary root).
 #[test]
 fn every_shipped_config_file_is_one_meshdns_reads() {
@@ -830,6 +949,7 @@ fn every_shipped_config_file_is_one_meshdns_reads() {
             let file = write(dir.path(), "config.yaml", &text);
             let out = bin()
                 .args(["check", "--config-only", "-c", &file])
+                .args(serve_flags(&objects, name))
                 .output()
                 .unwrap();
             assert!(
