@@ -28,12 +28,12 @@ const ORIGIN: &str = "dns.example.org";
 
 /// Ten server-mode `mainline` nodes on loopback, each knowing every other as a bootstrap node.
 struct Testnet {
-    _nodes: Vec<mainline::Dht>,
+    _nodes: Vec<mainline::async_dht::AsyncDht>,
     bootstrap: Vec<String>,
 }
 
 impl Testnet {
-    fn new(n: usize) -> Testnet {
+    async fn new(n: usize) -> Testnet {
         // Ports picked first, so that every node starts with the others as its bootstrap list
         // (a node without one adds whoever asks it, departed clients included, and later
         // lookups wait on them).
@@ -44,7 +44,7 @@ impl Testnet {
             })
             .collect();
         let bootstrap: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
-        let nodes: Vec<mainline::Dht> = ports
+        let nodes: Vec<mainline::async_dht::AsyncDht> = ports
             .iter()
             .map(|p| {
                 let others: Vec<&String> = bootstrap
@@ -59,10 +59,11 @@ impl Testnet {
                     .request_timeout(Duration::from_millis(500))
                     .build()
                     .expect("a testnet node binds its port")
+                    .as_async()
             })
             .collect();
         for node in &nodes {
-            node.bootstrapped();
+            node.bootstrapped().await;
         }
         Testnet {
             _nodes: nodes,
@@ -125,7 +126,7 @@ fn addrs(list: &[&str]) -> (Vec<SocketAddr>, BTreeSet<SocketAddr>) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_endpoint_put_into_the_dht_only_is_found_by_irohs_dns_resolver_at_meshdns() {
-    let net = tokio::task::block_in_place(|| Testnet::new(10));
+    let net = Testnet::new(10).await;
     let dir = tempfile::tempdir().unwrap();
     let m = tokio::task::block_in_place(|| net.meshdns(dir.path()));
 
@@ -134,9 +135,11 @@ async fn an_endpoint_put_into_the_dht_only_is_found_by_irohs_dns_resolver_at_mes
     let (list, want) = addrs(&["192.0.2.41:4433", "[2001:db8::41]:4433"]);
     let info = EndpointInfo::from_parts(id, data(&list));
     let signed = info.to_pkarr_signed_packet(&secret, 30).unwrap();
-    // iroh's packet, as the pkarr crate reads it (`key ‖ signature ‖ timestamp ‖ message`,
-    // verified again on the way in).
-    let packet = pkarr::SignedPacket::from_bytes(&bytes::Bytes::copy_from_slice(signed.as_bytes()))
+    // iroh's packet, as the pkarr crate reads it (`signature ‖ timestamp ‖ message`, verified
+    // again on the way in).
+    let key = pkarr::PublicKey::try_from(id.as_bytes()).unwrap();
+    let payload = bytes::Bytes::from(signed.to_relay_payload());
+    let packet = pkarr::SignedPacket::from_relay_payload(&key, &payload)
         .expect("the pkarr crate reads iroh's signed packet");
     let client = net.pkarr_client();
     let stored = client
@@ -164,7 +167,7 @@ async fn an_endpoint_put_into_the_dht_only_is_found_by_irohs_dns_resolver_at_mes
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_endpoint_iroh_published_to_meshdns_is_found_in_the_dht_by_the_pkarr_client() {
-    let net = tokio::task::block_in_place(|| Testnet::new(10));
+    let net = Testnet::new(10).await;
     let dir = tempfile::tempdir().unwrap();
     let m = tokio::task::block_in_place(|| net.meshdns(dir.path()));
 
@@ -187,7 +190,10 @@ async fn an_endpoint_iroh_published_to_meshdns_is_found_in_the_dht_by_the_pkarr_
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut last = String::new();
     while Instant::now() < deadline {
-        match client.resolve(&key, pkarr::ResolvePolicy::NetworkOnly).await {
+        match client
+            .resolve(&key, pkarr::ResolvePolicy::NetworkOnly)
+            .await
+        {
             Ok(packet) => {
                 let signed = iroh_dns::pkarr::SignedPacket::from_bytes(packet.as_bytes())
                     .expect("iroh reads the packet the DHT returned");
