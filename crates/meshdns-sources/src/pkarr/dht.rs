@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use futures_lite::StreamExt as _;
 use mainline::async_dht::AsyncDht;
+use mainline::errors::PutMutableError;
 use mainline::{Dht, MutableItem};
 use meshdns_iroh::pkarr::SignedPacket;
 use meshdns_zone::{Key, Overlay, Published};
@@ -195,6 +196,49 @@ struct Book {
     by_expiry: BTreeSet<(Instant, Key)>,
 }
 
+/// The `mainline` node's thread waits up to 50 ms on its socket before it looks at the
+/// requests queued for it, so an idle node takes that long to start a lookup or a put (55 ms
+/// per lookup on loopback, where iroh-dns-server's node takes 1 ms). One datagram to the node's
+/// own socket ends the wait (the node drops it as the malformed message it is). The crate
+/// offers no other way in.
+struct Waker {
+    socket: Option<std::net::UdpSocket>,
+    to: std::sync::OnceLock<std::net::SocketAddr>,
+}
+
+impl Waker {
+    /// A socket on the node's own address (loopback when it binds every address).
+    fn new(bind: SocketAddrV4) -> Waker {
+        let ip = if bind.ip().is_unspecified() {
+            std::net::Ipv4Addr::LOCALHOST
+        } else {
+            *bind.ip()
+        };
+        let socket = std::net::UdpSocket::bind((ip, 0))
+            .and_then(|s| s.set_nonblocking(true).map(|()| s))
+            .ok();
+        Waker {
+            socket,
+            to: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The node's port, once known (bound by the node's thread).
+    fn aim(&self, node: SocketAddrV4) {
+        if let Some(Ok(local)) = self.socket.as_ref().map(std::net::UdpSocket::local_addr) {
+            let _ = self
+                .to
+                .set(std::net::SocketAddr::new(local.ip(), node.port()));
+        }
+    }
+
+    fn wake(&self) {
+        if let (Some(socket), Some(to)) = (&self.socket, self.to.get()) {
+            let _ = socket.send_to(b"w", to);
+        }
+    }
+}
+
 impl Book {
     fn remove(&mut self, key: &Key) -> Option<Entry> {
         let e = self.entries.remove(key)?;
@@ -214,6 +258,8 @@ pub struct PkarrDht {
     puts: tokio::sync::mpsc::Sender<(Key, Arc<[u8]>)>,
     /// Lookups are started from UDP threads too (refreshes), outside the runtime.
     runtime: tokio::runtime::Handle,
+    /// Wakes the node's thread for a request just queued (see `wake`).
+    waker: Waker,
     /// Counters for `/metrics`.
     pub counters: DhtCounters,
 }
@@ -246,6 +292,7 @@ impl PkarrDht {
             builder.bootstrap(nodes);
         }
         let node = builder.build()?.as_async();
+        let config_bind = config.bind;
         let (puts, queue) = tokio::sync::mpsc::channel(PUT_QUEUE);
         let dht = Arc::new(PkarrDht {
             node,
@@ -256,7 +303,13 @@ impl PkarrDht {
             clients: Mutex::new(HashMap::new()),
             puts,
             runtime: tokio::runtime::Handle::current(),
+            waker: Waker::new(config_bind),
             counters: DhtCounters::default(),
+        });
+        let aimed = dht.clone();
+        tokio::spawn(async move {
+            let node = aimed.local_addr().await;
+            aimed.waker.aim(node);
         });
         tokio::spawn(dht.clone().put_loop(queue, stop.clone()));
         tokio::spawn(dht.clone().upkeep(stop));
@@ -266,6 +319,17 @@ impl PkarrDht {
     /// The node's UDP address.
     pub async fn local_addr(&self) -> SocketAddrV4 {
         self.node.info().await.local_addr()
+    }
+
+    /// `item` put to the DHT, the node woken once the request is queued (the first poll
+    /// queues it).
+    async fn put_woken(&self, item: MutableItem) -> Result<(), PutMutableError> {
+        let mut put = std::pin::pin!(self.node.put_mutable(item, None));
+        if let Some(done) = futures_lite::future::poll_once(&mut put).await {
+            return done.map(drop);
+        }
+        self.waker.wake();
+        put.await.map(drop)
     }
 
     /// Keys cached (found or absent).
@@ -427,16 +491,20 @@ impl PkarrDht {
             .get(&key)
             .and_then(|e| e.payload.as_deref().and_then(super::stamp_of));
         let query = self.node.get_mutable_detailed(&key, None, None);
+        self.waker.wake();
         let mut items = query.items;
         let mut best: Option<u64> = cached;
         while let Some(item) = items.next().await {
+            // Most nodes answer with the item already found: not verified again (each
+            // verification is a signature check, the bulk of a lookup's CPU).
+            let seq = u64::try_from(item.seq()).unwrap_or(0);
+            if best.is_some_and(|t| t >= seq) {
+                continue;
+            }
             let Some(found) = self.verify(&key, &item) else {
                 self.counters.invalid.fetch_add(1, Relaxed);
                 continue;
             };
-            if best.is_some_and(|t| t >= found.timestamp_us) {
-                continue;
-            }
             best = Some(found.timestamp_us);
             self.cache(key, Some(found));
             tx.send_if_modified(|v| {
@@ -571,7 +639,7 @@ impl PkarrDht {
             tokio::spawn(async move {
                 let _slot = slot;
                 let ok = match item_of(&key, &payload) {
-                    Some(item) => match dht.node.put_mutable(item, None).await {
+                    Some(item) => match dht.put_woken(item).await {
                         Ok(_) => true,
                         Err(e) => {
                             debug!(error = %e, "DHT put failed");
@@ -656,6 +724,7 @@ impl PkarrDht {
         let mut items =
             self.node
                 .get_mutable(&key, None, Some(i64::try_from(stamp).unwrap_or(i64::MAX)));
+        self.waker.wake();
         let newer = tokio::time::timeout(self.config.timeout * 4, async {
             while let Some(item) = items.next().await {
                 match self.verify(&key, &item) {
@@ -686,7 +755,7 @@ impl PkarrDht {
             return;
         }
         let ok = match item_of(&key, &payload) {
-            Some(item) => self.node.put_mutable(item, None).await.is_ok(),
+            Some(item) => self.put_woken(item).await.is_ok(),
             None => false,
         };
         let c = if ok {
