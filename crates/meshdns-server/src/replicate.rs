@@ -365,15 +365,21 @@ pub struct Replicator {
     /// reads leave those changes out (a steady stream is pushed, and the periodic read then
     /// moves numbers, not packets).
     held: Mutex<HashMap<Epoch, Held>>,
+    /// Periodic reads go one peer at a time: the cursor the first one moves leaves that
+    /// peer's publishes out of the next one's pages (the other replicas hold copies of them).
+    periodic: tokio::sync::Mutex<()>,
 }
 
-/// The changes of this replica's log that one peer acknowledged holding, and the highest head
-/// it answered with: a peer that reports a lower head since (its disk went back to an older
-/// copy) may no longer hold them, and they are forgotten.
+/// The changes of this replica's log that one peer acknowledged holding, each with the head
+/// of the peer's own log once it held it (the push's answer), and the head it last read
+/// with. A page leaves out only changes acknowledged at or below the head the reader reads
+/// with: what it acknowledged since (pushes answered while its read was on the way) is sent
+/// again, and a reader whose head went back (its disk restored to an older copy) gets back
+/// everything it acknowledged after that copy. A head lower than its last read's forgets all.
 #[derive(Default)]
 struct Held {
-    seqs: std::collections::BTreeSet<u64>,
-    head: u64,
+    seqs: std::collections::BTreeMap<u64, u64>,
+    read_head: u64,
 }
 
 /// Changes remembered as held, per peer, at most: beyond, the oldest are forgotten (and read
@@ -560,6 +566,7 @@ impl Replicator {
             start_change: Notify::new(),
             start_reads: AtomicU64::new(0),
             held: Mutex::default(),
+            periodic: tokio::sync::Mutex::new(()),
             config,
         }))
     }
@@ -794,31 +801,39 @@ impl Replicator {
         head: Option<u64>,
         results: impl Iterator<Item = (&'e Entry, &'e Applied)>,
     ) {
+        // A peer that did not say its head: nothing it holds is known for sure.
+        let Some(head) = head else { return };
         let mut held = self.held.lock().expect("held");
         let h = held.entry(epoch).or_default();
-        if let Some(head) = head {
-            h.head = h.head.max(head);
-        }
-        h.seqs
-            .extend(results.filter(|(_, r)| r.held()).map(|(e, _)| e.seq));
+        h.seqs.extend(
+            results
+                .filter(|(_, r)| r.held())
+                .map(|(e, _)| (e.seq, head)),
+        );
         while h.seqs.len() > MAX_HELD {
             h.seqs.pop_first();
         }
     }
 
-    /// The changes after `after` the reading peer `reader` is known to hold, forgetting those
-    /// it read past; all forgotten when its head (`have`'s entry for itself) went back.
+    /// The changes after `after` the reading peer `reader` is known to hold at the head it
+    /// reads with (`have`'s entry for itself), forgetting those it read past.
     fn held_by(&self, reader: Epoch, after: u64, have: &Have) -> std::collections::BTreeSet<u64> {
         let mut held = self.held.lock().expect("held");
-        let Some(h) = held.get_mut(&reader) else {
+        let (Some(h), Some(&at)) = (held.get_mut(&reader), have.get(&reader)) else {
             return std::collections::BTreeSet::new();
         };
-        if have.get(&reader).is_none_or(|head| *head < h.head) {
+        if at < h.read_head {
             *h = Held::default();
+            h.read_head = at;
             return std::collections::BTreeSet::new();
         }
+        h.read_head = at;
         h.seqs = h.seqs.split_off(&(after + 1));
-        h.seqs.clone()
+        h.seqs
+            .iter()
+            .filter(|(_, acked_at)| **acked_at <= at)
+            .map(|(seq, _)| *seq)
+            .collect()
     }
 
     /// Sends `batch`; returns the answering replica's epoch, its head when it said, and a
@@ -924,8 +939,15 @@ impl Replicator {
 
     async fn catchup_loop(self: Arc<Self>, peer: Arc<Peer>) {
         loop {
+            let one_at_a_time = if self.ready.load(Relaxed) {
+                Some(self.periodic.lock().await)
+            } else {
+                None
+            };
             let started = Instant::now();
-            match self.catch_up(&peer).await {
+            let outcome = self.catch_up(&peer).await;
+            drop(one_at_a_time);
+            match outcome {
                 Ok(fetched) => {
                     peer.unreachable.store(false, Relaxed);
                     peer.counters.catchup_runs.fetch_add(1, Relaxed);
