@@ -332,6 +332,9 @@ struct Peer {
     seen: Mutex<Option<Instant>>,
     /// Its epoch, once a catch-up read it.
     epoch: Mutex<Option<Epoch>>,
+    /// Packets it pushed here since its log was last read periodically: the peer that pushed
+    /// most is read first in each round.
+    pushed_in: AtomicU64,
     counters: PeerCounters,
 }
 
@@ -606,6 +609,7 @@ impl Replicator {
             unreachable: AtomicBool::new(false),
             seen: Mutex::new(seen),
             epoch: Mutex::new(None),
+            pushed_in: AtomicU64::new(0),
             counters: PeerCounters::default(),
         });
         peers.push(peer.clone());
@@ -793,6 +797,33 @@ impl Replicator {
         }
     }
 
+    /// Counts `n` packets the peer `epoch` pushed here.
+    fn note_pushed_in(&self, epoch: &Epoch, n: u64) {
+        if let Some(p) = self
+            .peers()
+            .iter()
+            .find(|p| p.epoch.lock().expect("epoch").as_ref() == Some(epoch))
+        {
+            p.pushed_in.fetch_add(n, Relaxed);
+        }
+    }
+
+    /// Where `peer` goes in this round of periodic reads: 0 for the peer that pushed the most
+    /// here since its last read (its log holds the publishes the other logs have copies of;
+    /// read first, its cursor then leaves those copies out of the other pages), then 1, ….
+    fn periodic_rank(&self, peer: &Peer) -> u32 {
+        let mine = peer.pushed_in.load(Relaxed);
+        let me = std::ptr::from_ref(peer) as usize;
+        self.peers()
+            .iter()
+            .filter(|p| {
+                let theirs = p.pushed_in.load(Relaxed);
+                let them = Arc::as_ptr(p) as usize;
+                theirs > mine || (theirs == mine && them < me)
+            })
+            .count() as u32
+    }
+
     /// Remembers which of the pushed changes the peer `epoch` (at `head`, when it said)
     /// holds.
     fn note_held<'e>(
@@ -939,12 +970,20 @@ impl Replicator {
 
     async fn catchup_loop(self: Arc<Self>, peer: Arc<Peer>) {
         loop {
-            let one_at_a_time = if self.ready.load(Relaxed) {
+            let periodic = self.ready.load(Relaxed);
+            let one_at_a_time = if periodic {
+                // Every peer's turn comes at the same tick; the one ranked first takes the
+                // lock first, the others a few milliseconds after, in order.
+                let rank = self.periodic_rank(&peer);
+                tokio::time::sleep(Duration::from_millis(20) * rank).await;
                 Some(self.periodic.lock().await)
             } else {
                 None
             };
             let started = Instant::now();
+            if periodic {
+                peer.pushed_in.store(0, Relaxed);
+            }
             let outcome = self.catch_up(&peer).await;
             drop(one_at_a_time);
             match outcome {
@@ -966,15 +1005,19 @@ impl Replicator {
             if peer.is_self.load(Relaxed) {
                 return;
             }
-            // Until ready, try often: start-up waits on it.
-            let every = if self.ready.load(Relaxed) {
-                self.config.catchup_interval
+            // Until ready, try often: start-up waits on it. Then at the ticks of the interval
+            // counted from start, the same for every peer (a round reads them all in turn).
+            let wait = if self.ready.load(Relaxed) {
+                let every = self.config.catchup_interval.max(Duration::from_millis(1));
+                let since = self.started.elapsed();
+                let ticks = since.as_nanos() / every.as_nanos() + 1;
+                every * u32::try_from(ticks).unwrap_or(u32::MAX) - since
             } else {
                 Duration::from_millis(500).min(self.config.catchup_interval)
             };
             tokio::select! {
                 () = peer.stop.cancelled() => return,
-                () = tokio::time::sleep(every) => {}
+                () = tokio::time::sleep(wait) => {}
             }
         }
     }
@@ -1473,6 +1516,11 @@ async fn push(
         .collect();
     let results = r.store.put_replicated(client, items, None).await;
     r.count_received(auth, &results);
+    if client.is_none()
+        && let Some(epoch) = sender
+    {
+        r.note_pushed_in(&epoch, results.len() as u64);
+    }
     let mut resp = (
         StatusCode::OK,
         [(header::CONTENT_TYPE, FRAME_TYPE)],
