@@ -755,7 +755,8 @@ fn several_pkarr_replicas_replicate_and_acme_runs_alone() {
 
 /// A `serve` container in the DHT (`--pkarr-dht`, the pkarr-dht component) binds a fixed UDP
 /// port that it declares, and an egress policy that selects its pods lets it reach DHT nodes
-/// (UDP to any address and port), the cluster's DNS over TCP too, and its peers' HTTP port.
+/// (UDP to any address and port), DNS at any address (the cluster's resolver is a pod) over
+/// UDP and TCP, and its peers' HTTP port.
 #[test]
 fn a_relay_in_the_dht_declares_its_port_and_may_reach_the_dht() {
     let mut checked = 0;
@@ -812,7 +813,12 @@ fn a_relay_in_the_dht_declares_its_port_and_may_reach_the_dht() {
                 let v6 = |t: &Value| t["ipBlock"]["cidr"] == "::/0";
                 assert!(allows("UDP", None, &v4), "{what}: UDP out");
                 assert!(allows("UDP", None, &v6), "{what}: UDP out over IPv6");
-                assert!(allows("TCP", Some(53), &|_| false), "{what}: DNS over TCP");
+                for protocol in ["UDP", "TCP"] {
+                    assert!(
+                        allows(protocol, Some(53), &|_| false),
+                        "{what}: DNS over {protocol} to any address, the cluster's resolver too"
+                    );
+                }
                 let peers = |t: &Value| {
                     t["podSelector"]["matchLabels"]
                         .as_object()
