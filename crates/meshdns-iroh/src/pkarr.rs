@@ -35,6 +35,9 @@ pub enum PacketError {
     /// The signature does not verify for this key.
     #[error("signature does not verify for this key")]
     Signature,
+    /// The key's 32 bytes are not an ed25519 public key (not a point on the curve).
+    #[error("the key is not an ed25519 public key (not a point on the curve)")]
+    Key,
     /// The DNS message does not parse.
     #[error("DNS message does not parse: {0}")]
     Dns(&'static str),
@@ -59,12 +62,16 @@ fn signable(timestamp_us: u64, packet: &[u8]) -> Vec<u8> {
     s
 }
 
-impl SignedPacket {
-    /// Verifies a relay payload for `key`.
-    pub fn from_relay_payload(
-        key: &EndpointId,
-        payload: &[u8],
-    ) -> Result<SignedPacket, PacketError> {
+/// A relay payload's parts, ready for its signature to be checked.
+struct Prepared {
+    key: ed25519_dalek::VerifyingKey,
+    signature: ed25519_dalek::Signature,
+    signable: Vec<u8>,
+    timestamp_us: u64,
+}
+
+impl Prepared {
+    fn new(key: &[u8; 32], payload: &[u8]) -> Result<Prepared, PacketError> {
         if payload.len() < PAYLOAD_HEADER + 12 {
             return Err(PacketError::TooShort(payload.len()));
         }
@@ -72,25 +79,148 @@ impl SignedPacket {
         if packet.len() > MAX_DNS_PACKET {
             return Err(PacketError::TooLong(packet.len()));
         }
+        let key = ed25519_dalek::VerifyingKey::from_bytes(key).map_err(|_| PacketError::Key)?;
         let signature: [u8; 64] = payload[..64].try_into().expect("length checked");
         let timestamp_us = u64::from_be_bytes(payload[64..72].try_into().expect("length checked"));
-        key.verify(
-            &signable(timestamp_us, packet),
-            &iroh_base::Signature::from_bytes(&signature),
-        )
-        .map_err(|_| PacketError::Signature)?;
-        let signed = SignedPacket {
-            key: *key,
+        Ok(Prepared {
+            key,
+            signature: ed25519_dalek::Signature::from_bytes(&signature),
+            signable: signable(timestamp_us, packet),
             timestamp_us,
+        })
+    }
+
+    /// Whether a batch decides this signature as `verify_strict` would: the key is not of
+    /// small order, and `R` is canonical and not of small order (checked on its bytes).
+    fn batchable(&self) -> bool {
+        let r = self.signature.r_bytes();
+        !self.key.is_weak() && canonical(r) && !small_order(r)
+    }
+
+    /// The packet, once the signature verified: refused if it could never be served.
+    fn finish(self, payload: &[u8]) -> Result<SignedPacket, PacketError> {
+        let signed = SignedPacket {
+            // From the decoded key, without decoding it again (iroh-base's conversion).
+            key: EndpointId::from_verifying_key(self.key),
+            timestamp_us: self.timestamp_us,
             payload: payload.to_vec(),
         };
-        // Refuse now what could never be served.
         signed.visit(|_, rtype, _, rdata| {
             RData::from_wire(rtype, rdata)
                 .map(drop)
                 .ok_or(PacketError::Dns("record data does not parse"))
         })?;
         Ok(signed)
+    }
+}
+
+/// Whether an encoded point's y coordinate is below the field's prime 2^255 - 19.
+fn canonical(point: &[u8; 32]) -> bool {
+    let top = point[31] & 0x7f == 0x7f;
+    !(top && point[1..31].iter().all(|&b| b == 0xff) && point[0] >= 0xed)
+}
+
+/// Whether an encoded point is one of the eight points of small order, with either sign bit
+/// (the sign of x = 0 is not part of a canonical encoding).
+fn small_order(point: &[u8; 32]) -> bool {
+    static TORSION: std::sync::OnceLock<[[u8; 32]; 8]> = std::sync::OnceLock::new();
+    let torsion = TORSION.get_or_init(|| {
+        curve25519_dalek::constants::EIGHT_TORSION.map(|p| p.compress().to_bytes())
+    });
+    torsion
+        .iter()
+        .any(|t| t[..31] == point[..31] && t[31] & 0x7f == point[31] & 0x7f)
+}
+
+impl SignedPacket {
+    /// Verifies a relay payload for `key`.
+    pub fn from_relay_payload(
+        key: &EndpointId,
+        payload: &[u8],
+    ) -> Result<SignedPacket, PacketError> {
+        Self::verify_relay(key.as_bytes(), payload)
+    }
+
+    /// Verifies a relay payload for the key given as its 32 bytes (decoded here, once:
+    /// [`PacketError::Key`] when they are not a curve point).
+    pub fn verify_relay(key: &[u8; 32], payload: &[u8]) -> Result<SignedPacket, PacketError> {
+        let p = Prepared::new(key, payload)?;
+        p.key
+            .verify_strict(&p.signable, &p.signature)
+            .map_err(|_| PacketError::Signature)?;
+        p.finish(payload)
+    }
+
+    /// [`SignedPacket::verify_relay`] for many payloads, with the same verdict for each, in
+    /// order. Signatures are checked together in batches (one multi-scalar multiplication per
+    /// batch: about a third of the work per signature of checking each alone); a batch that
+    /// fails is checked one by one, so a bad signature costs its batch a second pass, never
+    /// another packet its verdict.
+    ///
+    /// A batch proves every signature in it valid under the same equation
+    /// [`ed25519_dalek::VerifyingKey::verify_strict`] checks, except that it cannot see a
+    /// small-order (torsion) difference with certainty; the shapes only such a difference can
+    /// take are checked before batching (a key or `R` of small order, a non-canonical `R`) and
+    /// sent to the one-by-one check. What remains is a signature crafted by the key's own
+    /// holder with a torsion component in `R`, which `verify_strict` refuses and a batch may
+    /// accept: it can never make a packet its key did not sign pass.
+    pub fn verify_relay_batch(
+        items: &[([u8; 32], &[u8])],
+    ) -> Vec<Result<SignedPacket, PacketError>> {
+        /// Signatures per multi-scalar multiplication: the work per signature falls little
+        /// beyond this, and a bad one costs at most this many single checks.
+        const BATCH: usize = 64;
+        let mut verdicts: Vec<Option<Result<(), PacketError>>> = vec![None; items.len()];
+        let prepared: Vec<Option<Prepared>> = items
+            .iter()
+            .enumerate()
+            .map(|(i, (key, payload))| match Prepared::new(key, payload) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    verdicts[i] = Some(Err(e));
+                    None
+                }
+            })
+            .collect();
+        let single = |p: &Prepared| {
+            p.key
+                .verify_strict(&p.signable, &p.signature)
+                .map_err(|_| PacketError::Signature)
+        };
+        let mut batchable = Vec::with_capacity(items.len());
+        for (i, p) in prepared.iter().enumerate() {
+            if let Some(p) = p {
+                if p.batchable() {
+                    batchable.push(i);
+                } else {
+                    verdicts[i] = Some(single(p));
+                }
+            }
+        }
+        for chunk in batchable.chunks(BATCH) {
+            let ps: Vec<&Prepared> = chunk
+                .iter()
+                .map(|&i| prepared[i].as_ref().expect("prepared"))
+                .collect();
+            let messages: Vec<&[u8]> = ps.iter().map(|p| p.signable.as_slice()).collect();
+            let signatures: Vec<ed25519_dalek::Signature> =
+                ps.iter().map(|p| p.signature).collect();
+            let keys: Vec<ed25519_dalek::VerifyingKey> = ps.iter().map(|p| p.key).collect();
+            let all = chunk.len() > 1
+                && ed25519_dalek::verify_batch(&messages, &signatures, &keys).is_ok();
+            for (&i, p) in chunk.iter().zip(&ps) {
+                verdicts[i] = Some(if all { Ok(()) } else { single(p) });
+            }
+        }
+        prepared
+            .into_iter()
+            .zip(verdicts)
+            .zip(items)
+            .map(|((p, verdict), (_, payload))| {
+                verdict.expect("every item decided")?;
+                p.expect("verified items were prepared").finish(payload)
+            })
+            .collect()
     }
 
     /// The relay payload (`signature ‖ timestamp ‖ DNS message`), as `GET /pkarr/<z32>` returns it.
@@ -444,5 +574,91 @@ mod tests {
             SignedPacket::from_relay_payload(&id, &sign(&secret, 3, &m)),
             Err(PacketError::Dns(_))
         ));
+    }
+
+    #[test]
+    fn a_batch_decides_each_packet_as_checking_it_alone_does() {
+        let secrets: Vec<SecretKey> = (0..150).map(|_| SecretKey::generate()).collect();
+        let mut items: Vec<([u8; 32], Vec<u8>)> = secrets
+            .iter()
+            .enumerate()
+            .map(|(i, secret)| {
+                let id = secret.public();
+                let text = format!("addr=192.0.2.1:{i}");
+                let m = txt_message(&owner(&["_iroh", &id.to_z32()]), &text);
+                (*id.as_bytes(), sign(secret, 1_000_000 + i as u64, &m))
+            })
+            .collect();
+        // Every one good: every one accepted, in order.
+        let refs: Vec<([u8; 32], &[u8])> = items.iter().map(|(k, p)| (*k, p.as_slice())).collect();
+        let all = SignedPacket::verify_relay_batch(&refs);
+        assert!(all.iter().all(|r| r.is_ok()));
+        assert_eq!(
+            all.iter()
+                .map(|r| r.as_ref().unwrap().timestamp_us)
+                .collect::<Vec<_>>(),
+            (0..150).map(|i| 1_000_000 + i).collect::<Vec<u64>>()
+        );
+        // Spoiled in every way, in two of the three batches of 64.
+        *items[5].1.last_mut().unwrap() ^= 1; // a flipped bit in the message
+        items[70].0 = items[71].0; // another key
+        let not_a_point = (0u8..=255)
+            .map(|b| [b; 32])
+            .find(|k| ed25519_dalek::VerifyingKey::from_bytes(k).is_err())
+            .expect("a byte pattern off the curve");
+        items[72].0 = not_a_point;
+        items[100].1[..32].copy_from_slice(&{
+            let mut identity = [0u8; 32];
+            identity[0] = 1;
+            identity
+        }); // R of small order
+        items[101].1[..32].fill(0xff); // R not canonical (y >= p)
+        items[120].1.truncate(80);
+        let secret = &secrets[130];
+        items[130].1 = sign(
+            secret,
+            9,
+            &txt_message(&owner(&["_iroh", "someone-else"]), "x=y"),
+        );
+        let refs: Vec<([u8; 32], &[u8])> = items.iter().map(|(k, p)| (*k, p.as_slice())).collect();
+        let batch = SignedPacket::verify_relay_batch(&refs);
+        let alone: Vec<_> = refs
+            .iter()
+            .map(|(k, p)| SignedPacket::verify_relay(k, p))
+            .collect();
+        assert_eq!(batch, alone);
+        let refused: Vec<(usize, &PacketError)> = batch
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.as_ref().err().map(|e| (i, e)))
+            .collect();
+        assert_eq!(
+            refused.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            [5, 70, 72, 100, 101, 120, 130]
+        );
+        assert_eq!(refused[2].1, &PacketError::Key);
+        assert_eq!(refused[5].1, &PacketError::TooShort(80));
+        assert!(matches!(refused[6].1, PacketError::Outside(_)));
+        assert!(SignedPacket::verify_relay_batch(&[]).is_empty());
+    }
+
+    #[test]
+    fn small_order_and_non_canonical_encodings_are_told_by_their_bytes() {
+        use curve25519_dalek::constants::EIGHT_TORSION;
+        for t in EIGHT_TORSION {
+            let mut b = t.compress().to_bytes();
+            assert!(small_order(&b));
+            b[31] ^= 0x80;
+            assert!(small_order(&b), "either sign bit");
+        }
+        let key = SecretKey::generate().public();
+        assert!(!small_order(key.as_bytes()) && canonical(key.as_bytes()));
+        // p = 2^255 - 19 and the 18 values above it spell y again, reduced.
+        let mut p = [0xff; 32];
+        p[0] = 0xed;
+        p[31] = 0x7f;
+        assert!(!canonical(&p));
+        p[0] = 0xec;
+        assert!(canonical(&p));
     }
 }

@@ -540,8 +540,7 @@ impl PkarrDht {
         payload.extend_from_slice(item.signature());
         payload.extend_from_slice(&seq.to_be_bytes());
         payload.extend_from_slice(item.value());
-        let id = meshdns_iroh::EndpointId::from_bytes(key).ok()?;
-        let packet = SignedPacket::from_relay_payload(&id, &payload).ok()?;
+        let packet = SignedPacket::verify_relay(key, &payload).ok()?;
         let oldest = super::now_us().saturating_sub(super::micros(self.config.max_age));
         if packet.timestamp_us > super::horizon(self.config.max_future)
             || packet.timestamp_us < oldest

@@ -51,8 +51,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use meshdns_iroh::parse_endpoint_id;
 use meshdns_iroh::pkarr::{PacketError, SignedPacket};
+use meshdns_iroh::{endpoint_id_bytes, parse_endpoint_id};
 use meshdns_zone::{Key, Name, Overlay, Published};
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use tracing::{error, info, warn};
@@ -168,7 +168,7 @@ impl PutError {
     /// A short label for metrics.
     pub fn metric_label(&self) -> &'static str {
         match self {
-            PutError::Key(_) => "key",
+            PutError::Key(_) | PutError::Payload(PacketError::Key) => "key",
             PutError::Payload(PacketError::Signature) => "signature",
             PutError::Payload(PacketError::Outside(_)) => "outside_key",
             PutError::Payload(PacketError::TooLong(_) | PacketError::TooShort(_)) => "size",
@@ -587,8 +587,9 @@ impl PkarrStore {
         body: &[u8],
         if_match: Option<u64>,
     ) -> Result<u64, PutError> {
-        let id = parse_endpoint_id(key).map_err(|e| PutError::Key(e.to_string()))?;
-        let done = self.enqueue(id.as_bytes(), body, if_match, false).await?;
+        // The key is decoded once, by the signature check.
+        let id = endpoint_id_bytes(key).map_err(|e| PutError::Key(e.to_string()))?;
+        let done = self.enqueue(&id, body, if_match, false).await?;
         done.await
             .unwrap_or_else(|_| Err(PutError::Io("the store's writer has stopped".into())))
     }
@@ -779,9 +780,19 @@ struct Verified {
 /// Checks a relay payload for `key` as a publish is checked: the signature, the records, the
 /// date against `max_future`.
 fn verify(key: &Key, body: &[u8], max_future: Duration) -> Result<Verified, PutError> {
-    let id = meshdns_iroh::EndpointId::from_bytes(key)
-        .map_err(|e| PutError::Key(format!("not an ed25519 public key: {e}")))?;
-    let packet = SignedPacket::from_relay_payload(&id, body).map_err(PutError::Payload)?;
+    checked(key, SignedPacket::verify_relay(key, body), max_future)
+}
+
+/// The rest of [`verify`], once the signature and records were checked.
+fn checked(
+    key: &Key,
+    packet: Result<SignedPacket, PacketError>,
+    max_future: Duration,
+) -> Result<Verified, PutError> {
+    let packet = packet.map_err(|e| match e {
+        PacketError::Key => PutError::Key(format!("not an ed25519 public key: {e}")),
+        e => PutError::Payload(e),
+    })?;
     if packet.timestamp_us > horizon(max_future) {
         return Err(PutError::Future {
             timestamp_us: packet.timestamp_us,
@@ -798,7 +809,9 @@ fn verify(key: &Key, body: &[u8], max_future: Duration) -> Result<Verified, PutE
     })
 }
 
-/// [`verify`] for many, on the blocking pool, one chunk per core; results with their index.
+/// [`verify`] for many (signatures checked in batches: see
+/// [`SignedPacket::verify_relay_batch`]), on the blocking pool, one chunk per core; results
+/// with their index.
 async fn verify_all(
     items: Vec<(usize, Key, Vec<u8>)>,
     max_future: Duration,
@@ -813,9 +826,15 @@ async fn verify_all(
         let rest = items.split_off(items.len().min(per));
         let chunk = std::mem::replace(&mut items, rest);
         tasks.push(tokio::task::spawn_blocking(move || {
+            let refs: Vec<([u8; 32], &[u8])> = chunk
+                .iter()
+                .map(|(_, key, body)| (*key, body.as_slice()))
+                .collect();
+            let packets = SignedPacket::verify_relay_batch(&refs);
             chunk
-                .into_iter()
-                .map(|(i, key, body)| (i, verify(&key, &body, max_future)))
+                .iter()
+                .zip(packets)
+                .map(|((i, key, _), packet)| (*i, checked(key, packet, max_future)))
                 .collect::<Vec<_>>()
         }));
     }
