@@ -7,9 +7,9 @@
 //!
 //! **Storage.** `<data-dir>/pkarr.redb`, a [redb](https://docs.rs/redb) database (pure Rust,
 //! copy-on-write B-trees, checksummed commits, one writer and lock-free readers; the store
-//! iroh-dns-server uses too). The tables ([`tables`]): `packets` (key → relay payload, exactly
-//! as published), `by_timestamp` ((timestamp, key) → ()), the expiry index, and the change log
-//! other replicas catch up from (`changes`, `seq_of`, `meta`, `cursors`).
+//! iroh-dns-server uses too). The tables ([`tables`]): `packets_v2` (key → its change number
+//! and relay payload, exactly as published) and the change log other replicas catch up from
+//! (`log`, `meta`, `cursors`): a publish rewrites two rows at random places, not five.
 //!
 //! **One writer, group commit.** Publishes are verified by the caller (on the HTTP workers, in
 //! parallel), then queued (bounded) to one writer thread. It takes everything queued, decides
@@ -17,8 +17,9 @@
 //! updates the overlay and answers every publish of the batch. A publish is acknowledged only
 //! once its packet is durable: one that got its `204` survives `kill -9`.
 //!
-//! **Expiry** runs in the writer too, a bounded batch at a time from the oldest timestamp of
-//! the index: never a scan of the whole store.
+//! **Expiry** runs in the writer too, without an index (one would cost every publish two more
+//! rows): every second it walks the next sixtieth of the store in key order (at least 1,000
+//! packets), so a packet past its age goes within a minute, at a bounded cost per commit.
 //!
 //! **Start-up** reads every stored packet once and compiles it; signatures are not verified
 //! again. They were verified before the packet was stored, and redb's commits carry checksums
@@ -61,7 +62,7 @@ pub mod dht;
 mod tables;
 
 pub use tables::{ChangePage, Epoch, Have, Origin, tie};
-use tables::{PACKETS, Tables};
+use tables::{PACKETS, Tables, payload_of};
 
 /// The database file in the data directory.
 pub const DB_FILE: &str = "pkarr.redb";
@@ -72,10 +73,12 @@ pub const LEGACY_DIR: &str = "pkarr";
 const QUEUE: usize = 16_384;
 /// Publishes decided in one commit, at most.
 const MAX_BATCH: usize = 4_096;
-/// Packets expired in one commit, at most.
-const EXPIRE_BATCH: usize = 10_000;
-/// How often the writer looks for expired packets when idle.
+/// How often the writer walks a slice of the store for expired packets.
 const EXPIRE_EVERY: Duration = Duration::from_secs(1);
+/// Slices one walk of the store is cut into: a packet past its age goes within a minute.
+const EXPIRE_SLICES: usize = 60;
+/// Packets one slice walks at least.
+const EXPIRE_ROWS: usize = 1_000;
 
 /// How the relay behaves.
 #[derive(Debug, Clone)]
@@ -95,8 +98,9 @@ pub struct PkarrConfig {
     /// redb's page cache, in bytes.
     pub cache_bytes: usize,
     /// How long the writer gathers publishes after the first before it commits: more per
-    /// commit (less CPU and disk per publish) for that much more latency. Zero commits what is
-    /// queued at once.
+    /// commit (less CPU and disk per publish) for at most that much more latency. Gathering
+    /// ends early once a quarter of it passed without a publish. Zero commits what is queued
+    /// at once.
     pub commit_window: Duration,
     /// Serve keys found elsewhere (the Mainline DHT) from the overlay's cache.
     pub lookups: bool,
@@ -366,6 +370,7 @@ impl PkarrStore {
             max_age: config.max_age,
             max_future: config.max_future,
             window: config.commit_window,
+            expire_from: std::cell::Cell::new(None),
         };
         let thread = std::thread::Builder::new()
             .name("meshdns-pkarr".into())
@@ -460,7 +465,7 @@ impl PkarrStore {
                             t.get(&key)
                                 .ok()
                                 .flatten()
-                                .is_some_and(|v| v.value() == payload.as_slice())
+                                .is_some_and(|v| payload_of(v.value()) == payload.as_slice())
                         }) =>
                 {
                     results[i] = Some(Err(PutError::Same));
@@ -697,7 +702,11 @@ impl PkarrStore {
     pub fn payload(&self, key: &Key) -> Option<Vec<u8>> {
         let txn = self.db.begin_read().ok()?;
         let table = txn.open_table(PACKETS).ok()?;
-        table.get(key).ok().flatten().map(|v| v.value().to_vec())
+        table
+            .get(key)
+            .ok()
+            .flatten()
+            .map(|v| payload_of(v.value()).to_vec())
     }
 
     /// Every key served, with the timestamp of its packet.
@@ -715,7 +724,9 @@ impl PkarrStore {
         let read = || -> Result<Option<Vec<u8>>, redb::Error> {
             let txn = self.db.begin_read()?;
             let table = txn.open_table(PACKETS)?;
-            Ok(table.get(id.as_bytes())?.map(|v| v.value().to_vec()))
+            Ok(table
+                .get(id.as_bytes())?
+                .map(|v| payload_of(v.value()).to_vec()))
         };
         let payload = read().map_err(|e| PutError::Io(e.to_string()))?;
         // A row dated beyond the bound (kept from before it, or this clock is behind) is not
@@ -734,8 +745,9 @@ impl PkarrStore {
         }))
     }
 
-    /// Drops the packets older than the configured age now (the writer also does so every
-    /// second); returns how many went.
+    /// Drops the packets older than the configured age now, walking every packet (the writer
+    /// also walks a slice of the store every second, the whole of it in a minute); returns
+    /// how many went.
     pub fn expire(&self) -> usize {
         let (tx, rx) = std::sync::mpsc::channel();
         if let Some(jobs) = &self.jobs
@@ -872,6 +884,17 @@ struct Writer {
     max_age: Duration,
     max_future: Duration,
     window: Duration,
+    /// Where the next expiry walk starts (key order; `None`: the first key).
+    expire_from: std::cell::Cell<Option<Key>>,
+}
+
+/// How much of the store one expiry pass walks.
+#[derive(Debug, Clone, Copy)]
+enum Walk {
+    /// The next slice (a whole walk every [`EXPIRE_SLICES`] passes).
+    Slice,
+    /// Every packet (asked for by [`PkarrStore::expire_now`]).
+    Whole,
 }
 
 /// What one commit decided for a publish.
@@ -893,20 +916,24 @@ impl Writer {
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,
             }
+            // Gathers for up to the window, but only while publishes keep coming: a quarter of
+            // it without one ends the gathering (a lone publish waits that long, not the whole
+            // window).
             let gather_until = Instant::now() + self.window;
+            let quiet = self.window / 4;
             while batch.len() < MAX_BATCH {
                 let left = gather_until.saturating_duration_since(Instant::now());
                 let next = if batch.is_empty() || left.is_zero() {
                     rx.try_recv().ok()
                 } else {
-                    rx.recv_timeout(left).ok()
+                    rx.recv_timeout(left.min(quiet)).ok()
                 };
                 match next {
                     Some(job) => batch.push(job),
                     None => break,
                 }
             }
-            let mut expire_now = Instant::now() >= next_expiry;
+            let mut expire_now = (Instant::now() >= next_expiry).then_some(Walk::Slice);
             let mut waiting = Vec::new();
             let mut puts = Vec::with_capacity(batch.len());
             let mut cursors = Vec::new();
@@ -915,13 +942,13 @@ impl Writer {
                     Job::Put(put) => puts.push(put),
                     Job::Cursor(epoch, seq, reply) => cursors.push((epoch, seq, reply)),
                     Job::Expire(tx) => {
-                        expire_now = true;
+                        expire_now = Some(Walk::Whole);
                         waiting.push(tx);
                     }
                 }
             }
             let expired = self.commit(puts, cursors, expire_now);
-            if expire_now {
+            if expire_now.is_some() {
                 next_expiry = Instant::now() + EXPIRE_EVERY;
             }
             for tx in waiting {
@@ -931,8 +958,13 @@ impl Writer {
     }
 
     /// Decides and commits one batch; returns how many packets expired.
-    fn commit(&self, puts: Vec<Put>, cursors: Vec<(Epoch, u64, Reply)>, expire: bool) -> usize {
-        if puts.is_empty() && cursors.is_empty() && !expire {
+    fn commit(
+        &self,
+        puts: Vec<Put>,
+        cursors: Vec<(Epoch, u64, Reply)>,
+        expire: Option<Walk>,
+    ) -> usize {
+        if puts.is_empty() && cursors.is_empty() && expire.is_none() {
             return 0;
         }
         let started = Instant::now();
@@ -966,11 +998,8 @@ impl Writer {
                             let order = match staged.get(&key) {
                                 Some((_, p)) => tie(&payload, p),
                                 None => t
-                                    .packets
-                                    .get(&key)?
-                                    .map_or(std::cmp::Ordering::Greater, |p| {
-                                        tie(&payload, p.value())
-                                    }),
+                                    .payload(&key)?
+                                    .map_or(std::cmp::Ordering::Greater, |p| tie(&payload, &p)),
                             };
                             match order {
                                 std::cmp::Ordering::Equal => Err(PutError::Same),
@@ -983,8 +1012,7 @@ impl Writer {
                     };
                     let result = match decision {
                         Ok(()) => {
-                            let seq =
-                                t.write(&key, &payload, timestamp_us, stored, origin.as_ref())?;
+                            let seq = t.write(&key, &payload, origin.as_ref())?;
                             staged.insert(key, (timestamp_us, payload));
                             Ok(seq)
                         }
@@ -997,12 +1025,21 @@ impl Writer {
                         result,
                     });
                 }
-                if expire {
+                if let Some(walk) = expire {
                     let limit = now_us().saturating_sub(micros(self.max_age));
-                    expired = t.older_than(limit, EXPIRE_BATCH)?;
-                    for (ts, key) in &expired {
-                        t.remove(key, *ts)?;
+                    let (rows, from) = match walk {
+                        Walk::Whole => (usize::MAX, None),
+                        Walk::Slice => (
+                            (self.overlay.len() / EXPIRE_SLICES).max(EXPIRE_ROWS),
+                            self.expire_from.get(),
+                        ),
+                    };
+                    let (found, next) = t.expired_from(from, rows, limit)?;
+                    for (_, key) in &found {
+                        t.remove(key)?;
                     }
+                    expired = found;
+                    self.expire_from.set(next);
                 }
                 for (epoch, seq, _) in &cursors {
                     t.set_cursor(epoch, *seq)?;
@@ -1094,14 +1131,15 @@ fn load(db: &Database, latest: u64, lookups: bool) -> std::io::Result<(Overlay, 
     for entry in table.iter().map_err(io)? {
         let (k, v) = entry.map_err(io)?;
         let key = *k.value();
-        let stamp = v.value().get(64..72).and_then(|b| b.try_into().ok());
+        let payload = payload_of(v.value());
+        let stamp = payload.get(64..72).and_then(|b| b.try_into().ok());
         if let Some(stamp) = stamp.map(u64::from_be_bytes)
             && stamp > latest
         {
             beyond.push((stamp, key));
             continue;
         }
-        match SignedPacket::published_from_stored(&key, v.value()) {
+        match SignedPacket::published_from_stored(&key, payload) {
             Ok(p) => overlay.insert(key, p),
             Err(e) => {
                 dropped += 1;
@@ -1156,17 +1194,14 @@ fn migrate(db: &Database, dir: &Path) -> std::io::Result<()> {
                     }
                 };
                 let key = *p.key.as_bytes();
-                let stored = t
-                    .packets
-                    .get(&key)
+                let old = t
+                    .payload(&key)
                     .map_err(io)?
-                    .map(|v| v.value()[64..72].try_into().map(u64::from_be_bytes));
-                let old = stored.and_then(Result::ok);
+                    .and_then(|v| stamp_of(&v));
                 if old.is_some_and(|old| old >= p.timestamp_us) {
                     continue;
                 }
-                t.write(&key, p.payload(), p.timestamp_us, old, None)
-                    .map_err(io)?;
+                t.write(&key, p.payload(), None).map_err(io)?;
                 moved += 1;
             }
             t.finish().map_err(io)?;
@@ -1483,6 +1518,91 @@ mod tests {
             .unwrap();
         assert_eq!(page.entries.len(), 1);
         assert_eq!((page.head, &page.entries[0].2), (1, &p));
+    }
+
+    #[tokio::test]
+    async fn a_store_of_the_first_layout_keeps_its_numbers_and_origins_in_the_second() {
+        use redb::{ReadableDatabase, TableDefinition};
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (SecretKey::generate(), SecretKey::generate());
+        let (pa, pb) = (
+            payload_at(&a, "addr=192.0.2.1:1", now_us() - 1000),
+            payload_at(&b, "addr=192.0.2.2:1", now_us() - 2000),
+        );
+        let (ka, kb) = (*a.public().as_bytes(), *b.public().as_bytes());
+        let peer: Epoch = [7; 16];
+        {
+            // The first layout's five tables, as that version wrote them.
+            let db = Database::create(dir.path().join(DB_FILE)).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let t = |name| TableDefinition::<&[u8; 32], &[u8]>::new(name);
+                let mut packets = txn.open_table(t("packets")).unwrap();
+                packets.insert(&ka, pa.as_slice()).unwrap();
+                packets.insert(&kb, pb.as_slice()).unwrap();
+                let mut seq_of = txn
+                    .open_table(TableDefinition::<&[u8; 32], u64>::new("seq_of"))
+                    .unwrap();
+                seq_of.insert(&ka, 5).unwrap();
+                seq_of.insert(&kb, 7).unwrap();
+                let mut changes = txn
+                    .open_table(TableDefinition::<u64, &[u8; 32]>::new("changes"))
+                    .unwrap();
+                changes.insert(5, &ka).unwrap();
+                changes.insert(7, &kb).unwrap();
+                let mut origin = [0u8; 24];
+                origin[..16].copy_from_slice(&peer);
+                origin[16..].copy_from_slice(&42u64.to_be_bytes());
+                txn.open_table(TableDefinition::<u64, &[u8; 24]>::new("origins"))
+                    .unwrap()
+                    .insert(7, &origin)
+                    .unwrap();
+                txn.open_table(TableDefinition::<(u64, &[u8; 32]), ()>::new("by_timestamp"))
+                    .unwrap()
+                    .insert((1, &ka), ())
+                    .unwrap();
+                txn.open_table(TableDefinition::<&str, &[u8]>::new("meta"))
+                    .unwrap()
+                    .insert("next_seq", 8u64.to_be_bytes().as_slice())
+                    .unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        let store =
+            PkarrStore::open(config(Some(dir.path().into()), Duration::from_secs(3600))).unwrap();
+        let own = store.epoch();
+        let page = store
+            .changes_after(0, usize::MAX, &Have::new(), &|_| false)
+            .unwrap();
+        assert_eq!(page.head, 7);
+        assert_eq!(
+            page.entries,
+            vec![(5, ka, pa.clone(), (own, 5)), (7, kb, pb.clone(), (peer, 42))]
+        );
+        assert_eq!(store.payload(&kb), Some(pb));
+        assert!(served(&store, &a).is_some() && served(&store, &b).is_some());
+        let names: Vec<String> = store
+            .db
+            .begin_read()
+            .unwrap()
+            .list_tables()
+            .unwrap()
+            .map(|t| redb::TableHandle::name(&t).to_string())
+            .collect();
+        for old in ["packets", "seq_of", "changes", "origins", "by_timestamp"] {
+            assert!(!names.contains(&old.to_string()), "{old} dropped: {names:?}");
+        }
+        // The next number follows the ones kept; the replaced packet's row goes.
+        let newer = payload(&a, "addr=192.0.2.1:2");
+        let seq = store.put(None, &a.public().to_z32(), &newer, None).await.unwrap();
+        assert_eq!(seq, 8);
+        let page = store
+            .changes_after(0, usize::MAX, &Have::new(), &|_| false)
+            .unwrap();
+        assert_eq!(
+            page.entries.iter().map(|e| (e.0, e.1)).collect::<Vec<_>>(),
+            [(7, kb), (8, ka)]
+        );
     }
 
     #[tokio::test]

@@ -1,33 +1,48 @@
 //! The store's tables and the rows every write keeps consistent.
 //!
-//! - `packets`: key → relay payload, exactly as published.
-//! - `by_timestamp`: (timestamp, key) → (), the expiry index.
-//! - `changes`: sequence → key, one row per stored key at the sequence number of its last
-//!   change; `seq_of`: key → that number. A replica that wants what changed here since
-//!   sequence `s` reads `changes` from `s + 1` on ([`changes_after`]): what it missed costs what
-//!   was missed, not a walk of every key.
+//! - `packets_v2`: key → its sequence number (8 bytes, big-endian) ‖ relay payload, exactly as
+//!   published.
+//! - `log`: sequence → key, then (for packets another replica sent) the epoch and sequence
+//!   number the packet had on the replica that took it from its publisher (a publish taken
+//!   here has none: it is its own origin). One row per stored key, at the number of its last
+//!   change. A replica that wants what changed here since sequence `s` reads `log` from
+//!   `s + 1` on ([`changes_after`]): what it missed costs what was missed, not a walk of every
+//!   key. A reader names how far it read each replica ([`Have`]); entries it got first-hand
+//!   are left out of its pages.
 //! - `meta`: this replica's `epoch` (16 random bytes, made with the database: a replica that
 //!   lost its disk is a new one, and its peers start reading it from the beginning) and
 //!   `next_seq` (kept, so a number is never given twice, even after its row went).
 //! - `cursors`: peer epoch → the last of that peer's sequence numbers whose packet is here,
 //!   written in the same commit as those packets or a later one (never ahead of the data).
-//! - `origins`: sequence → the epoch and sequence number the packet had on the replica that
-//!   took it from its publisher, for packets another replica sent (a publish taken here has
-//!   no row: it is its own origin). A reader names how far it read each replica
-//!   ([`Have`]); entries it got first-hand are left out of its pages ([`changes_after`]).
+//!
+//! A publish changes two rows at random places (its key's, and the log row of its previous
+//! number) and appends one: every other index would be another page copied and written per
+//! publish (the first layout had five such rows: 30% of a replica's CPU per replicated
+//! packet). Expiry has no index: it walks `packets_v2` in key order a slice at a time
+//! ([`Tables::expired_from`]).
+//!
+//! Stores of the first layout (`packets` with bare payloads, `seq_of`, `changes`, `origins`,
+//! `by_timestamp`) are moved to this one at start ([`prepare`]), a bounded commit at a time.
 
-use redb::{ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{ReadableTable, TableDefinition};
 
 use meshdns_zone::Key;
 
-pub(super) const PACKETS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("packets");
-pub(super) const BY_TIME: TableDefinition<(u64, &[u8; 32]), ()> =
-    TableDefinition::new("by_timestamp");
-const CHANGES: TableDefinition<u64, &[u8; 32]> = TableDefinition::new("changes");
-const SEQ_OF: TableDefinition<&[u8; 32], u64> = TableDefinition::new("seq_of");
+pub(super) const PACKETS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("packets_v2");
+const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 const CURSORS: TableDefinition<&[u8; 16], u64> = TableDefinition::new("cursors");
-const ORIGINS: TableDefinition<u64, &[u8; 24]> = TableDefinition::new("origins");
+
+/// The first layout's tables, read once to move their rows.
+mod v1 {
+    use redb::TableDefinition;
+    pub const PACKETS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("packets");
+    pub const BY_TIME: TableDefinition<(u64, &[u8; 32]), ()> =
+        TableDefinition::new("by_timestamp");
+    pub const CHANGES: TableDefinition<u64, &[u8; 32]> = TableDefinition::new("changes");
+    pub const SEQ_OF: TableDefinition<&[u8; 32], u64> = TableDefinition::new("seq_of");
+    pub const ORIGINS: TableDefinition<u64, &[u8; 24]> = TableDefinition::new("origins");
+}
 
 /// A replica's identity, made with its database.
 pub type Epoch = [u8; 16];
@@ -39,31 +54,51 @@ pub type Origin = (Epoch, u64);
 /// sequence number (or a newer one of its key). Its own epoch maps to its head.
 pub type Have = std::collections::HashMap<Epoch, u64>;
 
-fn origin_bytes((epoch, seq): &Origin) -> [u8; 24] {
-    let mut b = [0u8; 24];
-    b[..16].copy_from_slice(epoch);
-    b[16..].copy_from_slice(&seq.to_be_bytes());
-    b
+/// The relay payload in a `packets_v2` row.
+pub(super) fn payload_of(row: &[u8]) -> &[u8] {
+    row.get(8..).unwrap_or_default()
 }
 
-fn origin_of(b: &[u8; 24]) -> Origin {
-    let mut epoch = [0u8; 16];
-    epoch.copy_from_slice(&b[..16]);
-    (
-        epoch,
-        u64::from_be_bytes(b[16..].try_into().expect("8 bytes")),
-    )
+/// The sequence number in a `packets_v2` row.
+fn seq_of(row: &[u8]) -> u64 {
+    row.get(..8)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_be_bytes)
+}
+
+/// A `log` row: the key, and the origin when another replica sent the packet.
+fn log_row(key: &Key, origin: Option<&Origin>) -> ([u8; 56], usize) {
+    let mut row = [0u8; 56];
+    row[..32].copy_from_slice(key);
+    match origin {
+        Some((epoch, seq)) => {
+            row[32..48].copy_from_slice(epoch);
+            row[48..].copy_from_slice(&seq.to_be_bytes());
+            (row, 56)
+        }
+        None => (row, 32),
+    }
+}
+
+/// A `log` row read back: its key and origin (`None`: taken here).
+fn read_log_row(row: &[u8]) -> Option<(Key, Option<Origin>)> {
+    let key: Key = row.get(..32)?.try_into().ok()?;
+    let origin = match row.get(32..56) {
+        Some(o) => {
+            let epoch: Epoch = o[..16].try_into().ok()?;
+            Some((epoch, u64::from_be_bytes(o[16..].try_into().ok()?)))
+        }
+        None => None,
+    };
+    Some((key, origin))
 }
 
 /// The tables one write transaction changes.
 pub(super) struct Tables<'t> {
     pub packets: redb::Table<'t, &'static [u8; 32], &'static [u8]>,
-    by_time: redb::Table<'t, (u64, &'static [u8; 32]), ()>,
-    changes: redb::Table<'t, u64, &'static [u8; 32]>,
-    seq_of: redb::Table<'t, &'static [u8; 32], u64>,
+    log: redb::Table<'t, u64, &'static [u8]>,
     meta: redb::Table<'t, &'static str, &'static [u8]>,
     cursors: redb::Table<'t, &'static [u8; 16], u64>,
-    origins: redb::Table<'t, u64, &'static [u8; 24]>,
     /// The next sequence number to give.
     pub next_seq: u64,
 }
@@ -78,67 +113,96 @@ impl<'t> Tables<'t> {
             .unwrap_or(1);
         Ok(Tables {
             packets: txn.open_table(PACKETS)?,
-            by_time: txn.open_table(BY_TIME)?,
-            changes: txn.open_table(CHANGES)?,
-            seq_of: txn.open_table(SEQ_OF)?,
+            log: txn.open_table(LOG)?,
             meta,
             cursors: txn.open_table(CURSORS)?,
-            origins: txn.open_table(ORIGINS)?,
             next_seq,
         })
     }
 
-    /// Stores `payload` as `key`'s packet at `timestamp_us`, replacing the row of the packet
-    /// stored at `old` (if any), under the next sequence number, which it returns; with the
-    /// replica it came from when another replica sent it.
+    /// The relay payload stored for `key`.
+    pub fn payload(&self, key: &Key) -> Result<Option<Vec<u8>>, redb::StorageError> {
+        Ok(self
+            .packets
+            .get(key)?
+            .map(|row| payload_of(row.value()).to_vec()))
+    }
+
+    /// Stores `payload` as `key`'s packet under the next sequence number, which it returns
+    /// (the log row of the packet it replaces goes); with the replica it came from when
+    /// another replica sent it.
     pub fn write(
         &mut self,
         key: &Key,
         payload: &[u8],
-        timestamp_us: u64,
-        old: Option<u64>,
         origin: Option<&Origin>,
     ) -> Result<u64, redb::StorageError> {
-        self.packets.insert(key, payload)?;
-        if let Some(old) = old {
-            self.by_time.remove((old, key))?;
-        }
-        self.by_time.insert((timestamp_us, key), ())?;
         let seq = self.next_seq;
         self.next_seq += 1;
-        if let Some(previous) = self.seq_of.insert(key, seq)? {
-            let previous = previous.value();
-            self.changes.remove(previous)?;
-            self.origins.remove(previous)?;
-        }
-        self.changes.insert(seq, key)?;
-        if let Some(origin) = origin {
-            self.origins.insert(seq, &origin_bytes(origin))?;
-        }
+        self.put(key, seq, payload, origin)?;
         Ok(seq)
     }
 
-    /// Removes `key`'s packet, stored at `timestamp_us`.
-    pub fn remove(&mut self, key: &Key, timestamp_us: u64) -> Result<(), redb::StorageError> {
-        self.by_time.remove((timestamp_us, key))?;
-        self.packets.remove(key)?;
-        if let Some(seq) = self.seq_of.remove(key)? {
-            let seq = seq.value();
-            self.changes.remove(seq)?;
-            self.origins.remove(seq)?;
+    fn put(
+        &mut self,
+        key: &Key,
+        seq: u64,
+        payload: &[u8],
+        origin: Option<&Origin>,
+    ) -> Result<(), redb::StorageError> {
+        let mut row = Vec::with_capacity(8 + payload.len());
+        row.extend_from_slice(&seq.to_be_bytes());
+        row.extend_from_slice(payload);
+        let previous = self
+            .packets
+            .insert(key, row.as_slice())?
+            .map(|old| seq_of(old.value()));
+        if let Some(previous) = previous {
+            self.log.remove(previous)?;
+        }
+        let (entry, len) = log_row(key, origin);
+        self.log.insert(seq, &entry[..len])?;
+        Ok(())
+    }
+
+    /// Removes `key`'s packet and its log row.
+    pub fn remove(&mut self, key: &Key) -> Result<(), redb::StorageError> {
+        let previous = self.packets.remove(key)?.map(|old| seq_of(old.value()));
+        if let Some(previous) = previous {
+            self.log.remove(previous)?;
         }
         Ok(())
     }
 
-    /// The packets dated before `limit`, oldest first, at most `max`.
-    pub fn older_than(&self, limit: u64, max: usize) -> Result<Vec<(u64, Key)>, redb::Error> {
+    /// Walks at most `rows` packets in key order from `from` (the start when `None`): the
+    /// timestamps and keys of those dated before `limit`, and where the next walk starts
+    /// (`None` once it reached the end).
+    #[allow(clippy::type_complexity)]
+    pub fn expired_from(
+        &self,
+        from: Option<Key>,
+        rows: usize,
+        limit: u64,
+    ) -> Result<(Vec<(u64, Key)>, Option<Key>), redb::Error> {
         let mut out = Vec::new();
-        for entry in self.by_time.range(..(limit, &[0u8; 32]))?.take(max) {
-            let (k, _) = entry?;
-            let (ts, key) = k.value();
-            out.push((ts, *key));
+        let start = from.unwrap_or([0u8; 32]);
+        let mut walked = 0;
+        for entry in self.packets.range::<&[u8; 32]>(&start..)? {
+            let (k, row) = entry?;
+            let key = *k.value();
+            if walked == rows {
+                return Ok((out, Some(key)));
+            }
+            walked += 1;
+            let stamp = payload_of(row.value())
+                .get(64..72)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u64::from_be_bytes);
+            if stamp < limit {
+                out.push((stamp, key));
+            }
         }
-        Ok(out)
+        Ok((out, None))
     }
 
     /// Records that every packet of `peer` up to its sequence number `seq` is here.
@@ -155,8 +219,8 @@ impl<'t> Tables<'t> {
     }
 }
 
-/// Makes the tables, this replica's epoch (when missing: a new database), and sequence numbers
-/// for packets stored by a version without them (once, in key order). Returns the epoch.
+/// Makes the tables and this replica's epoch (when missing: a new database), and moves a store
+/// of the first layout into them. Returns the epoch.
 pub(super) fn prepare(db: &redb::Database) -> Result<Epoch, redb::Error> {
     let txn = db.begin_write()?;
     let epoch = {
@@ -174,24 +238,78 @@ pub(super) fn prepare(db: &redb::Database) -> Result<Epoch, redb::Error> {
                 epoch
             }
         };
-        if t.changes.is_empty()? && !t.packets.is_empty()? {
-            let keys: Vec<Key> = t
-                .packets
-                .iter()?
-                .map(|e| e.map(|(k, _)| *k.value()))
-                .collect::<Result<_, _>>()?;
-            for key in &keys {
-                let seq = t.next_seq;
-                t.next_seq += 1;
-                t.seq_of.insert(key, seq)?;
-                t.changes.insert(seq, key)?;
-            }
-        }
         t.finish()?;
         epoch
     };
     txn.commit()?;
+    move_v1(db)?;
     Ok(epoch)
+}
+
+/// Rows moved from the first layout per commit: bounded memory and commit size at any store
+/// size, and a start interrupted halfway goes on where it stopped.
+const MOVE_ROWS: usize = 20_000;
+
+/// Moves the rows of a store of the first layout into this one's tables (packets without a
+/// sequence number, from before the log, get the next ones, in key order), then drops the
+/// first layout's tables.
+fn move_v1(db: &redb::Database) -> Result<(), redb::Error> {
+    use redb::ReadableDatabase;
+    {
+        let txn = db.begin_read()?;
+        match txn.open_table(v1::PACKETS) {
+            Ok(_) => {}
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let mut moved = 0usize;
+    loop {
+        let txn = db.begin_write()?;
+        let done = {
+            let mut old = txn.open_table(v1::PACKETS)?;
+            let seq_of = txn.open_table(v1::SEQ_OF)?;
+            let origins = txn.open_table(v1::ORIGINS)?;
+            let mut t = Tables::open(&txn)?;
+            let rows: Vec<(Key, Vec<u8>)> = old
+                .iter()?
+                .take(MOVE_ROWS)
+                .map(|e| e.map(|(k, v)| (*k.value(), v.value().to_vec())))
+                .collect::<Result<_, _>>()?;
+            for (key, payload) in &rows {
+                let seq = match seq_of.get(key)?.map(|s| s.value()) {
+                    Some(seq) => seq,
+                    None => {
+                        let seq = t.next_seq;
+                        t.next_seq += 1;
+                        seq
+                    }
+                };
+                let origin = origins.get(seq)?.map(|o| {
+                    let o = o.value();
+                    let epoch: Epoch = o[..16].try_into().expect("16 bytes");
+                    (epoch, u64::from_be_bytes(o[16..].try_into().expect("8 bytes")))
+                });
+                t.put(key, seq, payload, origin.as_ref())?;
+                old.remove(key)?;
+            }
+            t.finish()?;
+            moved += rows.len();
+            rows.len() < MOVE_ROWS
+        };
+        if done {
+            txn.delete_table(v1::PACKETS)?;
+            txn.delete_table(v1::SEQ_OF)?;
+            txn.delete_table(v1::ORIGINS)?;
+            txn.delete_table(v1::CHANGES)?;
+            txn.delete_table(v1::BY_TIME)?;
+        }
+        txn.commit()?;
+        if done {
+            tracing::info!(moved, "pkarr store moved to its second layout");
+            return Ok(());
+        }
+    }
 }
 
 fn random_epoch() -> Epoch {
@@ -249,14 +367,9 @@ pub(super) fn changes_after(
 ) -> Result<ChangePage, redb::Error> {
     use redb::ReadableDatabase;
     let txn = db.begin_read()?;
-    let changes = txn.open_table(CHANGES)?;
+    let log = txn.open_table(LOG)?;
     let packets = txn.open_table(PACKETS)?;
     let meta = txn.open_table(META)?;
-    let origins = match txn.open_table(ORIGINS) {
-        Ok(t) => Some(t),
-        Err(redb::TableError::TableDoesNotExist(_)) => None,
-        Err(e) => return Err(e.into()),
-    };
     let head = meta
         .get("next_seq")?
         .and_then(|v| v.value().try_into().ok().map(u64::from_be_bytes))
@@ -269,26 +382,24 @@ pub(super) fn changes_after(
         next: head.max(after),
     };
     let mut bytes = 0;
-    for (rows, entry) in changes.range(after.saturating_add(1)..)?.enumerate() {
-        let (seq, key) = entry?;
+    for (rows, entry) in log.range(after.saturating_add(1)..)?.enumerate() {
+        let (seq, row) = entry?;
         let seq = seq.value();
         if rows >= PAGE_ROWS {
             page.next = seq - 1;
             break;
         }
-        let origin = match &origins {
-            Some(t) => t.get(seq)?.map(|o| origin_of(o.value())),
-            None => None,
-        }
-        .unwrap_or((epoch, seq));
+        let Some((key, origin)) = read_log_row(row.value()) else {
+            continue;
+        };
+        let origin = origin.unwrap_or((epoch, seq));
         if have.get(&origin.0).is_some_and(|read| *read >= origin.1) || held(seq) {
             continue;
         }
-        let key = *key.value();
-        let Some(payload) = packets.get(&key)? else {
+        let Some(row) = packets.get(&key)? else {
             continue;
         };
-        let payload = payload.value().to_vec();
+        let payload = payload_of(row.value()).to_vec();
         bytes += payload.len() + 66;
         page.entries.push((seq, key, payload, origin));
         if bytes >= max_bytes {
