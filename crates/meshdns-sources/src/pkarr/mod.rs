@@ -1194,10 +1194,7 @@ fn migrate(db: &Database, dir: &Path) -> std::io::Result<()> {
                     }
                 };
                 let key = *p.key.as_bytes();
-                let old = t
-                    .payload(&key)
-                    .map_err(io)?
-                    .and_then(|v| stamp_of(&v));
+                let old = t.payload(&key).map_err(io)?.and_then(|v| stamp_of(&v));
                 if old.is_some_and(|old| old >= p.timestamp_us) {
                     continue;
                 }
@@ -1577,7 +1574,10 @@ mod tests {
         assert_eq!(page.head, 7);
         assert_eq!(
             page.entries,
-            vec![(5, ka, pa.clone(), (own, 5)), (7, kb, pb.clone(), (peer, 42))]
+            vec![
+                (5, ka, pa.clone(), (own, 5)),
+                (7, kb, pb.clone(), (peer, 42))
+            ]
         );
         assert_eq!(store.payload(&kb), Some(pb));
         assert!(served(&store, &a).is_some() && served(&store, &b).is_some());
@@ -1590,11 +1590,17 @@ mod tests {
             .map(|t| redb::TableHandle::name(&t).to_string())
             .collect();
         for old in ["packets", "seq_of", "changes", "origins", "by_timestamp"] {
-            assert!(!names.contains(&old.to_string()), "{old} dropped: {names:?}");
+            assert!(
+                !names.contains(&old.to_string()),
+                "{old} dropped: {names:?}"
+            );
         }
         // The next number follows the ones kept; the replaced packet's row goes.
         let newer = payload(&a, "addr=192.0.2.1:2");
-        let seq = store.put(None, &a.public().to_z32(), &newer, None).await.unwrap();
+        let seq = store
+            .put(None, &a.public().to_z32(), &newer, None)
+            .await
+            .unwrap();
         assert_eq!(seq, 8);
         let page = store
             .changes_after(0, usize::MAX, &Have::new(), &|_| false)

@@ -37,8 +37,7 @@ const CURSORS: TableDefinition<&[u8; 16], u64> = TableDefinition::new("cursors")
 mod v1 {
     use redb::TableDefinition;
     pub const PACKETS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("packets");
-    pub const BY_TIME: TableDefinition<(u64, &[u8; 32]), ()> =
-        TableDefinition::new("by_timestamp");
+    pub const BY_TIME: TableDefinition<(u64, &[u8; 32]), ()> = TableDefinition::new("by_timestamp");
     pub const CHANGES: TableDefinition<u64, &[u8; 32]> = TableDefinition::new("changes");
     pub const SEQ_OF: TableDefinition<&[u8; 32], u64> = TableDefinition::new("seq_of");
     pub const ORIGINS: TableDefinition<u64, &[u8; 24]> = TableDefinition::new("origins");
@@ -288,7 +287,10 @@ fn move_v1(db: &redb::Database) -> Result<(), redb::Error> {
                 let origin = origins.get(seq)?.map(|o| {
                     let o = o.value();
                     let epoch: Epoch = o[..16].try_into().expect("16 bytes");
-                    (epoch, u64::from_be_bytes(o[16..].try_into().expect("8 bytes")))
+                    (
+                        epoch,
+                        u64::from_be_bytes(o[16..].try_into().expect("8 bytes")),
+                    )
                 });
                 t.put(key, seq, payload, origin.as_ref())?;
                 old.remove(key)?;
