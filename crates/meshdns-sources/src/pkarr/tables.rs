@@ -185,14 +185,12 @@ impl<'t> Tables<'t> {
     ) -> Result<(Vec<(u64, Key)>, Option<Key>), redb::Error> {
         let mut out = Vec::new();
         let start = from.unwrap_or([0u8; 32]);
-        let mut walked = 0;
-        for entry in self.packets.range::<&[u8; 32]>(&start..)? {
+        for (walked, entry) in self.packets.range::<&[u8; 32]>(&start..)?.enumerate() {
             let (k, row) = entry?;
             let key = *k.value();
             if walked == rows {
                 return Ok((out, Some(key)));
             }
-            walked += 1;
             let stamp = payload_of(row.value())
                 .get(64..72)
                 .and_then(|b| b.try_into().ok())
