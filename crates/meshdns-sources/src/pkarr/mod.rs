@@ -893,7 +893,7 @@ struct Writer {
 enum Walk {
     /// The next slice (a whole walk every [`EXPIRE_SLICES`] passes).
     Slice,
-    /// Every packet (asked for by [`PkarrStore::expire_now`]).
+    /// Every packet (asked for by [`PkarrStore::expire`]).
     Whole,
 }
 
