@@ -1072,12 +1072,15 @@ impl Replicator {
             }
             Some(guard)
         };
+        // The next page is read while this one is stored: the peer's reading and this
+        // replica's checking and committing overlap (a page is up to 4 MiB; two are held).
+        let mut ahead = sample.take();
         while after < target {
             // Ready meanwhile (the wait ran out): the other peers' reads go on page by page.
             if whole.is_some() && self.ready.load(Relaxed) {
                 whole = None;
             }
-            let page = match sample.take() {
+            let page = match ahead.take() {
                 Some(page) => page,
                 None => {
                     self.page(peer, after, &self.have(epoch, after).await?)
@@ -1094,7 +1097,7 @@ impl Replicator {
                 .into_iter()
                 .map(|(_, k, p, origin)| (k, p, Some(origin)))
                 .collect();
-            let results = {
+            let store = async {
                 let _one_at_a_time = match whole {
                     None => Some(self.catching_up.lock().await),
                     Some(_) => None,
@@ -1103,12 +1106,24 @@ impl Replicator {
                     .put_replicated(None, items, Some((epoch, next)))
                     .await
             };
+            // What it leaves out counts this page as read (`have` may say less than is
+            // here, never more).
+            let read_ahead = async {
+                if next > after && next < target {
+                    let have = self.have(epoch, next).await?;
+                    self.page(peer, next, &have).await.map(Some)
+                } else {
+                    Ok(None)
+                }
+            };
+            let (results, read) = tokio::join!(store, read_ahead);
             stored += results.iter().filter(|r| **r == Applied::Stored).count() as u64;
             peer.counters.fetched.fetch_add(n, Relaxed);
             if results.contains(&Applied::Failed) {
                 // The cursor did not move: read again next time.
                 return Err("this replica could not store some of the page".into());
             }
+            ahead = read?;
             if next <= after {
                 break;
             }
