@@ -460,3 +460,62 @@ pub fn tie(new: &[u8], stored: &[u8]) -> std::cmp::Ordering {
         .cmp(&old_msg.get(8..))
         .then_with(|| new_sig.cmp(old_sig))
 }
+
+#[cfg(test)]
+mod tests {
+    use redb::ReadableTableMetadata;
+
+    use super::*;
+
+    /// A payload dated `stamp` (only its date is read here).
+    fn dated(stamp: u64) -> Vec<u8> {
+        let mut p = vec![0u8; 84];
+        p[64..72].copy_from_slice(&stamp.to_be_bytes());
+        p
+    }
+
+    #[test]
+    fn slices_of_the_expiry_walk_cover_the_store_once_and_find_only_the_old() {
+        let db = redb::Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .unwrap();
+        prepare(&db).unwrap();
+        let txn = db.begin_write().unwrap();
+        let mut t = Tables::open(&txn).unwrap();
+        let mut old = Vec::new();
+        for i in 0u32..2_500 {
+            let mut key = [0u8; 32];
+            key[..4].copy_from_slice(&i.wrapping_mul(2_654_435_761).to_be_bytes());
+            let stamp = if i % 3 == 0 { 10 } else { 1_000 };
+            if stamp < 100 {
+                old.push(key);
+            }
+            t.write(&key, &dated(stamp), None).unwrap();
+        }
+        let (mut found, mut from, mut slices) = (Vec::new(), None, 0);
+        loop {
+            let (expired, next) = t.expired_from(from, 1_000, 100).unwrap();
+            slices += 1;
+            found.extend(expired.into_iter().map(|(stamp, key)| {
+                assert_eq!(stamp, 10);
+                key
+            }));
+            match next {
+                Some(key) => from = Some(key),
+                None => break,
+            }
+        }
+        assert_eq!(slices, 3);
+        old.sort();
+        assert_eq!(found, old, "each old packet once, in key order");
+        // Removing them leaves the rest and their log rows.
+        for key in &found {
+            t.remove(key).unwrap();
+        }
+        assert_eq!(
+            t.expired_from(None, usize::MAX, 100).unwrap(),
+            (vec![], None)
+        );
+        assert_eq!(t.log.len().unwrap(), 2_500 - old.len() as u64);
+    }
+}
