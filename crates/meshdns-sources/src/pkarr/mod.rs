@@ -736,11 +736,7 @@ impl PkarrStore {
         // A row dated beyond the bound (kept from before it, or this clock is behind) is not
         // served, here as in DNS.
         let latest = horizon(self.config.max_future);
-        let payload = payload.filter(|p| {
-            p.get(64..72)
-                .and_then(|b| b.try_into().ok())
-                .is_none_or(|b| u64::from_be_bytes(b) <= latest)
-        });
+        let payload = payload.filter(|p| stamp_of(p).is_none_or(|stamp| stamp <= latest));
         Ok(payload.map(|payload| {
             let min_ttl = SignedPacket::from_stored(&id, &payload)
                 .ok()
@@ -860,7 +856,7 @@ async fn verify_all(
 }
 
 /// The timestamp in a relay payload (after the 64-byte signature).
-fn stamp_of(payload: &[u8]) -> Option<u64> {
+pub(super) fn stamp_of(payload: &[u8]) -> Option<u64> {
     payload
         .get(64..72)
         .and_then(|b| b.try_into().ok())
@@ -1214,8 +1210,7 @@ fn load(db: &Database, latest: u64, lookups: bool) -> std::io::Result<(Overlay, 
         let (k, v) = entry.map_err(io)?;
         let key = *k.value();
         let payload = payload_of(v.value());
-        let stamp = payload.get(64..72).and_then(|b| b.try_into().ok());
-        if let Some(stamp) = stamp.map(u64::from_be_bytes)
+        if let Some(stamp) = stamp_of(payload)
             && stamp > latest
         {
             beyond.push((stamp, key));

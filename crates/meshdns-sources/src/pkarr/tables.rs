@@ -79,17 +79,17 @@ fn log_row(key: &Key, origin: Option<&Origin>) -> ([u8; 56], usize) {
     }
 }
 
+/// An origin as rows keep it: the epoch (16 bytes), then the sequence number (8, big-endian).
+fn origin_of(bytes: &[u8]) -> Option<Origin> {
+    let epoch: Epoch = bytes.get(..16)?.try_into().ok()?;
+    let seq = u64::from_be_bytes(bytes.get(16..24)?.try_into().ok()?);
+    Some((epoch, seq))
+}
+
 /// A `log` row read back: its key and origin (`None`: taken here).
 fn read_log_row(row: &[u8]) -> Option<(Key, Option<Origin>)> {
     let key: Key = row.get(..32)?.try_into().ok()?;
-    let origin = match row.get(32..56) {
-        Some(o) => {
-            let epoch: Epoch = o[..16].try_into().ok()?;
-            Some((epoch, u64::from_be_bytes(o[16..].try_into().ok()?)))
-        }
-        None => None,
-    };
-    Some((key, origin))
+    Some((key, row.get(32..).and_then(origin_of)))
 }
 
 /// The tables one write transaction changes.
@@ -191,10 +191,7 @@ impl<'t> Tables<'t> {
             if walked == rows {
                 return Ok((out, Some(key)));
             }
-            let stamp = payload_of(row.value())
-                .get(64..72)
-                .and_then(|b| b.try_into().ok())
-                .map_or(0, u64::from_be_bytes);
+            let stamp = super::stamp_of(payload_of(row.value())).unwrap_or(0);
             if stamp < limit {
                 out.push((stamp, key));
             }
@@ -282,14 +279,7 @@ fn move_v1(db: &redb::Database) -> Result<(), redb::Error> {
                         seq
                     }
                 };
-                let origin = origins.get(seq)?.map(|o| {
-                    let o = o.value();
-                    let epoch: Epoch = o[..16].try_into().expect("16 bytes");
-                    (
-                        epoch,
-                        u64::from_be_bytes(o[16..].try_into().expect("8 bytes")),
-                    )
-                });
+                let origin = origins.get(seq)?.and_then(|o| origin_of(o.value()));
                 t.put(key, seq, payload, origin.as_ref())?;
                 old.remove(key)?;
             }
