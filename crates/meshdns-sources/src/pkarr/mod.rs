@@ -18,8 +18,9 @@
 //! once its packet is durable: one that got its `204` survives `kill -9`.
 //!
 //! **Expiry** runs in the writer too, without an index (one would cost every publish two more
-//! rows): every second it walks the next sixtieth of the store in key order (at least 1,000
-//! packets), so a packet past its age goes within a minute, at a bounded cost per commit.
+//! rows): every second it walks the next six-hundredth of the store in key order (at least
+//! 1,000 packets), so a packet past its age goes within ten minutes, at a bounded cost per
+//! commit.
 //!
 //! **Start-up** reads every stored packet once and compiles it; signatures are not verified
 //! again. They were verified before the packet was stored, and redb's commits carry checksums
@@ -79,8 +80,10 @@ const QUEUE: usize = 16_384;
 const MAX_BATCH: usize = 16_384;
 /// How often the writer walks a slice of the store for expired packets.
 const EXPIRE_EVERY: Duration = Duration::from_secs(1);
-/// Slices one walk of the store is cut into: a packet past its age goes within a minute.
-const EXPIRE_SLICES: usize = 60;
+/// Slices one walk of the store is cut into: a packet past its age (7 days by default) goes
+/// within ten minutes. A sixtieth a second (within a minute) cost a replica 6% of its CPU at a
+/// million stored and 1,000 publishes a second (measured).
+const EXPIRE_SLICES: usize = 600;
 /// Packets one slice walks at least.
 const EXPIRE_ROWS: usize = 1_000;
 

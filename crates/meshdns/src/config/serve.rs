@@ -184,8 +184,9 @@ pub struct ServeConfig {
     #[arg(long, value_name = "N", value_parser = values::at_least_one_u32, help_heading = "pkarr relay")]
     #[serde(default, deserialize_with = "de::at_least_one_u32")]
     pub pkarr_put_burst: Option<u32>,
-    /// How long the pkarr store gathers publishes before one commit (fsync): less CPU and disk
-    /// per publish under load, for up to that much more publish latency [default: 0s].
+    /// How long the pkarr store gathers publishes before one commit (fsync), ending early after
+    /// a quarter of it without one: less CPU and disk per publish under load, for up to that
+    /// much more publish latency [default: 5ms].
     #[arg(long, value_name = "DURATION", value_parser = values::duration, help_heading = "pkarr relay")]
     #[serde(default, deserialize_with = "de::duration")]
     pub pkarr_commit_window: Option<Duration>,
