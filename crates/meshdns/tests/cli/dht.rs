@@ -383,11 +383,22 @@ fn a_thousand_queries_for_one_key_make_one_lookup() {
     counted(&m, "found", 1);
     assert_eq!(started(&m), 1);
     assert_eq!(lookups(&m, "refused"), 0);
-    // Queries that came while it ran waited for it; the rest were answered from the cache.
+    // Queries that came while it ran waited for it, the rest were answered from the cache;
+    // how many of each depends on how soon the lookup ends (on a fast loopback testnet, before
+    // the second query is read), never another lookup.
     let page = m.get("/metrics").1;
+    let queries = metric(
+        &page,
+        "meshdns_dns_queries_total{transport=\"udp\",qtype=\"TXT\",rcode=\"NOERROR\"}",
+    );
+    let (joined, cached) = (
+        metric(&page, "meshdns_pkarr_dht_joined_total"),
+        metric(&page, "meshdns_pkarr_dht_cache_answers_total"),
+    );
     assert!(
-        metric(&page, "meshdns_pkarr_dht_joined_total") > 0,
-        "no query joined the lookup in flight:\n{page}"
+        joined + cached >= queries - 1,
+        "every query but the first joined the lookup or was answered from the cache \
+         ({joined} + {cached} of {queries}):\n{page}"
     );
 }
 
