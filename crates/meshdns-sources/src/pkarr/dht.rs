@@ -396,11 +396,18 @@ impl PkarrDht {
             }
             e.refreshing = true;
         }
-        if self.begin(*key).is_some() {
-            self.counters.refreshes.fetch_add(1, Relaxed);
-        } else if let Some(e) = self.book.lock().expect("book").entries.get_mut(key) {
-            // Refused (lookups at their bound): a later answer tries again.
-            e.refreshing = false;
+        match self.begin(*key) {
+            Some((_, true)) => {
+                self.counters.refreshes.fetch_add(1, Relaxed);
+            }
+            // A lookup of it in flight already refreshes it.
+            Some((_, false)) => {}
+            None => {
+                // Refused (lookups at their bound): a later answer tries again.
+                if let Some(e) = self.book.lock().expect("book").entries.get_mut(key) {
+                    e.refreshing = false;
+                }
+            }
         }
     }
 
@@ -427,17 +434,23 @@ impl PkarrDht {
             self.counters.refused.fetch_add(1, Relaxed);
             return Err(LookupError::Refused);
         }
-        self.begin(key).ok_or_else(|| {
+        // Another query may have started it since the look above: then this one joins it.
+        let (rx, started) = self.begin(key).ok_or_else(|| {
             self.counters.refused.fetch_add(1, Relaxed);
             LookupError::Refused
-        })
+        })?;
+        if !started {
+            self.counters.joined.fetch_add(1, Relaxed);
+        }
+        Ok(rx)
     }
 
-    /// Starts a lookup of `key` unless one is in flight (joined) or `lookups` are.
-    fn begin(self: &Arc<Self>, key: Key) -> Option<watch::Receiver<Option<Ended>>> {
+    /// Starts a lookup of `key` unless one is in flight (joined: `false` with its receiver)
+    /// or `lookups` are (`None`).
+    fn begin(self: &Arc<Self>, key: Key) -> Option<(watch::Receiver<Option<Ended>>, bool)> {
         let mut flights = self.flights.lock().expect("flights");
         if let Some(rx) = flights.get(&key) {
-            return Some(rx.clone());
+            return Some((rx.clone(), false));
         }
         if flights.len() >= self.config.lookups {
             return None;
@@ -476,7 +489,7 @@ impl PkarrDht {
             let _ = tx.send(Some(ended));
             drop(guard);
         });
-        Some(rx)
+        Some((rx, true))
     }
 
     /// One lookup: the first valid item answers the waiting queries; the query goes on to
