@@ -619,14 +619,7 @@ impl PkarrStore {
             if_match,
             reply,
         });
-        let jobs = self.jobs.as_ref().ok_or(PutError::Busy)?;
-        match jobs.try_send(job) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => return Err(PutError::Busy),
-            Err(TrySendError::Disconnected(_)) => {
-                return Err(PutError::Io("the store's writer has stopped".into()));
-            }
-        }
+        self.queue(job, false).await?;
         done.await
             .unwrap_or_else(|_| Err(PutError::Io("the store's writer has stopped".into())))
     }
@@ -639,22 +632,17 @@ impl PkarrStore {
         wait: bool,
     ) -> Result<tokio::sync::oneshot::Receiver<Result<u64, PutError>>, PutError> {
         let (reply, done) = tokio::sync::oneshot::channel();
-        let job = Job::Put(Put {
-            key: v.key,
-            published: v.published,
-            timestamp_us: v.timestamp_us,
-            payload: v.payload,
-            if_match: v.if_match,
-            origin: v.origin,
-            reply,
-        });
+        self.queue(Job::Put(v.into_put(reply)), wait).await?;
+        Ok(done)
+    }
+
+    /// Queues `job` for the writer; when the queue is full, waits (`wait`) or answers
+    /// [`PutError::Busy`].
+    async fn queue(&self, job: Job, wait: bool) -> Result<(), PutError> {
         let jobs = self.jobs.as_ref().ok_or(PutError::Busy)?;
         match jobs.try_send(job) {
-            Ok(()) => Ok(done),
-            Err(TrySendError::Full(job)) if wait => {
-                self.send(jobs, job).await?;
-                Ok(done)
-            }
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(job)) if wait => self.send(jobs, job).await,
             Err(TrySendError::Full(_)) => Err(PutError::Busy),
             Err(TrySendError::Disconnected(_)) => {
                 Err(PutError::Io("the store's writer has stopped".into()))
@@ -790,6 +778,21 @@ struct Verified {
     published: Published,
     if_match: Option<u64>,
     origin: Option<Origin>,
+}
+
+impl Verified {
+    /// The writer's job for it, answered on `reply`.
+    fn into_put(self, reply: Reply) -> Put {
+        Put {
+            key: self.key,
+            payload: self.payload,
+            timestamp_us: self.timestamp_us,
+            published: self.published,
+            if_match: self.if_match,
+            origin: self.origin,
+            reply,
+        }
+    }
 }
 
 /// What a publish's check decides once its signature and records were checked: the date
@@ -952,15 +955,10 @@ impl Writer {
                         {
                             let _ = p.reply.send(Err(PutError::Stale));
                         }
-                        Some(Ok(v)) => puts.push(Put {
-                            key: v.key,
-                            payload: v.payload,
-                            timestamp_us: v.timestamp_us,
-                            published: v.published,
-                            if_match: p.if_match,
-                            origin: None,
-                            reply: p.reply,
-                        }),
+                        Some(Ok(mut v)) => {
+                            v.if_match = p.if_match;
+                            puts.push(v.into_put(p.reply));
+                        }
                         Some(Err(e)) => {
                             let _ = p.reply.send(Err(e));
                         }
