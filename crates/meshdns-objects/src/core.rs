@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-pub use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node as KubeNode, Secret};
+pub use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node as KubeNode, Secret, Service};
+pub use k8s_openapi::api::discovery::v1::EndpointSlice;
+pub use k8s_openapi::api::networking::v1::Ingress;
 pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 /// The parts of a Kubernetes `Node` the mesh planner reads, deserialised straight from the

@@ -63,6 +63,9 @@ pub struct Parsed {
     pub zones: Vec<ZoneContent>,
     /// Entries skipped, each with its reason.
     pub problems: Vec<Problem>,
+    /// Records by owner name alone, each with the object that gave it (the cluster's objects:
+    /// placed into the zones served when the catalog is assembled).
+    pub placed: Vec<(meshdns_zone::Record, String)>,
 }
 
 /// How a file should be read.
@@ -89,6 +92,8 @@ pub struct ParseSettings {
     pub default_ttl: u32,
     /// Zones that Tailscale-format names are placed in.
     pub tailscale_zones: Vec<Name>,
+    /// Which of the cluster's own objects manifests give names from (none by default).
+    pub cluster: crate::cluster::ClusterSettings,
 }
 
 impl Default for ParseSettings {
@@ -96,6 +101,7 @@ impl Default for ParseSettings {
         ParseSettings {
             default_ttl: 5,
             tailscale_zones: vec![Name::parse("ts.net.", None).expect("valid name")],
+            cluster: crate::cluster::ClusterSettings::default(),
         }
     }
 }

@@ -7,6 +7,7 @@
 //! `serve`, `check` and `render`; [`watch`] is the one loop that watches them and publishes
 //! snapshots; [`pkarr`] keeps published packets.
 
+pub mod cluster;
 pub mod content;
 pub mod feed;
 pub mod limits;

@@ -39,6 +39,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use crate::cluster::ClusterSettings;
 use crate::content::{Parsed, Problem, ZoneContent};
 
 /// Objects handed over by a live reader (the Kubernetes reflector of `serve --kubernetes`):
@@ -281,14 +282,25 @@ impl SetVerdict {
     }
 }
 
-/// The zones that the DNSZones and DNSRecordSets among `objects` make.
-pub fn zones(file: &str, objects: &[Value]) -> Parsed {
-    read(file, objects).0
+/// The zones that the DNSZones and DNSRecordSets among `objects` make, and the names of the
+/// cluster's objects `cluster` reads.
+pub fn zones(file: &str, objects: &[Value], cluster: &ClusterSettings) -> Parsed {
+    read(file, objects, cluster).0
 }
 
 /// The zones that the DNSZones and DNSRecordSets among `objects` make, and the verdicts on
-/// each object (for their status).
-pub fn read(file: &str, objects: &[Value]) -> (Parsed, Verdicts) {
+/// each object (for their status); with the names of the cluster's objects `cluster` reads
+/// ([`crate::cluster`]), placed when the catalog is assembled.
+pub fn read(file: &str, objects: &[Value], cluster: &ClusterSettings) -> (Parsed, Verdicts) {
+    let (mut parsed, verdicts) = read_dns(file, objects);
+    let names = crate::cluster::read(file, objects, cluster);
+    parsed.placed = names.records;
+    parsed.problems.extend(names.problems);
+    (parsed, verdicts)
+}
+
+/// The DNSZones and DNSRecordSets among `objects`: their zones and verdicts.
+fn read_dns(file: &str, objects: &[Value]) -> (Parsed, Verdicts) {
     let mut problems = Vec::new();
     let mut verdicts = Verdicts::default();
     let mut zone_objects: Vec<DNSZone> = objects
@@ -523,6 +535,7 @@ pub fn read(file: &str, objects: &[Value]) -> (Parsed, Verdicts) {
         Parsed {
             zones: contents,
             problems,
+            placed: Vec::new(),
         },
         verdicts,
     )
@@ -648,7 +661,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Parsed {
-        zones("m.yaml", &objects("m.yaml", text).unwrap())
+        zones("m.yaml", &objects("m.yaml", text).unwrap(), &Default::default())
     }
 
     const ZONES: &str = "
@@ -766,7 +779,7 @@ items:
             ]
             .concat();
             let objects = objects("m.yaml", &text).unwrap();
-            let (parsed, verdicts) = read("m.yaml", &objects);
+            let (parsed, verdicts) = read("m.yaml", &objects, &Default::default());
             let served: Vec<String> = parsed.zones[0]
                 .records
                 .to_vec()
@@ -824,7 +837,7 @@ items:
         ]
         .concat();
         let objects = objects("m.yaml", &text).unwrap();
-        let (parsed, verdicts) = read("m.yaml", &objects);
+        let (parsed, verdicts) = read("m.yaml", &objects, &Default::default());
         let served: Vec<String> = parsed.zones[0]
             .records
             .to_vec()

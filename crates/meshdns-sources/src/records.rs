@@ -39,11 +39,11 @@ pub fn parse(
         }
         FileKind::Manifests => {
             let objects = manifests::objects(file, text)?;
-            Ok(manifests::zones(file, &objects))
+            Ok(manifests::zones(file, &objects, &settings.cluster))
         }
         FileKind::Auto if manifests::looks_like_manifests(text) => {
             let objects = manifests::objects(file, text)?;
-            Ok(manifests::zones(file, &objects))
+            Ok(manifests::zones(file, &objects, &settings.cluster))
         }
         FileKind::Auto if looks_like_zone_file(file, text) => {
             zonefile::parse(file, text, None, settings.default_ttl)

@@ -12,7 +12,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use meshdns_zone::{BuildDefaults, Catalog, CatalogBuilder, Name, Overlay, RType, Rejection, Zone};
+use meshdns_zone::{
+    BuildDefaults, Catalog, CatalogBuilder, Name, Overlay, RType, Record, Rejection, Zone,
+};
 
 use crate::content::{FileKind, ParseSettings, Parsed, Problem, ZoneContent};
 use crate::records::parse;
@@ -25,6 +27,10 @@ pub struct CompiledSource {
     /// Records published per key (pkarr), served under each of these zones beside what every
     /// source gives there.
     pub overlay: Option<Arc<Overlay>>,
+    /// Records by owner name alone (the cluster's objects, [`crate::cluster`]), each with the
+    /// object that gave it: [`assemble`] places each into the deepest zone served, after
+    /// every source's zones.
+    pub placed: Arc<Vec<(Record, String)>>,
 }
 
 /// Compiles one file's parsed content (consuming its records). Records that break a rule
@@ -61,6 +67,7 @@ pub fn compile(
         CompiledSource {
             zones: zones.into_iter().map(Arc::new).collect(),
             overlay: None,
+            placed: Arc::default(),
         },
         problems,
     )
@@ -88,7 +95,8 @@ impl Loaded {
 
 /// Compiles a parsed source, keeping the parser's problems ahead of the compiler's.
 pub fn load_parsed(label: &str, parsed: Parsed, defaults: BuildDefaults) -> Loaded {
-    let (compiled, refused) = compile(label, parsed.zones, defaults);
+    let (mut compiled, refused) = compile(label, parsed.zones, defaults);
+    compiled.placed = Arc::new(parsed.placed);
     let mut problems = parsed.problems;
     problems.extend(refused);
     Loaded {
@@ -142,18 +150,48 @@ pub fn assemble(
         }
     }
     let mut problems = Vec::new();
+    let placed = place(inputs, &by_origin, &mut problems);
     let mut zones = Vec::with_capacity(by_origin.len());
     for (origin, contributors) in by_origin {
+        let here = placed.get(&origin).map_or(&[][..], Vec::as_slice);
         match contributors.as_slice() {
-            [(_, only)] => zones.push(Arc::clone(only)),
+            [(_, only)] if here.is_empty() => zones.push(Arc::clone(only)),
             _ => {
                 let mut builder = CatalogBuilder::new(defaults);
                 builder.declare(&origin);
                 for (i, zone) in &contributors {
                     builder.add_zone(zone, *i);
                 }
+                // After every zone, so that they win a name and type (and a CNAME) they share.
+                for (i, record, _) in here {
+                    if let Err(why) = builder.add(&origin, (*record).clone(), inputs.len() + i) {
+                        problems.push(Problem::new(
+                            inputs[*i].label,
+                            format!("{} {}", record.name, record.data.rtype()),
+                            why.to_string(),
+                        ));
+                    }
+                }
                 let (built, refused) = builder.build_zones();
                 for (name, rtype, why) in refused {
+                    if let Some((i, _, object)) = here
+                        .iter()
+                        .find(|(_, r, _)| r.name == name && r.data.rtype() == rtype)
+                    {
+                        let reason = match &why {
+                            Rejection::TakenBy { winner, .. } => format!(
+                                "already provided by {}, which takes precedence over the cluster's objects",
+                                inputs.get(*winner).map_or("another source", |w| w.label)
+                            ),
+                            other => format!("{other}; the other records come from a source that takes precedence"),
+                        };
+                        problems.push(Problem::new(
+                            inputs[*i].label,
+                            format!("{object} {name} {rtype}"),
+                            reason,
+                        ));
+                        continue;
+                    }
                     let loser = match &why {
                         // The refused record came from a later source than the winner's; the
                         // loser is the first contributor other than the winner that has it.
@@ -181,6 +219,41 @@ pub fn assemble(
         }
     }
     (catalog, problems)
+}
+
+/// The records given by owner name alone ([`CompiledSource::placed`]), by the deepest zone
+/// served that holds them, each with its source; a record in no zone is reported (once per
+/// object and name).
+#[allow(clippy::type_complexity)]
+fn place<'a>(
+    inputs: &[SourceInput<'a>],
+    by_origin: &BTreeMap<Name, Vec<(usize, &Arc<Zone>)>>,
+    problems: &mut Vec<Problem>,
+) -> BTreeMap<Name, Vec<(usize, &'a Record, &'a str)>> {
+    let mut out: BTreeMap<Name, Vec<(usize, &'a Record, &'a str)>> = BTreeMap::new();
+    let mut reported = std::collections::BTreeSet::new();
+    for (i, input) in inputs.iter().enumerate() {
+        for (record, object) in input.compiled.placed.iter() {
+            let mut placed = false;
+            let mut at = Some(record.name.clone());
+            while let Some(name) = at {
+                if by_origin.contains_key(&name) {
+                    out.entry(name).or_default().push((i, record, object.as_str()));
+                    placed = true;
+                    break;
+                }
+                at = name.parent();
+            }
+            if !placed && reported.insert((object.as_str(), &record.name)) {
+                problems.push(Problem::new(
+                    input.label,
+                    format!("{object} {}", record.name),
+                    "not inside a zone served here (names are served in the zones of records files, zone files, DNSZones and --zone)",
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Whether a source's zone `origin` holds (name, rtype).
@@ -290,6 +363,69 @@ mod tests {
                 .starts_with("c.yaml: a.example.org. CNAME: "),
             "{}",
             problems[0]
+        );
+    }
+
+    #[test]
+    fn records_by_name_go_to_the_deepest_zone_after_every_zone_of_the_sources() {
+        let file = compiled(
+            "zones.yaml",
+            b"zones: [{origin: example.org, records: [{name: www, type: A, value: 192.0.2.1}, {name: mail, type: A, value: 192.0.2.9}]}, {origin: apps.example.org, records: []}]",
+        );
+        let record = |name: &str, data: &str| {
+            let name = Name::parse(name, None).unwrap();
+            let data = if data.contains('.') && data.ends_with('.') {
+                meshdns_zone::RData::Cname(Name::parse(data, None).unwrap())
+            } else {
+                meshdns_zone::RData::A(data.parse().unwrap())
+            };
+            (Record { name, ttl: 60, data }, "Service x/web".to_string())
+        };
+        let cluster = CompiledSource {
+            placed: Arc::new(vec![
+                record("web.apps.example.org.", "192.0.2.2"),
+                record("shop.example.org.", "192.0.2.3"),
+                record("www.example.org.", "192.0.2.4"),
+                record("mail.example.org.", "lb.example.net."),
+                record("web.other.org.", "192.0.2.5"),
+            ]),
+            ..CompiledSource::default()
+        };
+        let inputs = [
+            SourceInput {
+                label: "zones.yaml",
+                compiled: &file,
+            },
+            SourceInput {
+                label: "objects",
+                compiled: &cluster,
+            },
+        ];
+        let (cat, problems) = assemble(&inputs, &[], DEFAULTS);
+        let a = |name: &[u8], zone: &[u8]| -> Vec<String> {
+            let zone = cat.find_zone(zone).unwrap();
+            zone.node(name)
+                .and_then(|n| n.get(RType::A))
+                .map(|set| set.decoded().iter().map(ToString::to_string).collect())
+                .unwrap_or_default()
+        };
+        // Into the deepest zone served; the file keeps its names and types.
+        assert_eq!(
+            a(b"\x03web\x04apps\x07example\x03org\x00", b"\x04apps\x07example\x03org\x00"),
+            ["192.0.2.2"]
+        );
+        assert_eq!(a(b"\x04shop\x07example\x03org\x00", b"\x07example\x03org\x00"), ["192.0.2.3"]);
+        assert_eq!(a(b"\x03www\x07example\x03org\x00", b"\x07example\x03org\x00"), ["192.0.2.1"]);
+        assert_eq!(a(b"\x04mail\x07example\x03org\x00", b"\x07example\x03org\x00"), ["192.0.2.9"]);
+        assert!(cat.find_zone(b"\x03web\x05other\x03org\x00").is_none());
+        let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            text,
+            [
+                "objects: Service x/web web.other.org.: not inside a zone served here (names are served in the zones of records files, zone files, DNSZones and --zone)",
+                "objects: Service x/web www.example.org. A: already provided by zones.yaml, which takes precedence over the cluster's objects",
+                "objects: Service x/web mail.example.org. CNAME: mail.example.org. cannot have a CNAME and other records (RFC 1034 §3.6.2); the other records come from a source that takes precedence",
+            ]
         );
     }
 }

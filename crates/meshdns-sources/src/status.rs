@@ -249,7 +249,7 @@ mod tests {
 
     fn planned(text: &str) -> (Vec<Value>, Vec<StatusPlan>) {
         let objects = objects("m.yaml", text).unwrap();
-        let (_, verdicts) = read("m.yaml", &objects);
+        let (_, verdicts) = read("m.yaml", &objects, &Default::default());
         let plans = plan(&verdicts, &objects, |o| vec![format!("ns.{o}")], NOW);
         (objects, plans)
     }
@@ -389,7 +389,7 @@ spec:
                 o
             })
             .collect();
-        let (_, verdicts) = read("m.yaml", &written);
+        let (_, verdicts) = read("m.yaml", &written, &Default::default());
         let again = plan(
             &verdicts,
             &written,
@@ -434,7 +434,7 @@ spec:
                 _ => {}
             }
         }
-        let (_, verdicts) = read("m.yaml", &written);
+        let (_, verdicts) = read("m.yaml", &written, &Default::default());
         let again = plan(&verdicts, &written, |o| vec![format!("ns.{o}")], LATER);
         let at = |c: &Value| c["lastTransitionTime"].as_str().unwrap().to_string();
         let top = |status: &Value, kind: &str| {

@@ -314,6 +314,7 @@ pub fn parse(
             records,
         }],
         problems,
+        placed: Vec::new(),
     })
 }
 

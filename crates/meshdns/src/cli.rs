@@ -234,4 +234,35 @@ pub struct RenderZoneCmd {
     /// TTL of the synthesised SOA and NS, and the SOA minimum [default: 5].
     #[arg(long, value_name = "TTL", value_parser = crate::config::values::ttl)]
     pub default_ttl: Option<u32>,
+    /// Zone served even when nothing gives it records, as `serve --zone` (repeatable).
+    #[arg(long = "zone", value_name = "ORIGIN", value_parser = crate::config::values::name)]
+    pub zones: Vec<meshdns_zone::Name>,
+    /// The cluster's own objects to give names for, as `serve --kube-source`.
+    #[arg(long = "kube-source", value_name = "KIND[,KIND]", value_parser = crate::config::values::kube_sources)]
+    pub kube_sources: Vec<crate::config::values::KubeSources>,
+    /// As `serve --kube-source-default-names`.
+    #[arg(long, value_name = "ZONE", value_parser = crate::config::values::name)]
+    pub kube_source_default_names: Option<meshdns_zone::Name>,
+    /// As `serve --kube-source-internal`.
+    #[arg(long)]
+    pub kube_source_internal: bool,
+}
+
+impl RenderZoneCmd {
+    /// The cluster objects' settings these flags give (the rest as `serve`'s defaults).
+    pub fn cluster_settings(&self) -> meshdns_sources::cluster::ClusterSettings {
+        meshdns_sources::cluster::ClusterSettings {
+            kinds: self.kube_sources.iter().flat_map(|k| k.0.clone()).collect(),
+            default_names: self.kube_source_default_names.clone(),
+            internal: self.kube_source_internal,
+            default_ttl: self.default_ttl.unwrap_or(crate::config::defaults::TTL),
+            ..Default::default()
+        }
+    }
+
+    /// The zones served without records: `--zone`s and the default names' zone.
+    pub fn declared_zones(&self) -> Vec<meshdns_zone::Name> {
+        let default_names = self.kube_source_default_names.iter();
+        self.zones.iter().chain(default_names).cloned().collect()
+    }
 }

@@ -30,7 +30,12 @@ pub fn iroh(cmd: &RenderIrohCmd) -> Result<String> {
 /// `meshdns render zone`: the zones of the manifests, with the problems on stderr.
 pub fn zone(cmd: &RenderZoneCmd) -> Result<String> {
     let objects = read_manifests(&cmd.files).map_err(anyhow::Error::msg)?;
-    let (text, problems) = render_zone(&objects, cmd.default_ttl.unwrap_or(defaults::TTL));
+    let (text, problems) = render_zone(
+        &objects,
+        cmd.default_ttl.unwrap_or(defaults::TTL),
+        &cmd.cluster_settings(),
+        &cmd.declared_zones(),
+    );
     for p in problems {
         eprintln!("{p}");
     }
@@ -42,7 +47,8 @@ pub fn zone(cmd: &RenderZoneCmd) -> Result<String> {
 pub fn status(cmd: &RenderZoneCmd) -> Result<String> {
     use meshdns_sources::status;
     let objects = read_manifests(&cmd.files).map_err(anyhow::Error::msg)?;
-    let (parsed, verdicts) = meshdns_sources::manifests::read("manifests", &objects);
+    let (parsed, verdicts) =
+        meshdns_sources::manifests::read("manifests", &objects, &cmd.cluster_settings());
     let defaults = meshdns_zone::BuildDefaults {
         default_ttl: cmd.default_ttl.unwrap_or(defaults::TTL),
         serial: 1,
@@ -156,18 +162,23 @@ pub fn render_iroh(objects: &[Value], settings: &IrohSettings, cluster: &str) ->
     yaml_documents(docs.into_iter().chain(shown.into_iter().map(|s| s.2)))
 }
 
-/// The zones the DNSZones and DNSRecordSets among `objects` make, as RFC 1035 zone-file text
-/// (one `$ORIGIN` section per zone, ordered by origin), with the SOA and NS that `serve` would
-/// synthesise where the manifests give none. Entries that cannot be served are returned as
-/// problems (`FILE: ENTRY: REASON`), not printed.
+/// The zones the DNSZones and DNSRecordSets among `objects` make, and the `declared` ones,
+/// with the names of the cluster's objects `cluster` reads placed in them, as RFC 1035
+/// zone-file text (one `$ORIGIN` section per zone, ordered by origin), with the SOA and NS that
+/// `serve` would synthesise where the manifests give none. Entries that cannot be served are
+/// returned as problems (`FILE: ENTRY: REASON`), not printed.
 ///
-/// What is printed is what the compiled zone holds, the zone `serve` builds from the same
-/// objects with the same [`meshdns_sources::compile`]: each record once (a repeated entry is
-/// one record), each RRset with the TTL it is served with.
-pub fn render_zone(objects: &[Value], default_ttl: u32) -> (String, Vec<String>) {
+/// What is printed is what the assembled catalog holds, built from the same objects with the
+/// same [`meshdns_sources::load_parsed`] and [`meshdns_sources::assemble`] as `serve`: each
+/// record once (a repeated entry is one record), each RRset with the TTL it is served with.
+pub fn render_zone(
+    objects: &[Value],
+    default_ttl: u32,
+    cluster: &meshdns_sources::cluster::ClusterSettings,
+    declared: &[Name],
+) -> (String, Vec<String>) {
     use meshdns_zone::RType;
-    let parsed = meshdns_sources::manifests::zones("manifests", objects);
-    let mut problems: Vec<String> = parsed.problems.iter().map(ToString::to_string).collect();
+    let parsed = meshdns_sources::manifests::zones("manifests", objects, cluster);
     // Zones whose manifests give the apex NS: it is printed among the records, in their order;
     // a synthesised one right after the SOA.
     let given_apex_ns: std::collections::BTreeSet<Name> = parsed
@@ -185,9 +196,15 @@ pub fn render_zone(objects: &[Value], default_ttl: u32) -> (String, Vec<String>)
         default_ttl,
         serial: 1,
     };
-    let (compiled, refused) = meshdns_sources::compile("manifests", parsed.zones, defaults);
+    let loaded = meshdns_sources::load_parsed("manifests", parsed, defaults);
+    let mut problems: Vec<String> = loaded.problems.iter().map(ToString::to_string).collect();
+    let input = meshdns_sources::SourceInput {
+        label: "manifests",
+        compiled: &loaded.compiled,
+    };
+    let (catalog, refused) = meshdns_sources::assemble(&[input], declared, defaults);
     problems.extend(refused.iter().map(ToString::to_string));
-    let mut zones: Vec<&meshdns_zone::Zone> = compiled.zones.iter().map(|z| &**z).collect();
+    let mut zones: Vec<&meshdns_zone::Zone> = catalog.zones();
     zones.sort_by_key(|z| z.origin().to_string());
     let mut out = String::new();
     for zone in zones {

@@ -108,6 +108,7 @@ impl TestServer {
                     } else {
                         zones.clone()
                     },
+                    ..ParseSettings::default()
                 },
                 zones,
                 poll_interval: Duration::from_secs(3600),

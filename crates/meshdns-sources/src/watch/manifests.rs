@@ -98,7 +98,7 @@ impl ManifestDir {
             .flatten()
             .cloned()
             .collect();
-        let (parsed, _) = manifests::read(&kept.label, &objects);
+        let (parsed, _) = manifests::read(&kept.label, &objects, &loader.settings.cluster);
         drop(objects);
         kept.load_parsed_file(parsed, loader, started);
     }

@@ -40,7 +40,7 @@ impl Input for ObjectFeed {
         let Some((now, objects)) = self.feed.take_if_newer(self.version) else {
             return false;
         };
-        let (parsed, verdicts) = manifests::read(&kept.label, &objects);
+        let (parsed, verdicts) = manifests::read(&kept.label, &objects, &loader.settings.cluster);
         let loaded = load_parsed(&kept.label, parsed, loader.defaults());
         // A feed reloads on every object change: only problems that are new are logged.
         kept.reported

@@ -37,7 +37,7 @@ impl Input for PkarrOrigins {
             .collect();
         let parsed = Parsed {
             zones,
-            problems: Vec::new(),
+            ..Parsed::default()
         };
         let mut loaded = load_parsed(PKARR_LABEL, parsed, loader.defaults());
         loaded.compiled.overlay = Some(self.store.overlay().clone());

@@ -53,7 +53,7 @@ impl Input for SecondaryZone {
         };
         let parsed = Parsed {
             zones,
-            problems: Vec::new(),
+            ..Parsed::default()
         };
         let loaded = load_parsed(&kept.label, parsed, loader.defaults());
         loaded.problems.iter().for_each(log_skipped);

@@ -136,7 +136,7 @@ impl Kept {
         };
         let parsed = Parsed {
             zones,
-            problems: Vec::new(),
+            ..Parsed::default()
         };
         let loaded = load_parsed(&self.label, parsed, loader.defaults());
         warn!(file = %self.label, "records file absent; serving no records from it until it exists");

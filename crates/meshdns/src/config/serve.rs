@@ -157,6 +157,37 @@ pub struct ServeConfig {
     #[arg(long, value_name = "FILE", help_heading = "Kubernetes")]
     pub kubeconfig: Option<PathBuf>,
 
+    /// The cluster's own objects to serve names for, from --manifests and with --kubernetes:
+    /// service, ingress (comma-separated or repeated) [default: none].
+    #[arg(long = "kube-source", value_name = "KIND[,KIND]", value_parser = values::kube_sources,
+        help_heading = "Cluster objects")]
+    #[serde(default, rename = "kubeSources", deserialize_with = "de::list")]
+    pub kube_sources: Vec<values::KubeSources>,
+    /// Also serve <name>.<namespace>.ZONE for every LoadBalancer and headless Service, as
+    /// k8s_gateway does (ZONE is served) [default: off].
+    #[arg(long, value_name = "ZONE", value_parser = values::name, help_heading = "Cluster objects")]
+    #[serde(default, deserialize_with = "de::name")]
+    pub kube_source_default_names: Option<Name>,
+    /// Serve ClusterIP Services' addresses at their hostname annotation too, as external-dns's
+    /// --publish-internal-services (internal-hostname names always are) [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+        default_missing_value = "true", help_heading = "Cluster objects")]
+    pub kube_source_internal: Option<bool>,
+    /// Only objects of this namespace (repeatable) [default: all].
+    #[arg(long = "kube-source-namespace", value_name = "NS", help_heading = "Cluster objects")]
+    #[serde(default, rename = "kubeSourceNamespaces", deserialize_with = "de::list")]
+    pub kube_source_namespaces: Vec<String>,
+    /// Only objects whose labels match (key=value, key!=value, key, !key; comma-separated)
+    /// [default: all].
+    #[arg(long, value_name = "SELECTOR", value_parser = values::selector, help_heading = "Cluster objects")]
+    #[serde(default, deserialize_with = "de::selector")]
+    pub kube_source_selector: Option<meshdns_sources::cluster::Selector>,
+    /// Only Ingresses of this class (spec.ingressClassName, else the kubernetes.io/ingress.class
+    /// annotation; repeatable) [default: all].
+    #[arg(long = "kube-source-ingress-class", value_name = "CLASS", help_heading = "Cluster objects")]
+    #[serde(default, rename = "kubeSourceIngressClasses", deserialize_with = "de::list")]
+    pub kube_source_ingress_classes: Vec<String>,
+
     /// Accept pkarr publishes on the HTTP listener (PUT /pkarr/<z32>) and serve them under
     /// ORIGIN as _iroh.<z32>.ORIGIN (repeatable) [default: off].
     #[arg(long = "pkarr", value_name = "ORIGIN", value_parser = values::name, help_heading = "pkarr relay")]
@@ -450,6 +481,12 @@ impl ServeConfig {
                 no_write_status,
                 kubernetes_namespace,
                 kubeconfig,
+                kube_sources,
+                kube_source_default_names,
+                kube_source_internal,
+                kube_source_namespaces,
+                kube_source_selector,
+                kube_source_ingress_classes,
                 pkarr,
                 data_dir,
                 pkarr_max_age,
@@ -542,12 +579,29 @@ impl ServeConfig {
             } else {
                 self.zones.clone()
             },
+            cluster: self.cluster_settings(),
         }
     }
 
-    /// Zones served even when nothing gives them records: `--zone`s and pkarr origins.
+    /// Which of the cluster's own objects give names, and how.
+    pub fn cluster_settings(&self) -> meshdns_sources::cluster::ClusterSettings {
+        meshdns_sources::cluster::ClusterSettings {
+            kinds: self.kube_sources.iter().flat_map(|k| k.0.clone()).collect(),
+            default_names: self.kube_source_default_names.clone(),
+            internal: self.kube_source_internal.unwrap_or(false),
+            default_ttl: self.default_ttl(),
+            namespaces: self.kube_source_namespaces.clone(),
+            selector: self.kube_source_selector.clone().unwrap_or_default(),
+            ingress_classes: self.kube_source_ingress_classes.clone(),
+        }
+    }
+
+    /// Zones served even when nothing gives them records: `--zone`s, pkarr origins, and the
+    /// zone of the cluster objects' default names.
     pub fn declared_zones(&self) -> Vec<Name> {
-        self.zones.iter().chain(&self.pkarr).cloned().collect()
+        let default_names = self.kube_source_default_names.iter();
+        let names = self.zones.iter().chain(&self.pkarr).chain(default_names);
+        names.cloned().collect()
     }
 
     /// Whether zone transfers are served (some client is allowed, or a secondary notified).

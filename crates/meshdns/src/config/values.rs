@@ -240,6 +240,18 @@ pub mod de {
         with(d, super::duration)
     }
 
+    /// An optional [`super::name`].
+    pub fn name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Name>, D::Error> {
+        with(d, super::name)
+    }
+
+    /// An optional [`super::selector`].
+    pub fn selector<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<meshdns_sources::cluster::Selector>, D::Error> {
+        with(d, super::selector)
+    }
+
     /// An optional [`super::ttl`].
     pub fn ttl<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
         with(d, super::ttl)
@@ -444,6 +456,36 @@ pub fn at_least_one_u32(text: &str) -> Result<u32, String> {
     match text.trim().parse::<u32>() {
         Ok(n) if n >= 1 => Ok(n),
         _ => Err(format!("{text:?} is not a whole number of at least 1")),
+    }
+}
+
+/// A `kubectl -l` label selector (equality-based).
+pub fn selector(text: &str) -> Result<meshdns_sources::cluster::Selector, String> {
+    meshdns_sources::cluster::Selector::parse(text).map_err(|e| format!("{text:?}: {e}"))
+}
+
+/// The kinds of one `--kube-source` value (comma-separated).
+pub fn kube_sources(text: &str) -> Result<KubeSources, String> {
+    text.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(meshdns_sources::cluster::Kind::parse)
+        .collect::<Result<Vec<_>, _>>()
+        .map(KubeSources)
+}
+
+/// The kinds one `--kube-source` value names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeSources(pub Vec<meshdns_sources::cluster::Kind>);
+
+impl FromText for KubeSources {
+    fn from_text(text: &str) -> Result<Self, String> {
+        kube_sources(text)
+    }
+}
+
+impl FromText for String {
+    fn from_text(text: &str) -> Result<Self, String> {
+        Ok(text.to_string())
     }
 }
 

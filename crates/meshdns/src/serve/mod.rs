@@ -491,6 +491,7 @@ async fn spawn_kubernetes(
     tasks.tracker.spawn(meshdns_kube::serve::records::reflect(
         client,
         k.namespace.clone(),
+        k.kinds.clone(),
         feed,
         move || poker.poke(),
         tasks.shutdown.clone(),

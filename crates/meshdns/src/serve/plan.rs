@@ -107,6 +107,8 @@ pub struct KubernetesPlan {
     pub namespace: Option<String>,
     /// Write the objects' status, from the holder of this Lease (namespace, name).
     pub status_lease: Option<(String, String)>,
+    /// The cluster's own objects read besides DNSZones and DNSRecordSets (`--kube-source`).
+    pub kinds: std::collections::BTreeSet<meshdns_sources::cluster::Kind>,
 }
 
 /// Zone transfers out.
@@ -194,6 +196,7 @@ pub fn resolve(settings: &ServeConfig) -> Result<ServePlan, Refused> {
         );
     }
     let kubernetes = problems.take(kubernetes(settings)).flatten();
+    problems.0.extend(cluster_objects(settings));
     let replication = problems.take(replication(settings)).flatten();
     let dht = problems.take(dht(settings)).flatten();
     let data_dir = data_dir(settings);
@@ -398,6 +401,35 @@ fn secondaries(
         .collect()
 }
 
+/// The rules between the cluster-object settings: they read the objects of --manifests or
+/// --kubernetes, and the narrower ones need kinds to narrow.
+fn cluster_objects(settings: &ServeConfig) -> Vec<String> {
+    let cluster = settings.cluster_settings();
+    let mut out = Vec::new();
+    if cluster.enabled() && settings.manifests.is_empty() && settings.kubernetes().is_none() {
+        out.push(
+            "--kube-source (kubeSources) reads the objects of --manifests or --kubernetes: give \
+             one of them"
+                .into(),
+        );
+    }
+    let narrowing = [
+        ("--kube-source-default-names (kubeSourceDefaultNames)", cluster.default_names.is_some()),
+        ("--kube-source-internal (kubeSourceInternal)", cluster.internal),
+        ("--kube-source-namespace (kubeSourceNamespaces)", !cluster.namespaces.is_empty()),
+        ("--kube-source-selector (kubeSourceSelector)", cluster.selector != Default::default()),
+        ("--kube-source-ingress-class (kubeSourceIngressClasses)", !cluster.ingress_classes.is_empty()),
+    ];
+    for (flag, set) in narrowing {
+        if set && !cluster.enabled() {
+            out.push(format!(
+                "{flag} narrows what --kube-source (kubeSources) reads: name the kinds to read"
+            ));
+        }
+    }
+    out
+}
+
 fn kubernetes(settings: &ServeConfig) -> Result<Option<KubernetesPlan>, String> {
     let write_status = settings.write_status.unwrap_or(false);
     match settings.kubernetes() {
@@ -409,6 +441,7 @@ fn kubernetes(settings: &ServeConfig) -> Result<Option<KubernetesPlan>, String> 
             namespace: namespace.map(str::to_string),
             status_lease: write_status
                 .then(|| (defaults::namespace(), "meshdns-serve-status".to_string())),
+            kinds: settings.cluster_settings().kinds,
         })),
     }
 }

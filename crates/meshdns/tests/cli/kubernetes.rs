@@ -301,3 +301,114 @@ async fn the_last_good_records_are_served_through_api_faults() {
         asked.len()
     );
 }
+
+/// `serve --kubernetes --kube-source service,ingress`: Services (LoadBalancer, headless with
+/// EndpointSlices, ClusterIP by internal-hostname) and Ingresses answered in a served zone,
+/// each change (a new address, an endpoint going unready, a new host, a deletion) followed
+/// live, with the RBAC deploy/ gives the cluster-objects component, every rule of it used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_services_and_ingresses_from_a_cluster_live() {
+    let fake = FakeKube::start().await;
+    let policy = Policy::load(
+        &[
+            "components/kubernetes-source/rbac.yaml",
+            "components/cluster-objects/rbac.yaml",
+        ],
+        "meshdns-serve",
+        "default",
+    );
+    fake.enforce(policy.clone());
+    let hostname = "external-dns.kubernetes.io/hostname";
+    fake.insert(json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "web", "namespace": "shop", "annotations": {
+            hostname: "web.example.org",
+            "external-dns.alpha.kubernetes.io/internal-hostname": "web.internal.example.org"}},
+        "spec": {"type": "LoadBalancer", "clusterIP": "10.96.0.10", "ports": [{"port": 443}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}}}));
+    fake.insert(json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "cache", "namespace": "shop", "annotations": {hostname: "cache.example.org"}},
+        "spec": {"clusterIP": "None"}}));
+    fake.insert(json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "cache-1", "namespace": "shop", "labels": {"kubernetes.io/service-name": "cache"}},
+        "addressType": "IPv4",
+        "endpoints": [
+            {"addresses": ["10.244.0.1"], "hostname": "cache-0", "conditions": {"ready": true}},
+            {"addresses": ["10.244.0.2"], "hostname": "cache-1", "conditions": {"ready": true}}]}));
+    fake.insert(json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "shop", "namespace": "shop"},
+        "spec": {"rules": [{"host": "shop.example.org"}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.20"}]}}}));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write(dir.path(), "kubeconfig", &fake.kubeconfig("fake"));
+    let m = Meshdns::serve(&[
+        "--kubernetes",
+        "--kubeconfig",
+        &kubeconfig,
+        "--kube-source",
+        "service,ingress",
+        "--zone",
+        "example.org",
+        "--kube-source-default-names",
+        "cluster.example.org",
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    let m = tokio::task::spawn_blocking(move || {
+        wait_for(&m, "web.example.org", "192.0.2.10");
+        wait_for(&m, "web.internal.example.org", "10.96.0.10");
+        wait_for(&m, "web.shop.cluster.example.org", "192.0.2.10");
+        wait_for(&m, "cache-1.cache.example.org", "10.244.0.2");
+        wait_for(&m, "shop.example.org", "192.0.2.20");
+        let mut both = dig(m.dns, &["cache.example.org", "A", "+short"])
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>();
+        both.sort();
+        assert_eq!(both, ["10.244.0.1", "10.244.0.2"]);
+        m
+    })
+    .await
+    .unwrap();
+
+    // The load balancer moves; an endpoint goes unready; the Ingress gains a host.
+    let mut svc = fake.get("v1", "Service", Some("shop"), "web").unwrap();
+    svc["status"]["loadBalancer"]["ingress"][0]["ip"] = json!("192.0.2.11");
+    fake.replace(svc);
+    let mut slice = fake
+        .get("discovery.k8s.io/v1", "EndpointSlice", Some("shop"), "cache-1")
+        .unwrap();
+    slice["endpoints"][1]["conditions"]["ready"] = json!(false);
+    fake.replace(slice);
+    let mut ing = fake
+        .get("networking.k8s.io/v1", "Ingress", Some("shop"), "shop")
+        .unwrap();
+    ing["spec"]["rules"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"host": "store.example.org"}));
+    fake.replace(ing);
+    let m = tokio::task::spawn_blocking(move || {
+        wait_for(&m, "web.example.org", "192.0.2.11");
+        wait_for(&m, "cache.example.org", "10.244.0.1");
+        wait_for(&m, "store.example.org", "192.0.2.20");
+        assert!(dig(m.dns, &["cache-1.cache.example.org", "A"]).contains("status: NXDOMAIN"));
+        m
+    })
+    .await
+    .unwrap();
+
+    fake.delete("v1", "Service", Some("shop"), "web");
+    tokio::task::spawn_blocking(move || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !dig(m.dns, &["web.example.org", "A"]).contains("status: NXDOMAIN") {
+            assert!(std::time::Instant::now() < deadline, "deleted Service still served");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // The zone itself stays, with its SOA.
+        assert!(dig(m.dns, &["example.org", "SOA"]).contains("status: NOERROR"));
+    })
+    .await
+    .unwrap();
+    assert_eq!(fake.denied(), Vec::<String>::new());
+    rbac::assert_all_exercised(&policy, |_| false);
+}

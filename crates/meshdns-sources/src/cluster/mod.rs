@@ -1,0 +1,424 @@
+//! The cluster's own objects as DNS names (`--kube-source`): Services (with their
+//! EndpointSlices) and Ingresses, read the way external-dns and k8s_gateway read them, decided
+//! here, purely, into records and a verdict per object.
+//!
+//! - **Names.** external-dns's annotations under either prefix ([`names::PREFIXES`]):
+//!   `hostname` (comma-separated), `internal-hostname`, `ttl` (seconds or a duration),
+//!   `target` (Ingresses only, as external-dns reads it); with `default_names`, also
+//!   `<name>.<namespace>.<zone>` for every LoadBalancer and headless Service, as k8s_gateway
+//!   answers. `meshdns.io/ignore: "true"` keeps an object out.
+//! - **Service.** `LoadBalancer`: `spec.externalIPs` when given, else
+//!   `status.loadBalancer.ingress` (an IP as A/AAAA, a hostname as CNAME), at its hostnames; its
+//!   ClusterIPs at its internal hostnames. Headless (`clusterIP: None`): the ready addresses of
+//!   its EndpointSlices at both, and `<endpoint hostname>.<name>` for endpoints with a hostname.
+//!   `ClusterIP` (and `NodePort`): its ClusterIPs at its internal hostnames, and at its hostnames
+//!   only with `internal` (external-dns's `--publish-internal-services`). `ExternalName`: a
+//!   CNAME to `spec.externalName` at its hostnames.
+//! - **Ingress.** Its rules' hosts and its hostname annotation → the `target` annotation, else
+//!   `status.loadBalancer.ingress`; only the classes named, when some are.
+//! - **Conflicts.** Objects naming one name with addresses: every address is served (round
+//!   robin), at the oldest object's TTL. A CNAME against anything else from another object: the
+//!   older object (creation time, then kind, namespace and name) keeps the name, the other is
+//!   reported. An object that gives a name both addresses and a host name keeps the addresses.
+//!
+//! Where the records go is decided when the catalog is assembled ([`crate::snapshot`]): each
+//! into the deepest zone served, after every file and DNSZone, which win a name and type they
+//! also give; a name in no served zone is reported.
+
+pub mod names;
+mod service;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use meshdns_objects::core::{ObjectMeta, Time};
+use meshdns_zone::{Name, RData, Record};
+use serde_json::Value;
+
+use crate::content::Problem;
+pub use names::{Selector, Target};
+
+/// A kind of object `--kube-source` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// `v1` Service (and `discovery.k8s.io/v1` EndpointSlices for headless ones).
+    Service,
+    /// `networking.k8s.io/v1` Ingress.
+    Ingress,
+}
+
+impl Kind {
+    /// Every kind, as the flag names them.
+    pub const ALL: [(&str, Kind); 2] = [("service", Kind::Service), ("ingress", Kind::Ingress)];
+
+    /// The kind a `--kube-source` item names.
+    pub fn parse(text: &str) -> Result<Kind, String> {
+        let t = text.trim().to_ascii_lowercase();
+        Kind::ALL
+            .iter()
+            .find(|(n, _)| *n == t)
+            .map(|(_, k)| *k)
+            .ok_or_else(|| match t.as_str() {
+                "httproute" | "grpcroute" | "tlsroute" | "dnsendpoint" => {
+                    format!("{text:?} is not read yet (service and ingress are)")
+                }
+                _ => format!("{text:?} is not a source kind (service, ingress)"),
+            })
+    }
+
+    /// The kind's name in objects and messages.
+    pub fn object_kind(self) -> &'static str {
+        match self {
+            Kind::Service => "Service",
+            Kind::Ingress => "Ingress",
+        }
+    }
+}
+
+/// How the cluster's objects are read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterSettings {
+    /// The kinds read (none: the source is off).
+    pub kinds: BTreeSet<Kind>,
+    /// `<name>.<namespace>.<zone>` for every LoadBalancer and headless Service.
+    pub default_names: Option<Name>,
+    /// ClusterIP Services' addresses at their `hostname` names too.
+    pub internal: bool,
+    /// TTL when an object gives none.
+    pub default_ttl: u32,
+    /// Namespaces read (empty: all).
+    pub namespaces: Vec<String>,
+    /// Labels an object must carry.
+    pub selector: Selector,
+    /// Ingress classes read (empty: all).
+    pub ingress_classes: Vec<String>,
+}
+
+impl ClusterSettings {
+    /// Whether any kind is read.
+    pub fn enabled(&self) -> bool {
+        !self.kinds.is_empty()
+    }
+}
+
+/// What the objects give: records by owner name (placed into zones when the catalog is
+/// assembled), the problems, and a verdict per object read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClusterRecords {
+    /// Each record, with the object that gave it (`Service default/web`).
+    pub records: Vec<(Record, String)>,
+    /// Everything reported, each naming its object and field.
+    pub problems: Vec<Problem>,
+    /// Every object read, oldest first.
+    pub verdicts: Vec<ObjectVerdict>,
+}
+
+/// What was decided for one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectVerdict {
+    /// `Service`, `Ingress`.
+    pub kind: &'static str,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// The names it gives records at.
+    pub names: Vec<Name>,
+    /// Each field at fault and why (the object's other names are still served).
+    pub problems: Vec<(String, String)>,
+}
+
+impl ObjectVerdict {
+    /// `Service default/web`.
+    pub fn label(&self) -> String {
+        format!("{} {}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// One name an object gives, pointing at one target.
+#[derive(Debug, Clone)]
+struct Claim {
+    name: Name,
+    target: Target,
+    ttl: u32,
+}
+
+/// What one object's reading gives.
+#[derive(Debug, Default)]
+struct Reading {
+    claims: Vec<Claim>,
+    problems: Vec<(String, String)>,
+}
+
+impl Reading {
+    fn problem(&mut self, field: impl Into<String>, why: impl Into<String>) {
+        self.problems.push((field.into(), why.into()));
+    }
+
+    fn claim(&mut self, name: &Name, target: &Target, ttl: u32) {
+        self.claims.push(Claim {
+            name: name.clone(),
+            target: target.clone(),
+            ttl,
+        });
+    }
+
+    /// The TTL annotation, else `default`.
+    fn ttl(&mut self, meta: &ObjectMeta, default: u32) -> u32 {
+        let annotations = meta.annotations.clone().unwrap_or_default();
+        match names::annotation(&annotations, "ttl") {
+            Some((key, text)) => names::ttl(text).unwrap_or_else(|why| {
+                self.problem(format!("metadata.annotations[{key}]"), why);
+                default
+            }),
+            None => default,
+        }
+    }
+
+    /// The names of a comma-separated name annotation (`hostname`, `internal-hostname`).
+    fn annotated_names(&mut self, meta: &ObjectMeta, suffix: &str) -> Vec<Name> {
+        let annotations = meta.annotations.clone().unwrap_or_default();
+        let Some((key, text)) = names::annotation(&annotations, suffix) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for item in names::split_list(text) {
+            match names::host_name(&item) {
+                Ok(n) => out.push(n),
+                Err(why) => self.problem(format!("metadata.annotations[{key}]"), why),
+            }
+        }
+        out
+    }
+
+    /// Targets read from a `status.loadBalancer.ingress` list.
+    fn load_balancer(
+        &mut self,
+        field: &str,
+        ingress: &[(Option<String>, Option<String>)],
+    ) -> Vec<Target> {
+        let mut out = Vec::new();
+        for (i, (ip, hostname)) in ingress.iter().enumerate() {
+            if let Some(ip) = ip {
+                match ip.parse() {
+                    Ok(ip) => out.push(Target::Ip(ip)),
+                    Err(_) => self.problem(
+                        format!("{field}[{i}].ip"),
+                        format!("{ip:?} is not an IP address"),
+                    ),
+                }
+            }
+            if let Some(host) = hostname {
+                match names::target(host) {
+                    Ok(t @ Target::Host(_)) => out.push(t),
+                    _ => self.problem(
+                        format!("{field}[{i}].hostname"),
+                        format!("{host:?} is not a host name"),
+                    ),
+                }
+            }
+        }
+        out
+    }
+}
+
+/// An object of a kind read, kept with what identifies it.
+struct Object<'a> {
+    kind: Kind,
+    meta: ObjectMeta,
+    value: &'a Value,
+}
+
+fn text<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The kind of `o` among those read, by `apiVersion` and `kind`.
+fn kind_of(o: &Value) -> Option<Kind> {
+    match (text(o, "apiVersion"), text(o, "kind")) {
+        ("v1", "Service") => Some(Kind::Service),
+        ("networking.k8s.io/v1", "Ingress") => Some(Kind::Ingress),
+        _ => None,
+    }
+}
+
+/// Age order: creation time (absent last), then kind, namespace and name.
+fn age(o: &Object<'_>) -> (bool, Option<Time>, Kind, String, String) {
+    (
+        o.meta.creation_timestamp.is_none(),
+        o.meta.creation_timestamp.clone(),
+        o.kind,
+        o.meta.namespace.clone().unwrap_or_default(),
+        o.meta.name.clone().unwrap_or_default(),
+    )
+}
+
+/// Reads the objects of the kinds `settings` names among `objects` (`label` names the source
+/// in problems).
+pub fn read(label: &str, objects: &[Value], settings: &ClusterSettings) -> ClusterRecords {
+    let mut out = ClusterRecords::default();
+    if !settings.enabled() {
+        return out;
+    }
+    let mut read: Vec<Object<'_>> = objects
+        .iter()
+        .filter_map(|o| {
+            let kind = kind_of(o).filter(|k| settings.kinds.contains(k))?;
+            let meta: ObjectMeta = o
+                .get("metadata")
+                .and_then(|m| serde_json::from_value(m.clone()).ok())
+                .unwrap_or_default();
+            Some(Object {
+                kind,
+                meta,
+                value: o,
+            })
+        })
+        .filter(|o| wanted(&o.meta, settings))
+        .collect();
+    read.sort_by_cached_key(age);
+    let slices = service::slices_by_service(objects);
+    // (object index, its reading)
+    let mut readings = Vec::with_capacity(read.len());
+    for o in &read {
+        let reading = match o.kind {
+            Kind::Service => service::read_service(o.value, &o.meta, settings, &slices),
+            Kind::Ingress => service::read_ingress(o.value, &o.meta, settings),
+        };
+        readings.push(reading);
+    }
+    let kept = decide(&read, &mut readings);
+    for (o, reading) in read.iter().zip(readings) {
+        let mut verdict = ObjectVerdict {
+            kind: o.kind.object_kind(),
+            namespace: o.meta.namespace.clone().unwrap_or_default(),
+            name: o.meta.name.clone().unwrap_or_default(),
+            names: Vec::new(),
+            problems: reading.problems,
+        };
+        for claim in &reading.claims {
+            if !verdict.names.contains(&claim.name) {
+                verdict.names.push(claim.name.clone());
+            }
+        }
+        let object = verdict.label();
+        for (field, why) in &verdict.problems {
+            out.problems
+                .push(Problem::new(label, format!("{object} {field}"), why.clone()));
+        }
+        out.verdicts.push(verdict);
+    }
+    for (name, (target, ttl, owner)) in kept {
+        let data = match target {
+            Target::Ip(std::net::IpAddr::V4(a)) => RData::A(a),
+            Target::Ip(std::net::IpAddr::V6(a)) => RData::Aaaa(a),
+            Target::Host(h) => RData::Cname(h),
+        };
+        out.records.push((Record { name, ttl, data }, out.verdicts[owner].label()));
+    }
+    out
+}
+
+/// Whether an object passes the namespace and label filters and is not ignored.
+fn wanted(meta: &ObjectMeta, settings: &ClusterSettings) -> bool {
+    let ns = meta.namespace.as_deref().unwrap_or("");
+    let labels = meta.labels.clone().unwrap_or_default();
+    let ignored = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(names::IGNORE))
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    (settings.namespaces.is_empty() || settings.namespaces.iter().any(|n| n == ns))
+        && settings.selector.matches(&labels)
+        && !ignored
+}
+
+/// Decides every name's records from every object's claims (`read` oldest first): the
+/// records kept, as (name, (target, TTL, object index)); each claim refused is reported to
+/// its object.
+fn decide(
+    read: &[Object<'_>],
+    readings: &mut [Reading],
+) -> Vec<(Name, (Target, u32, usize))> {
+    // name -> (object index, claim) in age order
+    let mut by_name: BTreeMap<Name, Vec<(usize, Claim)>> = BTreeMap::new();
+    for (i, reading) in readings.iter().enumerate() {
+        for claim in &reading.claims {
+            by_name
+                .entry(claim.name.clone())
+                .or_default()
+                .push((i, claim.clone()));
+        }
+    }
+    let label = |i: usize| {
+        format!(
+            "{} {}/{}",
+            read[i].kind.object_kind(),
+            read[i].meta.namespace.as_deref().unwrap_or(""),
+            read[i].meta.name.as_deref().unwrap_or("")
+        )
+    };
+    let mut kept = Vec::new();
+    // (object, name) refused, each reported once.
+    let mut refused: BTreeSet<(usize, Name)> = BTreeSet::new();
+    for (name, claims) in by_name {
+        let oldest = claims[0].0;
+        let oldest_has_address = claims
+            .iter()
+            .any(|(i, c)| *i == oldest && matches!(c.target, Target::Ip(_)));
+        if oldest_has_address {
+            // Addresses from every object; host names refused.
+            let mut ttl_of: BTreeMap<bool, u32> = BTreeMap::new();
+            let mut seen = BTreeSet::new();
+            for (i, c) in &claims {
+                match &c.target {
+                    Target::Ip(ip) => {
+                        let ttl = *ttl_of.entry(ip.is_ipv4()).or_insert(c.ttl);
+                        if seen.insert(*ip) {
+                            kept.push((name.clone(), (c.target.clone(), ttl, *i)));
+                        }
+                    }
+                    Target::Host(h) => {
+                        let why = if *i == oldest {
+                            format!("{name} has addresses from this object; the CNAME to {h} cannot join them")
+                        } else {
+                            format!("{name} has addresses from {}, which is older; a CNAME to {h} cannot join them", label(oldest))
+                        };
+                        if refused.insert((*i, name.clone())) {
+                            readings[*i].problem(name.to_string(), format!("Conflict: {why}"));
+                        }
+                    }
+                }
+            }
+        } else {
+            // The oldest object's first host name; everything else refused.
+            let (_, first) = &claims[0];
+            kept.push((name.clone(), (first.target.clone(), first.ttl, oldest)));
+            for (i, c) in &claims[1..] {
+                if *i == oldest && c.target == first.target {
+                    continue;
+                }
+                let Target::Host(h) = &first.target else {
+                    continue;
+                };
+                let why = if *i == oldest {
+                    format!("{name} is already a CNAME to {h}; one name has one CNAME")
+                } else {
+                    format!("{name} is a CNAME to {h} from {}, which is older", label(oldest))
+                };
+                if refused.insert((*i, name.clone())) {
+                    readings[*i].problem(name.to_string(), format!("Conflict: {why}"));
+                }
+            }
+        }
+    }
+    // A name an object lost entirely is not among its names.
+    for (i, name) in refused {
+        if !kept.iter().any(|(n, (_, _, o))| *n == name && *o == i) {
+            readings[i].claims.retain(|c| c.name != name);
+        }
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests;

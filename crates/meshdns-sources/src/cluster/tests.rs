@@ -1,0 +1,378 @@
+use super::*;
+
+fn objects(yaml: &str) -> Vec<Value> {
+    crate::manifests::objects("test.yaml", yaml).unwrap()
+}
+
+fn settings(kinds: &[Kind]) -> ClusterSettings {
+    ClusterSettings {
+        kinds: kinds.iter().copied().collect(),
+        default_ttl: 60,
+        ..ClusterSettings::default()
+    }
+}
+
+/// The records as `name ttl TYPE data` lines, sorted.
+fn lines(read: &ClusterRecords) -> Vec<String> {
+    let mut out: Vec<String> = read
+        .records
+        .iter()
+        .map(|(r, _)| format!("{} {} {} {}", r.name, r.ttl, r.data.rtype(), r.data))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The problems, sorted.
+fn problems(read: &ClusterRecords) -> Vec<String> {
+    let mut out: Vec<String> = read.problems.iter().map(ToString::to_string).collect();
+    out.sort();
+    out
+}
+
+const SERVICES: &str = r#"
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: shop
+  creationTimestamp: "2026-01-01T00:00:00Z"
+  annotations:
+    external-dns.alpha.kubernetes.io/hostname: "web.example.org, www.example.org"
+    external-dns.alpha.kubernetes.io/internal-hostname: web.internal.example.org
+    external-dns.alpha.kubernetes.io/ttl: 5m
+spec:
+  type: LoadBalancer
+  clusterIP: 10.96.0.10
+  clusterIPs: [10.96.0.10, "fd00::10"]
+status:
+  loadBalancer:
+    ingress:
+    - ip: 192.0.2.10
+    - ip: "2001:db8::10"
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: api
+  namespace: shop
+  creationTimestamp: "2026-01-02T00:00:00Z"
+  annotations:
+    external-dns.kubernetes.io/hostname: api.example.org
+    external-dns.kubernetes.io/ttl: "30"
+spec:
+  type: LoadBalancer
+  externalIPs: [198.51.100.7]
+status:
+  loadBalancer:
+    ingress:
+    - hostname: lb-123.elb.example.net
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: db
+  namespace: shop
+  annotations:
+    external-dns.alpha.kubernetes.io/hostname: db.example.org
+    external-dns.alpha.kubernetes.io/internal-hostname: db.internal.example.org
+spec:
+  clusterIP: 10.96.0.20
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: cache
+  namespace: shop
+  annotations:
+    external-dns.alpha.kubernetes.io/hostname: cache.example.org
+spec:
+  clusterIP: None
+  selector: {app: cache}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: cache-abc
+  namespace: shop
+  labels: {kubernetes.io/service-name: cache}
+addressType: IPv4
+endpoints:
+- addresses: [10.1.0.1]
+  hostname: cache-0
+  conditions: {ready: true}
+- addresses: [10.1.0.2]
+  hostname: cache-1
+- addresses: [10.1.0.3]
+  hostname: cache-2
+  conditions: {ready: false}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: hidden
+  namespace: shop
+  annotations:
+    meshdns.io/ignore: "true"
+    external-dns.alpha.kubernetes.io/hostname: hidden.example.org
+spec:
+  type: LoadBalancer
+status:
+  loadBalancer:
+    ingress: [{ip: 192.0.2.99}]
+"#;
+
+#[test]
+fn services_of_each_type_give_their_names() {
+    let read = read("m", &objects(SERVICES), &settings(&[Kind::Service]));
+    assert_eq!(
+        lines(&read),
+        [
+            "api.example.org. 30 A 198.51.100.7",
+            "cache-0.cache.example.org. 60 A 10.1.0.1",
+            "cache-1.cache.example.org. 60 A 10.1.0.2",
+            "cache.example.org. 60 A 10.1.0.1",
+            "cache.example.org. 60 A 10.1.0.2",
+            "db.internal.example.org. 60 A 10.96.0.20",
+            "web.example.org. 300 A 192.0.2.10",
+            "web.example.org. 300 AAAA 2001:db8::10",
+            "web.internal.example.org. 300 A 10.96.0.10",
+            "web.internal.example.org. 300 AAAA fd00::10",
+            "www.example.org. 300 A 192.0.2.10",
+            "www.example.org. 300 AAAA 2001:db8::10",
+        ]
+    );
+    // The ClusterIP Service's hostname name is not published without --kube-source-internal,
+    // and it says why; the ignored one is not read at all.
+    assert_eq!(
+        problems(&read),
+        ["m: Service shop/db spec.type: a ClusterIP Service's addresses are published at its hostname names only with --kube-source-internal (internal-hostname names always)"]
+    );
+    assert_eq!(read.verdicts.len(), 4);
+    assert_eq!(read.verdicts[0].label(), "Service shop/web");
+    assert!(!read.verdicts.iter().any(|v| v.name == "hidden"));
+
+    let mut internal = settings(&[Kind::Service]);
+    internal.internal = true;
+    let read = super::read("m", &objects(SERVICES), &internal);
+    assert!(lines(&read).contains(&"db.example.org. 60 A 10.96.0.20".to_string()));
+    assert!(read.problems.is_empty(), "{:?}", read.problems);
+}
+
+#[test]
+fn an_endpoint_going_ready_or_away_changes_the_names() {
+    let mut text = SERVICES.replace("conditions: {ready: false}", "conditions: {ready: true}");
+    let read = read("m", &objects(&text), &settings(&[Kind::Service]));
+    assert!(lines(&read).contains(&"cache-2.cache.example.org. 60 A 10.1.0.3".to_string()));
+    // publishNotReadyAddresses serves them whatever their condition.
+    text = SERVICES.replace("selector: {app: cache}", "selector: {app: cache}\n  publishNotReadyAddresses: true");
+    let read = super::read("m", &objects(&text), &settings(&[Kind::Service]));
+    assert!(lines(&read).contains(&"cache.example.org. 60 A 10.1.0.3".to_string()));
+}
+
+#[test]
+fn default_names_filters_and_bad_fields() {
+    let mut s = settings(&[Kind::Service]);
+    s.default_names = Some(Name::parse("cluster.example.org.", None).unwrap());
+    s.namespaces = vec!["shop".into()];
+    let text = format!(
+        "{SERVICES}\n---\n{}",
+        r#"
+apiVersion: v1
+kind: Service
+metadata:
+  name: other
+  namespace: elsewhere
+spec:
+  type: LoadBalancer
+status:
+  loadBalancer:
+    ingress: [{ip: 192.0.2.50}]
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: broken
+  namespace: shop
+  labels: {tier: edge}
+  annotations:
+    external-dns.alpha.kubernetes.io/hostname: "ok.example.org,bad!name.example.org"
+    external-dns.alpha.kubernetes.io/ttl: soon
+spec:
+  type: LoadBalancer
+status:
+  loadBalancer:
+    ingress: [{ip: 192.0.2.300}, {ip: 192.0.2.51}]
+"#
+    );
+    let read = read("m", &objects(&text), &s);
+    let l = lines(&read);
+    assert!(l.contains(&"web.shop.cluster.example.org. 300 A 192.0.2.10".to_string()));
+    assert!(l.contains(&"cache.shop.cluster.example.org. 60 A 10.1.0.1".to_string()));
+    assert!(l.contains(&"ok.example.org. 60 A 192.0.2.51".to_string()));
+    assert!(l.contains(&"broken.shop.cluster.example.org. 60 A 192.0.2.51".to_string()));
+    assert!(!l.iter().any(|l| l.contains("elsewhere") || l.contains("192.0.2.50")));
+    let p = problems(&read);
+    assert!(p.contains(&"m: Service shop/broken metadata.annotations[external-dns.alpha.kubernetes.io/hostname]: \"bad!name.example.org\" is not a host name (labels of letters, digits, '-' and '_', a '*' only as the first label)".to_string()), "{p:?}");
+    assert!(p.iter().any(|p| p.starts_with("m: Service shop/broken metadata.annotations[external-dns.alpha.kubernetes.io/ttl]: \"soon\" is not a TTL")), "{p:?}");
+    assert!(p.contains(&"m: Service shop/broken status.loadBalancer.ingress[0].ip: \"192.0.2.300\" is not an IP address".to_string()), "{p:?}");
+    // A label selector keeps only the matching.
+    s.selector = Selector::parse("tier=edge").unwrap();
+    let read = super::read("m", &objects(&text), &s);
+    assert_eq!(read.verdicts.len(), 1);
+    assert_eq!(read.verdicts[0].name, "broken");
+}
+
+const INGRESSES: &str = r#"
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: shop
+  namespace: shop
+  creationTimestamp: "2026-01-01T00:00:00Z"
+spec:
+  ingressClassName: nginx
+  rules:
+  - host: shop.example.org
+  - host: "*.shop.example.org"
+  - {}
+status:
+  loadBalancer:
+    ingress: [{ip: 192.0.2.20}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: blog
+  namespace: blog
+  creationTimestamp: "2026-01-02T00:00:00Z"
+  annotations:
+    kubernetes.io/ingress.class: traefik
+    external-dns.alpha.kubernetes.io/target: edge.example.net
+    external-dns.alpha.kubernetes.io/hostname: news.example.org
+spec:
+  rules:
+  - host: blog.example.org
+status:
+  loadBalancer:
+    ingress: [{ip: 192.0.2.21}]
+"#;
+
+#[test]
+fn ingresses_give_their_hosts_with_class_filter_and_target() {
+    let read = read("m", &objects(INGRESSES), &settings(&[Kind::Ingress]));
+    assert_eq!(
+        lines(&read),
+        [
+            "*.shop.example.org. 60 A 192.0.2.20",
+            "blog.example.org. 60 CNAME edge.example.net.",
+            "news.example.org. 60 CNAME edge.example.net.",
+            "shop.example.org. 60 A 192.0.2.20",
+        ]
+    );
+    let mut s = settings(&[Kind::Ingress]);
+    s.ingress_classes = vec!["traefik".into()];
+    let read = super::read("m", &objects(INGRESSES), &s);
+    assert_eq!(read.verdicts.len(), 2);
+    assert_eq!(
+        lines(&read),
+        [
+            "blog.example.org. 60 CNAME edge.example.net.",
+            "news.example.org. 60 CNAME edge.example.net.",
+        ]
+    );
+    // Services are not read unless named.
+    assert!(read.verdicts.iter().all(|v| v.kind == "Ingress"));
+}
+
+#[test]
+fn conflicts_merge_addresses_and_give_a_cname_to_the_older() {
+    let text = r#"
+apiVersion: v1
+kind: Service
+metadata:
+  name: a
+  namespace: x
+  creationTimestamp: "2026-01-01T00:00:00Z"
+  annotations: {external-dns.alpha.kubernetes.io/hostname: "rr.example.org,c.example.org"}
+spec: {type: LoadBalancer}
+status: {loadBalancer: {ingress: [{ip: 192.0.2.1}]}}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: b
+  namespace: x
+  creationTimestamp: "2026-01-02T00:00:00Z"
+spec:
+  rules: [{host: rr.example.org}, {host: c.example.org}, {host: alias.example.org}]
+status: {loadBalancer: {ingress: [{ip: 192.0.2.2}, {ip: 192.0.2.1}]}}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: c
+  namespace: x
+  creationTimestamp: "2026-01-03T00:00:00Z"
+  annotations: {external-dns.alpha.kubernetes.io/target: lb.example.net}
+spec:
+  rules: [{host: c.example.org}, {host: alias.example.org}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: d
+  namespace: x
+  creationTimestamp: "2025-12-01T00:00:00Z"
+  annotations: {external-dns.alpha.kubernetes.io/target: old.example.net}
+spec:
+  rules: [{host: alias.example.org}]
+"#;
+    let read = read(
+        "m",
+        &objects(text),
+        &settings(&[Kind::Service, Kind::Ingress]),
+    );
+    assert_eq!(
+        lines(&read),
+        [
+            "alias.example.org. 60 CNAME old.example.net.",
+            "c.example.org. 60 A 192.0.2.1",
+            "c.example.org. 60 A 192.0.2.2",
+            "rr.example.org. 60 A 192.0.2.1",
+            "rr.example.org. 60 A 192.0.2.2",
+        ]
+    );
+    assert_eq!(
+        problems(&read),
+        [
+            "m: Ingress x/b alias.example.org.: Conflict: alias.example.org. is a CNAME to old.example.net. from Ingress x/d, which is older",
+            "m: Ingress x/c alias.example.org.: Conflict: alias.example.org. is a CNAME to old.example.net. from Ingress x/d, which is older",
+            "m: Ingress x/c c.example.org.: Conflict: c.example.org. has addresses from Service x/a, which is older; a CNAME to lb.example.net. cannot join them",
+        ]
+    );
+    // c lost every name it gave; b keeps the two it shares.
+    let names = |n: &str| {
+        read.verdicts
+            .iter()
+            .find(|v| v.name == n)
+            .unwrap()
+            .names
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert!(names("c").is_empty());
+    assert_eq!(names("b"), ["rr.example.org.", "c.example.org."]);
+}
+
+#[test]
+fn kinds_parse_and_later_ones_say_so() {
+    assert_eq!(Kind::parse("Service"), Ok(Kind::Service));
+    assert_eq!(Kind::parse("ingress"), Ok(Kind::Ingress));
+    assert_eq!(
+        Kind::parse("httproute"),
+        Err("\"httproute\" is not read yet (service and ingress are)".into())
+    );
+    assert!(Kind::parse("pods").is_err());
+}
