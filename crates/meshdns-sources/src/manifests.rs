@@ -661,7 +661,11 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Parsed {
-        zones("m.yaml", &objects("m.yaml", text).unwrap(), &Default::default())
+        zones(
+            "m.yaml",
+            &objects("m.yaml", text).unwrap(),
+            &Default::default(),
+        )
     }
 
     const ZONES: &str = "

@@ -108,7 +108,11 @@ pub fn load_source(
             Err(problem) => unusable.push(problem),
         }
     }
-    let mut loaded = load_parsed(&label, manifests::zones(&label, &objects, &settings.cluster), defaults);
+    let mut loaded = load_parsed(
+        &label,
+        manifests::zones(&label, &objects, &settings.cluster),
+        defaults,
+    );
     loaded.unusable = unusable;
     Ok(loaded)
 }

@@ -183,7 +183,9 @@ pub fn assemble(
                                 "already provided by {}, which takes precedence over the cluster's objects",
                                 inputs.get(*winner).map_or("another source", |w| w.label)
                             ),
-                            other => format!("{other}; the other records come from a source that takes precedence"),
+                            other => format!(
+                                "{other}; the other records come from a source that takes precedence"
+                            ),
                         };
                         problems.push(Problem::new(
                             inputs[*i].label,
@@ -238,7 +240,9 @@ fn place<'a>(
             let mut at = Some(record.name.clone());
             while let Some(name) = at {
                 if by_origin.contains_key(&name) {
-                    out.entry(name).or_default().push((i, record, object.as_str()));
+                    out.entry(name)
+                        .or_default()
+                        .push((i, record, object.as_str()));
                     placed = true;
                     break;
                 }
@@ -379,7 +383,14 @@ mod tests {
             } else {
                 meshdns_zone::RData::A(data.parse().unwrap())
             };
-            (Record { name, ttl: 60, data }, "Service x/web".to_string())
+            (
+                Record {
+                    name,
+                    ttl: 60,
+                    data,
+                },
+                "Service x/web".to_string(),
+            )
         };
         let cluster = CompiledSource {
             placed: Arc::new(vec![
@@ -411,12 +422,24 @@ mod tests {
         };
         // Into the deepest zone served; the file keeps its names and types.
         assert_eq!(
-            a(b"\x03web\x04apps\x07example\x03org\x00", b"\x04apps\x07example\x03org\x00"),
+            a(
+                b"\x03web\x04apps\x07example\x03org\x00",
+                b"\x04apps\x07example\x03org\x00"
+            ),
             ["192.0.2.2"]
         );
-        assert_eq!(a(b"\x04shop\x07example\x03org\x00", b"\x07example\x03org\x00"), ["192.0.2.3"]);
-        assert_eq!(a(b"\x03www\x07example\x03org\x00", b"\x07example\x03org\x00"), ["192.0.2.1"]);
-        assert_eq!(a(b"\x04mail\x07example\x03org\x00", b"\x07example\x03org\x00"), ["192.0.2.9"]);
+        assert_eq!(
+            a(b"\x04shop\x07example\x03org\x00", b"\x07example\x03org\x00"),
+            ["192.0.2.3"]
+        );
+        assert_eq!(
+            a(b"\x03www\x07example\x03org\x00", b"\x07example\x03org\x00"),
+            ["192.0.2.1"]
+        );
+        assert_eq!(
+            a(b"\x04mail\x07example\x03org\x00", b"\x07example\x03org\x00"),
+            ["192.0.2.9"]
+        );
         assert!(cat.find_zone(b"\x03web\x05other\x03org\x00").is_none());
         let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
         assert_eq!(

@@ -33,12 +33,15 @@ where
     }
 }
 
+/// Appends a reflected kind's objects to a list.
+type Lister = Box<dyn Fn(&mut Vec<serde_json::Value>) + Send>;
+
 /// One kind reflected: its watch events, whether it has listed once, and its objects as the
 /// reading takes them (with `apiVersion` and `kind`, which list items may lack).
 struct Reflected {
     events: futures::stream::BoxStream<'static, Result<(), watcher::Error>>,
     listed: Box<dyn Fn() -> bool + Send>,
-    objects: Box<dyn Fn(&mut Vec<serde_json::Value>) + Send>,
+    objects: Lister,
 }
 
 fn reflected<K>(api: Api<K>, api_version: &'static str, kind: &'static str) -> Reflected
@@ -81,7 +84,11 @@ pub async fn reflect(
     let ns = namespace.as_deref();
     let mut kinds_read = vec![
         reflected(api::<DNSZone>(&client, ns), DNS_API_VERSION, "DNSZone"),
-        reflected(api::<DNSRecordSet>(&client, ns), DNS_API_VERSION, "DNSRecordSet"),
+        reflected(
+            api::<DNSRecordSet>(&client, ns),
+            DNS_API_VERSION,
+            "DNSRecordSet",
+        ),
     ];
     if kinds.contains(&Kind::Service) {
         kinds_read.push(reflected(api::<Service>(&client, ns), "v1", "Service"));

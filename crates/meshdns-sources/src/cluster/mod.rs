@@ -302,8 +302,11 @@ pub fn read(label: &str, objects: &[Value], settings: &ClusterSettings) -> Clust
         }
         let object = verdict.label();
         for (field, why) in &verdict.problems {
-            out.problems
-                .push(Problem::new(label, format!("{object} {field}"), why.clone()));
+            out.problems.push(Problem::new(
+                label,
+                format!("{object} {field}"),
+                why.clone(),
+            ));
         }
         out.verdicts.push(verdict);
     }
@@ -313,7 +316,8 @@ pub fn read(label: &str, objects: &[Value], settings: &ClusterSettings) -> Clust
             Target::Ip(std::net::IpAddr::V6(a)) => RData::Aaaa(a),
             Target::Host(h) => RData::Cname(h),
         };
-        out.records.push((Record { name, ttl, data }, out.verdicts[owner].label()));
+        out.records
+            .push((Record { name, ttl, data }, out.verdicts[owner].label()));
     }
     out
 }
@@ -335,10 +339,7 @@ fn wanted(meta: &ObjectMeta, settings: &ClusterSettings) -> bool {
 /// Decides every name's records from every object's claims (`read` oldest first): the
 /// records kept, as (name, (target, TTL, object index)); each claim refused is reported to
 /// its object.
-fn decide(
-    read: &[Object<'_>],
-    readings: &mut [Reading],
-) -> Vec<(Name, (Target, u32, usize))> {
+fn decide(read: &[Object<'_>], readings: &mut [Reading]) -> Vec<(Name, (Target, u32, usize))> {
     // name -> (object index, claim) in age order
     let mut by_name: BTreeMap<Name, Vec<(usize, Claim)>> = BTreeMap::new();
     for (i, reading) in readings.iter().enumerate() {
@@ -379,9 +380,14 @@ fn decide(
                     }
                     Target::Host(h) => {
                         let why = if *i == oldest {
-                            format!("{name} has addresses from this object; the CNAME to {h} cannot join them")
+                            format!(
+                                "{name} has addresses from this object; the CNAME to {h} cannot join them"
+                            )
                         } else {
-                            format!("{name} has addresses from {}, which is older; a CNAME to {h} cannot join them", label(oldest))
+                            format!(
+                                "{name} has addresses from {}, which is older; a CNAME to {h} cannot join them",
+                                label(oldest)
+                            )
                         };
                         if refused.insert((*i, name.clone())) {
                             readings[*i].problem(name.to_string(), format!("Conflict: {why}"));
@@ -403,7 +409,10 @@ fn decide(
                 let why = if *i == oldest {
                     format!("{name} is already a CNAME to {h}; one name has one CNAME")
                 } else {
-                    format!("{name} is a CNAME to {h} from {}, which is older", label(oldest))
+                    format!(
+                        "{name} is a CNAME to {h} from {}, which is older",
+                        label(oldest)
+                    )
                 };
                 if refused.insert((*i, name.clone())) {
                     readings[*i].problem(name.to_string(), format!("Conflict: {why}"));

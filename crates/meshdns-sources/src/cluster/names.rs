@@ -8,7 +8,10 @@ use meshdns_zone::Name;
 
 /// external-dns's annotation prefixes: the GA one (external-dns v0.22 and later) and the alpha
 /// one (earlier releases, and k8s_gateway). An object may use either; the GA one is read first.
-pub const PREFIXES: [&str; 2] = ["external-dns.kubernetes.io/", "external-dns.alpha.kubernetes.io/"];
+pub const PREFIXES: [&str; 2] = [
+    "external-dns.kubernetes.io/",
+    "external-dns.alpha.kubernetes.io/",
+];
 
 /// The annotation that keeps an object out of DNS whatever else it says (`"true"`).
 pub const IGNORE: &str = "meshdns.io/ignore";
@@ -77,9 +80,7 @@ pub fn target(text: &str) -> Result<Target, String> {
     }
     match host_name(text) {
         Ok(name) if !text.starts_with('*') => Ok(Target::Host(name)),
-        _ => Err(format!(
-            "{text:?} is neither an IP address nor a host name"
-        )),
+        _ => Err(format!("{text:?} is neither an IP address nor a host name")),
     }
 }
 
@@ -87,7 +88,9 @@ pub fn target(text: &str) -> Result<Target, String> {
 /// of a second dropped) or whole seconds, from 1 to 2147483647.
 pub fn ttl(text: &str) -> Result<u32, String> {
     let bad = || {
-        format!("{text:?} is not a TTL (whole seconds such as 300, or a duration such as 5m or 1h30m, from 1s to 2147483647s)")
+        format!(
+            "{text:?} is not a TTL (whole seconds such as 300, or a duration such as 5m or 1h30m, from 1s to 2147483647s)"
+        )
     };
     let seconds = match text.parse::<i64>() {
         Ok(s) => s,
@@ -208,13 +211,32 @@ mod tests {
 
     #[test]
     fn host_names_and_targets() {
-        assert_eq!(host_name("Web.Example.org.").unwrap().to_string(), "web.example.org.");
-        assert_eq!(host_name("*.apps.example.org").unwrap().to_string(), "*.apps.example.org.");
-        for bad in ["", "a..b", "a.*.b", "has space.org", "x/y.org", &"a".repeat(64)] {
+        assert_eq!(
+            host_name("Web.Example.org.").unwrap().to_string(),
+            "web.example.org."
+        );
+        assert_eq!(
+            host_name("*.apps.example.org").unwrap().to_string(),
+            "*.apps.example.org."
+        );
+        for bad in [
+            "",
+            "a..b",
+            "a.*.b",
+            "has space.org",
+            "x/y.org",
+            &"a".repeat(64),
+        ] {
             assert!(host_name(bad).is_err(), "{bad}");
         }
-        assert_eq!(target("192.0.2.1"), Ok(Target::Ip("192.0.2.1".parse().unwrap())));
-        assert_eq!(target("2001:db8::1"), Ok(Target::Ip("2001:db8::1".parse().unwrap())));
+        assert_eq!(
+            target("192.0.2.1"),
+            Ok(Target::Ip("192.0.2.1".parse().unwrap()))
+        );
+        assert_eq!(
+            target("2001:db8::1"),
+            Ok(Target::Ip("2001:db8::1".parse().unwrap()))
+        );
         assert_eq!(
             target("lb.example.net."),
             Ok(Target::Host(Name::parse("lb.example.net.", None).unwrap()))
@@ -225,13 +247,19 @@ mod tests {
 
     #[test]
     fn lists_split_as_external_dns_splits_them() {
-        assert_eq!(split_list(" a.org, b.org ,,c.org,"), ["a.org", "b.org", "c.org"]);
+        assert_eq!(
+            split_list(" a.org, b.org ,,c.org,"),
+            ["a.org", "b.org", "c.org"]
+        );
     }
 
     #[test]
     fn selectors() {
-        let labels: BTreeMap<String, String> =
-            [("app".to_string(), "web".to_string()), ("tier".into(), "edge".into())].into();
+        let labels: BTreeMap<String, String> = [
+            ("app".to_string(), "web".to_string()),
+            ("tier".into(), "edge".into()),
+        ]
+        .into();
         for (text, hit) in [
             ("app=web", true),
             ("app==web,tier", true),
@@ -240,7 +268,11 @@ mod tests {
             ("!tier", false),
             ("", true),
         ] {
-            assert_eq!(Selector::parse(text).unwrap().matches(&labels), hit, "{text}");
+            assert_eq!(
+                Selector::parse(text).unwrap().matches(&labels),
+                hit,
+                "{text}"
+            );
         }
         assert!(Selector::parse("app in (a,b)").is_err());
     }

@@ -13,7 +13,9 @@ use super::{ClusterSettings, Reading};
 const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
 /// Every EndpointSlice among `objects`, by (namespace, Service name).
-pub(super) fn slices_by_service(objects: &[Value]) -> BTreeMap<(String, String), Vec<EndpointSlice>> {
+pub(super) fn slices_by_service(
+    objects: &[Value],
+) -> BTreeMap<(String, String), Vec<EndpointSlice>> {
     let mut out: BTreeMap<(String, String), Vec<EndpointSlice>> = BTreeMap::new();
     for o in objects {
         if o.get("apiVersion").and_then(Value::as_str) != Some("discovery.k8s.io/v1")
@@ -75,7 +77,10 @@ pub(super) fn read_service(
     {
         match Name::parse(&format!("{name}.{ns}"), Some(zone)) {
             Ok(n) => hostnames.push(n),
-            Err(e) => r.problem("metadata.name", format!("{name}.{ns}.{zone} is not a name: {e}")),
+            Err(e) => r.problem(
+                "metadata.name",
+                format!("{name}.{ns}.{zone} is not a name: {e}"),
+            ),
         }
     }
     let cluster_ips: Vec<Target> = if headless {
@@ -88,7 +93,11 @@ pub(super) fn read_service(
         addresses(&mut r, "spec.clusterIPs", &ips)
     };
     if headless {
-        let ready = ready_endpoints(&mut r, slices.get(&(ns, name)), spec.publish_not_ready_addresses);
+        let ready = ready_endpoints(
+            &mut r,
+            slices.get(&(ns, name)),
+            spec.publish_not_ready_addresses,
+        );
         let all: Vec<Target> = ready.iter().flat_map(|(_, a)| a.iter().cloned()).collect();
         for n in hostnames.iter().chain(&internal_names) {
             for t in &all {
@@ -163,7 +172,10 @@ fn addresses(r: &mut Reading, field: &str, ips: &[String]) -> Vec<Target> {
     for (i, ip) in ips.iter().enumerate() {
         match ip.parse() {
             Ok(ip) => out.push(Target::Ip(ip)),
-            Err(_) => r.problem(format!("{field}[{i}]"), format!("{ip:?} is not an IP address")),
+            Err(_) => r.problem(
+                format!("{field}[{i}]"),
+                format!("{ip:?} is not an IP address"),
+            ),
         }
     }
     out
@@ -184,11 +196,7 @@ fn ready_endpoints(
         }
         let slice_name = slice.metadata.name.clone().unwrap_or_default();
         for (i, ep) in slice.endpoints.iter().flatten().enumerate() {
-            let ready = ep
-                .conditions
-                .as_ref()
-                .and_then(|c| c.ready)
-                .unwrap_or(true);
+            let ready = ep.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
             if !ready && publish_not_ready != Some(true) {
                 continue;
             }
@@ -210,7 +218,11 @@ fn ready_endpoints(
     out
 }
 
-pub(super) fn read_ingress(value: &Value, meta: &ObjectMeta, settings: &ClusterSettings) -> Reading {
+pub(super) fn read_ingress(
+    value: &Value,
+    meta: &ObjectMeta,
+    settings: &ClusterSettings,
+) -> Reading {
     let mut r = Reading::default();
     let Some(ingress) = typed::<Ingress>(value, &mut r) else {
         return r;

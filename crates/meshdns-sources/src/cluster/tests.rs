@@ -146,7 +146,9 @@ fn services_of_each_type_give_their_names() {
     // and it says why; the ignored one is not read at all.
     assert_eq!(
         problems(&read),
-        ["m: Service shop/db spec.type: a ClusterIP Service's addresses are published at its hostname names only with --kube-source-internal (internal-hostname names always)"]
+        [
+            "m: Service shop/db spec.type: a ClusterIP Service's addresses are published at its hostname names only with --kube-source-internal (internal-hostname names always)"
+        ]
     );
     assert_eq!(read.verdicts.len(), 4);
     assert_eq!(read.verdicts[0].label(), "Service shop/web");
@@ -165,7 +167,10 @@ fn an_endpoint_going_ready_or_away_changes_the_names() {
     let read = read("m", &objects(&text), &settings(&[Kind::Service]));
     assert!(lines(&read).contains(&"cache-2.cache.example.org. 60 A 10.1.0.3".to_string()));
     // publishNotReadyAddresses serves them whatever their condition.
-    text = SERVICES.replace("selector: {app: cache}", "selector: {app: cache}\n  publishNotReadyAddresses: true");
+    text = SERVICES.replace(
+        "selector: {app: cache}",
+        "selector: {app: cache}\n  publishNotReadyAddresses: true",
+    );
     let read = super::read("m", &objects(&text), &settings(&[Kind::Service]));
     assert!(lines(&read).contains(&"cache.example.org. 60 A 10.1.0.3".to_string()));
 }
@@ -211,7 +216,10 @@ status:
     assert!(l.contains(&"cache.shop.cluster.example.org. 60 A 10.1.0.1".to_string()));
     assert!(l.contains(&"ok.example.org. 60 A 192.0.2.51".to_string()));
     assert!(l.contains(&"broken.shop.cluster.example.org. 60 A 192.0.2.51".to_string()));
-    assert!(!l.iter().any(|l| l.contains("elsewhere") || l.contains("192.0.2.50")));
+    assert!(
+        !l.iter()
+            .any(|l| l.contains("elsewhere") || l.contains("192.0.2.50"))
+    );
     let p = problems(&read);
     assert!(p.contains(&"m: Service shop/broken metadata.annotations[external-dns.alpha.kubernetes.io/hostname]: \"bad!name.example.org\" is not a host name (labels of letters, digits, '-' and '_', a '*' only as the first label)".to_string()), "{p:?}");
     assert!(p.iter().any(|p| p.starts_with("m: Service shop/broken metadata.annotations[external-dns.alpha.kubernetes.io/ttl]: \"soon\" is not a TTL")), "{p:?}");

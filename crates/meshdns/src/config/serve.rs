@@ -174,8 +174,16 @@ pub struct ServeConfig {
         default_missing_value = "true", help_heading = "Cluster objects")]
     pub kube_source_internal: Option<bool>,
     /// Only objects of this namespace (repeatable) [default: all].
-    #[arg(long = "kube-source-namespace", value_name = "NS", help_heading = "Cluster objects")]
-    #[serde(default, rename = "kubeSourceNamespaces", deserialize_with = "de::list")]
+    #[arg(
+        long = "kube-source-namespace",
+        value_name = "NS",
+        help_heading = "Cluster objects"
+    )]
+    #[serde(
+        default,
+        rename = "kubeSourceNamespaces",
+        deserialize_with = "de::list"
+    )]
     pub kube_source_namespaces: Vec<String>,
     /// Only objects whose labels match (key=value, key!=value, key, !key; comma-separated)
     /// [default: all].
@@ -184,8 +192,16 @@ pub struct ServeConfig {
     pub kube_source_selector: Option<meshdns_sources::cluster::Selector>,
     /// Only Ingresses of this class (spec.ingressClassName, else the kubernetes.io/ingress.class
     /// annotation; repeatable) [default: all].
-    #[arg(long = "kube-source-ingress-class", value_name = "CLASS", help_heading = "Cluster objects")]
-    #[serde(default, rename = "kubeSourceIngressClasses", deserialize_with = "de::list")]
+    #[arg(
+        long = "kube-source-ingress-class",
+        value_name = "CLASS",
+        help_heading = "Cluster objects"
+    )]
+    #[serde(
+        default,
+        rename = "kubeSourceIngressClasses",
+        deserialize_with = "de::list"
+    )]
     pub kube_source_ingress_classes: Vec<String>,
 
     /// Accept pkarr publishes on the HTTP listener (PUT /pkarr/<z32>) and serve them under

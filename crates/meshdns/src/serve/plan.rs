@@ -414,11 +414,26 @@ fn cluster_objects(settings: &ServeConfig) -> Vec<String> {
         );
     }
     let narrowing = [
-        ("--kube-source-default-names (kubeSourceDefaultNames)", cluster.default_names.is_some()),
-        ("--kube-source-internal (kubeSourceInternal)", cluster.internal),
-        ("--kube-source-namespace (kubeSourceNamespaces)", !cluster.namespaces.is_empty()),
-        ("--kube-source-selector (kubeSourceSelector)", cluster.selector != Default::default()),
-        ("--kube-source-ingress-class (kubeSourceIngressClasses)", !cluster.ingress_classes.is_empty()),
+        (
+            "--kube-source-default-names (kubeSourceDefaultNames)",
+            cluster.default_names.is_some(),
+        ),
+        (
+            "--kube-source-internal (kubeSourceInternal)",
+            cluster.internal,
+        ),
+        (
+            "--kube-source-namespace (kubeSourceNamespaces)",
+            !cluster.namespaces.is_empty(),
+        ),
+        (
+            "--kube-source-selector (kubeSourceSelector)",
+            cluster.selector != Default::default(),
+        ),
+        (
+            "--kube-source-ingress-class (kubeSourceIngressClasses)",
+            !cluster.ingress_classes.is_empty(),
+        ),
     ];
     for (flag, set) in narrowing {
         if set && !cluster.enabled() {

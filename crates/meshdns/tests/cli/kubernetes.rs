@@ -334,10 +334,12 @@ async fn serves_services_and_ingresses_from_a_cluster_live() {
         "endpoints": [
             {"addresses": ["10.244.0.1"], "hostname": "cache-0", "conditions": {"ready": true}},
             {"addresses": ["10.244.0.2"], "hostname": "cache-1", "conditions": {"ready": true}}]}));
-    fake.insert(json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+    fake.insert(
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
         "metadata": {"name": "shop", "namespace": "shop"},
         "spec": {"rules": [{"host": "shop.example.org"}]},
-        "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.20"}]}}}));
+        "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.20"}]}}}),
+    );
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = write(dir.path(), "kubeconfig", &fake.kubeconfig("fake"));
     let m = Meshdns::serve(&[
@@ -375,7 +377,12 @@ async fn serves_services_and_ingresses_from_a_cluster_live() {
     svc["status"]["loadBalancer"]["ingress"][0]["ip"] = json!("192.0.2.11");
     fake.replace(svc);
     let mut slice = fake
-        .get("discovery.k8s.io/v1", "EndpointSlice", Some("shop"), "cache-1")
+        .get(
+            "discovery.k8s.io/v1",
+            "EndpointSlice",
+            Some("shop"),
+            "cache-1",
+        )
         .unwrap();
     slice["endpoints"][1]["conditions"]["ready"] = json!(false);
     fake.replace(slice);
@@ -401,7 +408,10 @@ async fn serves_services_and_ingresses_from_a_cluster_live() {
     tokio::task::spawn_blocking(move || {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while !dig(m.dns, &["web.example.org", "A"]).contains("status: NXDOMAIN") {
-            assert!(std::time::Instant::now() < deadline, "deleted Service still served");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "deleted Service still served"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         // The zone itself stays, with its SOA.
