@@ -123,12 +123,16 @@ impl Drop for FakeKube {
     }
 }
 
-/// The plural resource name Kubernetes uses for a kind (`ClusterMesh` -> `clustermeshes`).
+/// The plural resource name Kubernetes uses for a kind (`ClusterMesh` -> `clustermeshes`,
+/// `Gateway` -> `gateways`).
 pub fn plural(kind: &str) -> String {
     let k = kind.to_ascii_lowercase();
     if k.ends_with('s') || k.ends_with("sh") || k.ends_with("ch") || k.ends_with('x') {
         format!("{k}es")
-    } else if let Some(stem) = k.strip_suffix('y') {
+    } else if let Some(stem) = k.strip_suffix('y')
+        && !stem.ends_with(['a', 'e', 'i', 'o', 'u'])
+    {
+        // `policy` -> `policies`, but `gateway` -> `gateways`.
         format!("{stem}ies")
     } else {
         format!("{k}s")
@@ -314,6 +318,12 @@ impl FakeKube {
     /// The requests the policy refused, described.
     pub fn denied(&self) -> Vec<String> {
         self.inner.lock().denied.clone()
+    }
+
+    /// The requests the policy refused, taken: a test that expects refusals says so (those
+    /// left when the server is dropped fail the test).
+    pub fn take_denied(&self) -> Vec<String> {
+        std::mem::take(&mut self.inner.lock().denied)
     }
 
     /// Makes the next `times` requests with this method whose path contains `path_contains`

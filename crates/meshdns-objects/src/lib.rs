@@ -13,6 +13,8 @@
 //! - [`core`]: the Kubernetes kinds of the core and coordination groups: the fields of a `Node`
 //!   the mesh planner reads, typed here; `Lease`, `ConfigMap`, `Secret` and `Namespace` are
 //!   k8s-openapi's, re-exported so every user names them from here.
+//! - [`gateway`]: Gateway API's `Gateway` and routes (`HTTPRoute`, `GRPCRoute`, `TLSRoute`),
+//!   read by `meshdns serve --kube-source`.
 //! - [`conditions`]: the one rule for a condition's `lastTransitionTime`.
 //! - [`events`]: the Events the controllers record (and `meshdns render mesh` prints).
 //!
@@ -37,6 +39,7 @@ pub mod core;
 pub mod datum;
 pub mod dns;
 pub mod events;
+pub mod gateway;
 pub mod kilo;
 
 pub use datum::{

@@ -163,11 +163,11 @@ pub fn assemble(
                     builder.add_zone(zone, *i);
                 }
                 // After every zone, so that they win a name and type (and a CNAME) they share.
-                for (i, record, _) in here {
+                for (i, record, object) in here {
                     if let Err(why) = builder.add(&origin, (*record).clone(), inputs.len() + i) {
                         problems.push(Problem::new(
                             inputs[*i].label,
-                            format!("{} {}", record.name, record.data.rtype()),
+                            format!("{object} {} {}", record.name, record.data.rtype()),
                             why.to_string(),
                         ));
                     }
@@ -236,23 +236,41 @@ fn place<'a>(
     let mut reported = std::collections::BTreeSet::new();
     for (i, input) in inputs.iter().enumerate() {
         for (record, object) in input.compiled.placed.iter() {
-            let mut placed = false;
+            let mut deepest = None;
             let mut at = Some(record.name.clone());
             while let Some(name) = at {
-                if by_origin.contains_key(&name) {
-                    out.entry(name)
-                        .or_default()
-                        .push((i, record, object.as_str()));
-                    placed = true;
+                if let Some(contributors) = by_origin.get(&name) {
+                    deepest = Some((name, contributors));
                     break;
                 }
                 at = name.parent();
             }
-            if !placed && reported.insert((object.as_str(), &record.name)) {
+            let why = match deepest {
+                // A zone whose SOA serial a source gives (a zone file's, a transferred zone's)
+                // would change without its serial: secondaries would never see these records.
+                Some((origin, contributors))
+                    if contributors.iter().any(|(_, z)| z.given_serial().is_some()) =>
+                {
+                    format!(
+                        "zone {origin} has its SOA serial from a source (a zone file, or a zone \
+                         transferred in), which these records would change without raising it"
+                    )
+                }
+                Some((origin, _)) => {
+                    out.entry(origin)
+                        .or_default()
+                        .push((i, record, object.as_str()));
+                    continue;
+                }
+                None => "not inside a zone served here (names are served in the zones of records \
+                         files, zone files, DNSZones and --zone)"
+                    .to_string(),
+            };
+            if reported.insert((object.as_str(), &record.name)) {
                 problems.push(Problem::new(
                     input.label,
                     format!("{object} {}", record.name),
-                    "not inside a zone served here (names are served in the zones of records files, zone files, DNSZones and --zone)",
+                    why,
                 ));
             }
         }
@@ -441,6 +459,34 @@ mod tests {
             ["192.0.2.9"]
         );
         assert!(cat.find_zone(b"\x03web\x05other\x03org\x00").is_none());
+        // A zone whose serial a source gives (a zone file) takes none: its serial would not move.
+        let zone_file = compiled(
+            "z.zone",
+            b"$ORIGIN fixed.org.\n@ 60 IN SOA ns hm 7 1 1 1 1\n@ 60 IN NS ns\n",
+        );
+        let fixed = CompiledSource {
+            placed: Arc::new(vec![record("www.fixed.org.", "192.0.2.7")]),
+            ..CompiledSource::default()
+        };
+        let two = [
+            SourceInput {
+                label: "z.zone",
+                compiled: &zone_file,
+            },
+            SourceInput {
+                label: "objects",
+                compiled: &fixed,
+            },
+        ];
+        let (cat2, problems2) = assemble(&two, &[], DEFAULTS);
+        assert!(
+            cat2.find_zone(b"\x03www\x05fixed\x03org\x00")
+                .unwrap()
+                .node(b"\x03www\x05fixed\x03org\x00")
+                .is_none()
+        );
+        assert_eq!(problems2.len(), 1);
+        assert!(problems2[0].to_string().starts_with("objects: Service x/web www.fixed.org.: zone fixed.org. has its SOA serial from a source"), "{}", problems2[0]);
         let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
         assert_eq!(
             text,

@@ -14,13 +14,14 @@ use futures::{FutureExt as _, StreamExt};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, Resource};
 use meshdns_objects::core::{EndpointSlice, Ingress, Service};
+use meshdns_objects::gateway::{GATEWAY_API_VERSION, GRPCRoute, Gateway, HTTPRoute, TLSRoute};
 use meshdns_objects::{DNS_API_VERSION, DNSRecordSet, DNSZone};
 use meshdns_sources::cluster::Kind;
 use meshdns_sources::manifests::ManifestFeed;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
 where
@@ -36,27 +37,36 @@ where
 /// Appends a reflected kind's objects to a list.
 type Lister = Box<dyn Fn(&mut Vec<serde_json::Value>) + Send>;
 
-/// One kind reflected: its watch events, whether it has listed once, and its objects as the
-/// reading takes them (with `apiVersion` and `kind`, which list items may lack).
+/// One kind reflected: its name, its watch events, whether it has listed once, and its
+/// objects as the reading takes them (with `apiVersion` and `kind`, which list items may
+/// lack; without `managedFields`, which nothing reads).
 struct Reflected {
+    kind: &'static str,
     events: futures::stream::BoxStream<'static, Result<(), watcher::Error>>,
     listed: Box<dyn Fn() -> bool + Send>,
     objects: Lister,
 }
 
-fn reflected<K>(api: Api<K>, api_version: &'static str, kind: &'static str) -> Reflected
+fn reflected<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    api_version: &'static str,
+    kind: &'static str,
+) -> Reflected
 where
     K: Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
     let (store, writer) = reflector::store::<K>();
-    let events = watcher(api, watcher::Config::default())
+    let events = watcher(api, config)
         .default_backoff()
+        .modify(|o| o.meta_mut().managed_fields = None)
         .reflect(writer)
         .map(|e| e.map(|_| ()))
         .boxed();
     let ready = store.clone();
     Reflected {
+        kind,
         events,
         listed: Box::new(move || ready.wait_until_ready().now_or_never().is_some()),
         objects: Box::new(move |out| {
@@ -70,9 +80,89 @@ where
     }
 }
 
-/// Reflects DNSZones and DNSRecordSets, and the cluster's objects of `kinds` (Services with
-/// their EndpointSlices, Ingresses), of `namespace` or all, into `feed` until `shutdown`,
-/// calling `nudge` after each hand-over.
+/// The kinds read: DNSZones and DNSRecordSets always, and those `kinds` names (Services with
+/// the EndpointSlices of headless Services, Ingresses, Gateways with the routes named).
+fn kinds_read(client: &Client, ns: Option<&str>, kinds: &BTreeSet<Kind>) -> Vec<Reflected> {
+    let all = watcher::Config::default;
+    let mut out = vec![
+        reflected(
+            api::<DNSZone>(client, ns),
+            all(),
+            DNS_API_VERSION,
+            "DNSZone",
+        ),
+        reflected(
+            api::<DNSRecordSet>(client, ns),
+            all(),
+            DNS_API_VERSION,
+            "DNSRecordSet",
+        ),
+    ];
+    if kinds.contains(&Kind::Service) {
+        out.push(reflected(
+            api::<Service>(client, ns),
+            all(),
+            "v1",
+            "Service",
+        ));
+        // Only headless Services' endpoints are read: the EndpointSlice controller labels
+        // their slices, and every other slice's churn (each Pod's readiness) is not watched.
+        let headless = all().labels("service.kubernetes.io/headless");
+        let slices = api::<EndpointSlice>(client, ns);
+        out.push(reflected(
+            slices,
+            headless,
+            "discovery.k8s.io/v1",
+            "EndpointSlice",
+        ));
+    }
+    if kinds.contains(&Kind::Ingress) {
+        let ingresses = api::<Ingress>(client, ns);
+        out.push(reflected(
+            ingresses,
+            all(),
+            "networking.k8s.io/v1",
+            "Ingress",
+        ));
+    }
+    let routes = [Kind::HttpRoute, Kind::GrpcRoute, Kind::TlsRoute];
+    if routes.iter().any(|k| kinds.contains(k)) {
+        let gateways = api::<Gateway>(client, ns);
+        out.push(reflected(gateways, all(), GATEWAY_API_VERSION, "Gateway"));
+    }
+    if kinds.contains(&Kind::HttpRoute) {
+        let api = api::<HTTPRoute>(client, ns);
+        out.push(reflected(api, all(), GATEWAY_API_VERSION, "HTTPRoute"));
+    }
+    if kinds.contains(&Kind::GrpcRoute) {
+        let api = api::<GRPCRoute>(client, ns);
+        out.push(reflected(api, all(), GATEWAY_API_VERSION, "GRPCRoute"));
+    }
+    if kinds.contains(&Kind::TlsRoute) {
+        let api = api::<TLSRoute>(client, ns);
+        out.push(reflected(api, all(), GATEWAY_API_VERSION, "TLSRoute"));
+    }
+    out
+}
+
+/// Whether a watch error says the kind cannot be listed at all (not allowed: 403; not served,
+/// its CRD missing: 404), rather than a passing fault the watcher retries.
+fn cannot_list(e: &watcher::Error) -> Option<u16> {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+            if status.code == 403 || status.code == 404 =>
+        {
+            Some(status.code)
+        }
+        _ => None,
+    }
+}
+
+/// Reflects DNSZones and DNSRecordSets, and the cluster's objects of `kinds`, of `namespace`
+/// or all, into `feed` until `shutdown`, calling `nudge` after each hand-over. A kind the API
+/// server will not list (403, or 404: its CRD is not installed) is logged as an error naming
+/// it and counts as listed with no objects, so the others are served; its watch keeps
+/// retrying, and its objects are served once it lists.
 pub async fn reflect(
     client: Client,
     namespace: Option<String>,
@@ -81,36 +171,14 @@ pub async fn reflect(
     nudge: impl Fn() + Send + Sync + 'static,
     shutdown: CancellationToken,
 ) {
-    let ns = namespace.as_deref();
-    let mut kinds_read = vec![
-        reflected(api::<DNSZone>(&client, ns), DNS_API_VERSION, "DNSZone"),
-        reflected(
-            api::<DNSRecordSet>(&client, ns),
-            DNS_API_VERSION,
-            "DNSRecordSet",
-        ),
-    ];
-    if kinds.contains(&Kind::Service) {
-        kinds_read.push(reflected(api::<Service>(&client, ns), "v1", "Service"));
-        kinds_read.push(reflected(
-            api::<EndpointSlice>(&client, ns),
-            "discovery.k8s.io/v1",
-            "EndpointSlice",
-        ));
+    let read = kinds_read(&client, namespace.as_deref(), &kinds);
+    let mut readers = Vec::with_capacity(read.len());
+    let mut streams = Vec::with_capacity(read.len());
+    for (i, r) in read.into_iter().enumerate() {
+        streams.push(r.events.map(move |e| (i, e)).boxed());
+        readers.push((r.kind, r.listed, r.objects));
     }
-    if kinds.contains(&Kind::Ingress) {
-        kinds_read.push(reflected(
-            api::<Ingress>(&client, ns),
-            "networking.k8s.io/v1",
-            "Ingress",
-        ));
-    }
-    let mut readers = Vec::with_capacity(kinds_read.len());
-    let mut streams = Vec::with_capacity(kinds_read.len());
-    for r in kinds_read {
-        streams.push(r.events);
-        readers.push((r.listed, r.objects));
-    }
+    let mut unlistable = vec![false; readers.len()];
     let mut events = futures::stream::select_all(streams);
     let mut synced = false;
     loop {
@@ -118,16 +186,30 @@ pub async fn reflect(
             _ = shutdown.cancelled() => return,
             e = events.next() => e,
         };
-        match next {
-            None => return,
-            Some(Err(e)) => {
-                warn!(error = %e, "watching the objects served");
-                continue;
+        let Some((i, event)) = next else { return };
+        match event {
+            Err(e) => {
+                match cannot_list(&e) {
+                    Some(code) if !unlistable[i] => {
+                        unlistable[i] = true;
+                        error!(kind = readers[i].0, code, error = %e,
+                            "cannot list this kind (RBAC, or its CRD not installed): serving the others");
+                    }
+                    Some(_) => {}
+                    None => warn!(kind = readers[i].0, error = %e, "watching the objects served"),
+                }
+                if synced || !unlistable[i] {
+                    continue;
+                }
             }
-            Some(Ok(())) => {}
+            Ok(()) => unlistable[i] = false,
         }
         if !synced {
-            if !readers.iter().all(|(listed, _)| listed()) {
+            let all_listed = readers
+                .iter()
+                .zip(&unlistable)
+                .all(|((_, listed, _), gave_up)| *gave_up || listed());
+            if !all_listed {
                 continue;
             }
             synced = true;
@@ -140,14 +222,14 @@ pub async fn reflect(
             tokio::select! {
                 _ = &mut deadline => break,
                 e = events.next() => match e {
-                    Some(Ok(())) => {}
-                    Some(Err(e)) => warn!(error = %e, "watching the objects served"),
+                    Some((_, Ok(()))) => {}
+                    Some((j, Err(e))) => warn!(kind = readers[j].0, error = %e, "watching the objects served"),
                     None => return,
                 },
             }
         }
         let mut objects = Vec::new();
-        for (_, list) in &readers {
+        for (_, _, list) in &readers {
             list(&mut objects);
         }
         feed.set(objects);

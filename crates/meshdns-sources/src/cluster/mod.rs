@@ -1,5 +1,5 @@
 //! The cluster's own objects as DNS names (`--kube-source`): Services (with their
-//! EndpointSlices) and Ingresses, read the way external-dns and k8s_gateway read them, decided
+//! EndpointSlices), Ingresses and Gateway API routes, read the way external-dns and k8s_gateway read them, decided
 //! here, purely, into records and a verdict per object.
 //!
 //! - **Names.** external-dns's annotations under either prefix ([`names::PREFIXES`]):
@@ -16,6 +16,11 @@
 //!   CNAME to `spec.externalName` at its hostnames.
 //! - **Ingress.** Its rules' hosts and its hostname annotation → the `target` annotation, else
 //!   `status.loadBalancer.ingress`; only the classes named, when some are.
+//! - **Gateway API routes** (HTTPRoute, GRPCRoute, TLSRoute). Its host names (and hostname
+//!   annotation), each narrowed to the hostname of every listener it may attach to under each
+//!   parent Gateway whose status says `Accepted: True` (`sectionName`, `port`, protocol and
+//!   `allowedRoutes` applied) → that Gateway's `target` annotation, else its
+//!   `status.addresses`. A route with no host names gives none.
 //! - **Conflicts.** Objects naming one name with addresses: every address is served (round
 //!   robin), at the oldest object's TTL. A CNAME against anything else from another object: the
 //!   older object (creation time, then kind, namespace and name) keeps the name, the other is
@@ -26,6 +31,7 @@
 //! also give; a name in no served zone is reported.
 
 pub mod names;
+mod routes;
 mod service;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -44,11 +50,23 @@ pub enum Kind {
     Service,
     /// `networking.k8s.io/v1` Ingress.
     Ingress,
+    /// `gateway.networking.k8s.io/v1` HTTPRoute (and the Gateways it attaches to).
+    HttpRoute,
+    /// `gateway.networking.k8s.io/v1` GRPCRoute.
+    GrpcRoute,
+    /// `gateway.networking.k8s.io` TLSRoute: `v1`, and `v1alpha2`/`v1alpha3` from files.
+    TlsRoute,
 }
 
 impl Kind {
     /// Every kind, as the flag names them.
-    pub const ALL: [(&str, Kind); 2] = [("service", Kind::Service), ("ingress", Kind::Ingress)];
+    pub const ALL: [(&str, Kind); 5] = [
+        ("service", Kind::Service),
+        ("ingress", Kind::Ingress),
+        ("httproute", Kind::HttpRoute),
+        ("grpcroute", Kind::GrpcRoute),
+        ("tlsroute", Kind::TlsRoute),
+    ];
 
     /// The kind a `--kube-source` item names.
     pub fn parse(text: &str) -> Result<Kind, String> {
@@ -58,10 +76,12 @@ impl Kind {
             .find(|(n, _)| *n == t)
             .map(|(_, k)| *k)
             .ok_or_else(|| match t.as_str() {
-                "httproute" | "grpcroute" | "tlsroute" | "dnsendpoint" => {
-                    format!("{text:?} is not read yet (service and ingress are)")
-                }
-                _ => format!("{text:?} is not a source kind (service, ingress)"),
+                "dnsendpoint" => format!(
+                    "{text:?} is not read yet (service, ingress, httproute, grpcroute, tlsroute are)"
+                ),
+                _ => format!(
+                    "{text:?} is not a source kind (service, ingress, httproute, grpcroute, tlsroute)"
+                ),
             })
     }
 
@@ -70,6 +90,9 @@ impl Kind {
         match self {
             Kind::Service => "Service",
             Kind::Ingress => "Ingress",
+            Kind::HttpRoute => "HTTPRoute",
+            Kind::GrpcRoute => "GRPCRoute",
+            Kind::TlsRoute => "TLSRoute",
         }
     }
 }
@@ -91,6 +114,8 @@ pub struct ClusterSettings {
     pub selector: Selector,
     /// Ingress classes read (empty: all).
     pub ingress_classes: Vec<String>,
+    /// Gateway classes whose Gateways' routes are read (empty: all).
+    pub gateway_classes: Vec<String>,
 }
 
 impl ClusterSettings {
@@ -237,6 +262,14 @@ fn kind_of(o: &Value) -> Option<Kind> {
     match (text(o, "apiVersion"), text(o, "kind")) {
         ("v1", "Service") => Some(Kind::Service),
         ("networking.k8s.io/v1", "Ingress") => Some(Kind::Ingress),
+        ("gateway.networking.k8s.io/v1", "HTTPRoute") => Some(Kind::HttpRoute),
+        ("gateway.networking.k8s.io/v1", "GRPCRoute") => Some(Kind::GrpcRoute),
+        (
+            "gateway.networking.k8s.io/v1"
+            | "gateway.networking.k8s.io/v1alpha2"
+            | "gateway.networking.k8s.io/v1alpha3",
+            "TLSRoute",
+        ) => Some(Kind::TlsRoute),
         _ => None,
     }
 }
@@ -277,12 +310,14 @@ pub fn read(label: &str, objects: &[Value], settings: &ClusterSettings) -> Clust
         .collect();
     read.sort_by_cached_key(age);
     let slices = service::slices_by_service(objects);
+    let gateways = routes::gateways(objects);
     // (object index, its reading)
     let mut readings = Vec::with_capacity(read.len());
     for o in &read {
         let reading = match o.kind {
             Kind::Service => service::read_service(o.value, &o.meta, settings, &slices),
             Kind::Ingress => service::read_ingress(o.value, &o.meta, settings),
+            kind => routes::read_route(kind, o.value, &o.meta, settings, &gateways),
         };
         readings.push(reading);
     }
@@ -295,8 +330,9 @@ pub fn read(label: &str, objects: &[Value], settings: &ClusterSettings) -> Clust
             names: Vec::new(),
             problems: reading.problems,
         };
+        let mut seen = BTreeSet::new();
         for claim in &reading.claims {
-            if !verdict.names.contains(&claim.name) {
+            if seen.insert(&claim.name) {
                 verdict.names.push(claim.name.clone());
             }
         }
@@ -400,7 +436,9 @@ fn decide(read: &[Object<'_>], readings: &mut [Reading]) -> Vec<(Name, (Target, 
             let (_, first) = &claims[0];
             kept.push((name.clone(), (first.target.clone(), first.ttl, oldest)));
             for (i, c) in &claims[1..] {
-                if *i == oldest && c.target == first.target {
+                // The same target from another object (two Ingresses behind one load
+                // balancer's host name) is the same record: no conflict.
+                if c.target == first.target {
                     continue;
                 }
                 let Target::Host(h) = &first.target else {
@@ -421,10 +459,14 @@ fn decide(read: &[Object<'_>], readings: &mut [Reading]) -> Vec<(Name, (Target, 
         }
     }
     // A name an object lost entirely is not among its names.
-    for (i, name) in refused {
-        if !kept.iter().any(|(n, (_, _, o))| *n == name && *o == i) {
-            readings[i].claims.retain(|c| c.name != name);
-        }
+    let kept_by: BTreeSet<(usize, &Name)> = kept.iter().map(|(n, (_, _, o))| (*o, n)).collect();
+    let lost: Vec<(usize, Name)> = refused
+        .into_iter()
+        .filter(|(i, name)| !kept_by.contains(&(*i, name)))
+        .collect();
+    drop(kept_by);
+    for (i, name) in lost {
+        readings[i].claims.retain(|c| c.name != name);
     }
     kept
 }

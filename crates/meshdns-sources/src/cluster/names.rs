@@ -17,14 +17,16 @@ pub const PREFIXES: [&str; 2] = [
 pub const IGNORE: &str = "meshdns.io/ignore";
 
 /// An external-dns annotation (`hostname`, `ttl`, …) of `annotations`: its full key and value,
-/// the GA prefix before the alpha one.
+/// the GA prefix before the alpha one; an empty value counts as absent.
 pub fn annotation<'a>(
     annotations: &'a BTreeMap<String, String>,
     suffix: &str,
 ) -> Option<(String, &'a str)> {
     PREFIXES.iter().find_map(|prefix| {
         let key = format!("{prefix}{suffix}");
-        annotations.get(&key).map(|v| (key, v.as_str()))
+        // An empty value is no value (as external-dns reads it): the other prefix, or none.
+        let value = annotations.get(&key).filter(|v| !v.trim().is_empty())?;
+        Some((key, value.as_str()))
     })
 }
 

@@ -68,7 +68,12 @@ pub(super) fn read_service(
     let ttl = r.ttl(meta, settings.default_ttl);
     let mut hostnames = r.annotated_names(meta, "hostname");
     let internal_names = r.annotated_names(meta, "internal-hostname");
-    let ns = meta.namespace.clone().unwrap_or_default();
+    // An object of a file without a namespace is in `default`, as `kubectl apply` puts it.
+    let ns = meta
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".into());
     let name = meta.name.clone().unwrap_or_default();
     let kind = spec.type_.as_deref().unwrap_or("ClusterIP");
     let headless = spec.cluster_ip.as_deref() == Some("None");
@@ -103,8 +108,12 @@ pub(super) fn read_service(
             for t in &all {
                 r.claim(n, t, ttl);
             }
+            // Endpoint names under a wildcard would be literal `*` labels: none.
+            let wildcard = n.wire().get(1) == Some(&b'*') && n.wire().first() == Some(&1);
             for (host, addrs) in &ready {
-                let Some(host) = host else { continue };
+                let Some(host) = host.as_ref().filter(|_| !wildcard) else {
+                    continue;
+                };
                 match n.prepend(host.as_bytes()) {
                     Ok(sub) => {
                         for t in addrs {

@@ -379,8 +379,147 @@ fn kinds_parse_and_later_ones_say_so() {
     assert_eq!(Kind::parse("Service"), Ok(Kind::Service));
     assert_eq!(Kind::parse("ingress"), Ok(Kind::Ingress));
     assert_eq!(
-        Kind::parse("httproute"),
-        Err("\"httproute\" is not read yet (service and ingress are)".into())
+        Kind::parse("dnsendpoint"),
+        Err("\"dnsendpoint\" is not read yet (service, ingress, httproute, grpcroute, tlsroute are)".into())
     );
     assert!(Kind::parse("pods").is_err());
+}
+
+const GATEWAYS: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: infra}
+spec:
+  gatewayClassName: envoy
+  listeners:
+  - {name: https, hostname: "*.example.org", port: 443, protocol: HTTPS, allowedRoutes: {namespaces: {from: All}}}
+  - {name: tls, hostname: tls.example.org, port: 8443, protocol: TLS, allowedRoutes: {namespaces: {from: All}}}
+  - {name: local, port: 80, protocol: HTTP}
+status:
+  addresses: [{type: IPAddress, value: 192.0.2.30}, {value: "2001:db8::30"}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: app, namespace: shop}
+spec:
+  parentRefs: [{name: edge, namespace: infra, sectionName: https}]
+  hostnames: [app.example.org, app.example.net]
+status:
+  parents:
+  - parentRef: {name: edge, namespace: infra, sectionName: https}
+    conditions: [{type: Accepted, status: "True"}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: wild, namespace: shop}
+spec:
+  parentRefs: [{name: edge, namespace: infra}]
+  hostnames: ["*.apps.example.org", "Beta.Example.org"]
+status:
+  parents:
+  - parentRef: {name: edge, namespace: infra}
+    conditions: [{type: Accepted, status: "True"}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: pending, namespace: shop}
+spec:
+  parentRefs: [{name: edge, namespace: infra}]
+  hostnames: [pending.example.org]
+status:
+  parents:
+  - parentRef: {name: edge, namespace: infra}
+    conditions: [{type: Accepted, status: "False", reason: NotAllowedByListeners}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: plain, namespace: shop}
+spec:
+  parentRefs: [{name: edge, namespace: infra, sectionName: local}]
+  hostnames: [plain.example.org]
+status:
+  parents:
+  - parentRef: {name: edge, namespace: infra, sectionName: local}
+    conditions: [{type: Accepted, status: "True"}]
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TLSRoute
+metadata: {name: tls, namespace: shop}
+spec:
+  parentRefs: [{name: edge, namespace: infra, sectionName: tls}]
+  hostnames: [tls.example.org]
+status:
+  parents:
+  - parentRef: {name: edge, namespace: infra, sectionName: tls}
+    conditions: [{type: Accepted, status: "True"}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: nohosts, namespace: shop}
+spec:
+  parentRefs: [{name: edge, namespace: infra}]
+status:
+  parents:
+  - parentRef: {name: edge, namespace: infra}
+    conditions: [{type: Accepted, status: "True"}]
+"#;
+
+#[test]
+fn routes_take_their_gateways_addresses_at_names_narrowed_to_the_listeners() {
+    let kinds = [Kind::HttpRoute, Kind::GrpcRoute, Kind::TlsRoute];
+    let read = read("m", &objects(GATEWAYS), &settings(&kinds));
+    assert_eq!(
+        lines(&read),
+        [
+            "*.apps.example.org. 60 A 192.0.2.30",
+            "*.apps.example.org. 60 AAAA 2001:db8::30",
+            "app.example.org. 60 A 192.0.2.30",
+            "app.example.org. 60 AAAA 2001:db8::30",
+            "beta.example.org. 60 A 192.0.2.30",
+            "beta.example.org. 60 AAAA 2001:db8::30",
+            "tls.example.org. 60 A 192.0.2.30",
+            "tls.example.org. 60 AAAA 2001:db8::30",
+        ]
+    );
+    assert_eq!(
+        problems(&read),
+        [
+            "m: HTTPRoute shop/app spec.hostnames[1]: app.example.net matches no listener of the Gateways that accepted this route (hostname, protocol, sectionName, port, allowedRoutes)",
+            "m: HTTPRoute shop/pending status.parents[0]: Gateway infra/edge has not accepted this route (condition Accepted is not True): no names through it",
+            "m: HTTPRoute shop/plain spec.hostnames[0]: plain.example.org matches no listener of the Gateways that accepted this route (hostname, protocol, sectionName, port, allowedRoutes)",
+        ]
+    );
+    // Only the kinds named; a Gateway class not named attaches nothing.
+    let read = super::read("m", &objects(GATEWAYS), &settings(&[Kind::TlsRoute]));
+    assert_eq!(lines(&read).len(), 2);
+    let mut s = settings(&kinds);
+    s.gateway_classes = vec!["istio".into()];
+    assert!(super::read("m", &objects(GATEWAYS), &s).records.is_empty());
+}
+
+#[test]
+fn one_load_balancer_host_name_behind_two_ingresses_is_one_cname_and_empty_annotations_are_absent()
+{
+    let text = r#"
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: a
+  namespace: x
+  creationTimestamp: "2026-01-01T00:00:00Z"
+  annotations:
+    external-dns.kubernetes.io/target: ""
+    external-dns.alpha.kubernetes.io/target: lb.example.net
+spec: {rules: [{host: app.example.org}]}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: b, namespace: x, creationTimestamp: "2026-01-02T00:00:00Z"}
+spec: {rules: [{host: app.example.org}]}
+status: {loadBalancer: {ingress: [{hostname: lb.example.net}]}}
+"#;
+    let read = read("m", &objects(text), &settings(&[Kind::Ingress]));
+    assert_eq!(lines(&read), ["app.example.org. 60 CNAME lb.example.net."]);
+    assert!(read.problems.is_empty(), "{:?}", read.problems);
+    assert!(read.verdicts.iter().all(|v| v.names.len() == 1));
 }

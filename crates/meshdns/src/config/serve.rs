@@ -158,7 +158,8 @@ pub struct ServeConfig {
     pub kubeconfig: Option<PathBuf>,
 
     /// The cluster's own objects to serve names for, from --manifests and with --kubernetes:
-    /// service, ingress (comma-separated or repeated) [default: none].
+    /// service, ingress, httproute, grpcroute, tlsroute (comma-separated or repeated)
+    /// [default: none].
     #[arg(long = "kube-source", value_name = "KIND[,KIND]", value_parser = values::kube_sources,
         help_heading = "Cluster objects")]
     #[serde(default, rename = "kubeSources", deserialize_with = "de::list")]
@@ -203,6 +204,19 @@ pub struct ServeConfig {
         deserialize_with = "de::list"
     )]
     pub kube_source_ingress_classes: Vec<String>,
+    /// Only routes attached to Gateways of this class (spec.gatewayClassName; repeatable)
+    /// [default: all].
+    #[arg(
+        long = "kube-source-gateway-class",
+        value_name = "CLASS",
+        help_heading = "Cluster objects"
+    )]
+    #[serde(
+        default,
+        rename = "kubeSourceGatewayClasses",
+        deserialize_with = "de::list"
+    )]
+    pub kube_source_gateway_classes: Vec<String>,
 
     /// Accept pkarr publishes on the HTTP listener (PUT /pkarr/<z32>) and serve them under
     /// ORIGIN as _iroh.<z32>.ORIGIN (repeatable) [default: off].
@@ -503,6 +517,7 @@ impl ServeConfig {
                 kube_source_namespaces,
                 kube_source_selector,
                 kube_source_ingress_classes,
+                kube_source_gateway_classes,
                 pkarr,
                 data_dir,
                 pkarr_max_age,
@@ -609,6 +624,7 @@ impl ServeConfig {
             namespaces: self.kube_source_namespaces.clone(),
             selector: self.kube_source_selector.clone().unwrap_or_default(),
             ingress_classes: self.kube_source_ingress_classes.clone(),
+            gateway_classes: self.kube_source_gateway_classes.clone(),
         }
     }
 

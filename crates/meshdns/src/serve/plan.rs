@@ -434,6 +434,10 @@ fn cluster_objects(settings: &ServeConfig) -> Vec<String> {
             "--kube-source-ingress-class (kubeSourceIngressClasses)",
             !cluster.ingress_classes.is_empty(),
         ),
+        (
+            "--kube-source-gateway-class (kubeSourceGatewayClasses)",
+            !cluster.gateway_classes.is_empty(),
+        ),
     ];
     for (flag, set) in narrowing {
         if set && !cluster.enabled() {

@@ -20,7 +20,8 @@ fn wait_for(m: &Meshdns, name: &str, want: &str) {
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "{name}: want {want:?}, have {got:?}"
+            "{name}: want {want:?}, have {got:?}; log:\n{}",
+            m.log_text()
         );
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -302,8 +303,8 @@ async fn the_last_good_records_are_served_through_api_faults() {
     );
 }
 
-/// `serve --kubernetes --kube-source service,ingress`: Services (LoadBalancer, headless with
-/// EndpointSlices, ClusterIP by internal-hostname) and Ingresses answered in a served zone,
+/// `serve --kubernetes --kube-source …`: Services (LoadBalancer, headless with EndpointSlices,
+/// ClusterIP by internal-hostname), Ingresses and Gateway API routes answered in a served zone,
 /// each change (a new address, an endpoint going unready, a new host, a deletion) followed
 /// live, with the RBAC deploy/ gives the cluster-objects component, every rule of it used.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -329,7 +330,8 @@ async fn serves_services_and_ingresses_from_a_cluster_live() {
         "metadata": {"name": "cache", "namespace": "shop", "annotations": {hostname: "cache.example.org"}},
         "spec": {"clusterIP": "None"}}));
     fake.insert(json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": "cache-1", "namespace": "shop", "labels": {"kubernetes.io/service-name": "cache"}},
+        "metadata": {"name": "cache-1", "namespace": "shop",
+            "labels": {"kubernetes.io/service-name": "cache", "service.kubernetes.io/headless": ""}},
         "addressType": "IPv4",
         "endpoints": [
             {"addresses": ["10.244.0.1"], "hostname": "cache-0", "conditions": {"ready": true}},
@@ -340,6 +342,26 @@ async fn serves_services_and_ingresses_from_a_cluster_live() {
         "spec": {"rules": [{"host": "shop.example.org"}]},
         "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.20"}]}}}),
     );
+    let gw = "gateway.networking.k8s.io/v1";
+    fake.insert(json!({"apiVersion": gw, "kind": "Gateway", "metadata": {"name": "edge", "namespace": "infra"},
+        "spec": {"gatewayClassName": "envoy", "listeners": [{"name": "https", "hostname": "*.example.org",
+            "port": 443, "protocol": "HTTPS", "allowedRoutes": {"namespaces": {"from": "All"}}},
+            {"name": "tls", "port": 8443, "protocol": "TLS", "allowedRoutes": {"namespaces": {"from": "All"}}}]},
+        "status": {"addresses": [{"type": "IPAddress", "value": "192.0.2.30"}]}}));
+    let accepted = json!({"parents": [{"parentRef": {"name": "edge", "namespace": "infra"},
+        "conditions": [{"type": "Accepted", "status": "True"}]}]});
+    let parent = json!([{"name": "edge", "namespace": "infra"}]);
+    for (kind, name) in [
+        ("HTTPRoute", "app"),
+        ("GRPCRoute", "rpc"),
+        ("TLSRoute", "tls"),
+    ] {
+        fake.insert(
+            json!({"apiVersion": gw, "kind": kind, "metadata": {"name": name, "namespace": "shop"},
+            "spec": {"parentRefs": parent, "hostnames": [format!("{name}.example.org")]},
+            "status": accepted}),
+        );
+    }
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = write(dir.path(), "kubeconfig", &fake.kubeconfig("fake"));
     let m = Meshdns::serve(&[
@@ -347,7 +369,7 @@ async fn serves_services_and_ingresses_from_a_cluster_live() {
         "--kubeconfig",
         &kubeconfig,
         "--kube-source",
-        "service,ingress",
+        "service,ingress,httproute,grpcroute,tlsroute",
         "--zone",
         "example.org",
         "--kube-source-default-names",
@@ -361,6 +383,9 @@ async fn serves_services_and_ingresses_from_a_cluster_live() {
         wait_for(&m, "web.shop.cluster.example.org", "192.0.2.10");
         wait_for(&m, "cache-1.cache.example.org", "10.244.0.2");
         wait_for(&m, "shop.example.org", "192.0.2.20");
+        for route in ["app", "rpc", "tls"] {
+            wait_for(&m, &format!("{route}.example.org"), "192.0.2.30");
+        }
         let mut both = dig(m.dns, &["cache.example.org", "A", "+short"])
             .lines()
             .map(str::to_string)
@@ -386,6 +411,10 @@ async fn serves_services_and_ingresses_from_a_cluster_live() {
         .unwrap();
     slice["endpoints"][1]["conditions"]["ready"] = json!(false);
     fake.replace(slice);
+    // The Gateway gets a new address; its routes follow.
+    let mut edge = fake.get(gw, "Gateway", Some("infra"), "edge").unwrap();
+    edge["status"]["addresses"][0]["value"] = json!("192.0.2.31");
+    fake.replace(edge);
     let mut ing = fake
         .get("networking.k8s.io/v1", "Ingress", Some("shop"), "shop")
         .unwrap();
@@ -398,6 +427,7 @@ async fn serves_services_and_ingresses_from_a_cluster_live() {
         wait_for(&m, "web.example.org", "192.0.2.11");
         wait_for(&m, "cache.example.org", "10.244.0.1");
         wait_for(&m, "store.example.org", "192.0.2.20");
+        wait_for(&m, "app.example.org", "192.0.2.31");
         assert!(dig(m.dns, &["cache-1.cache.example.org", "A"]).contains("status: NXDOMAIN"));
         m
     })
@@ -421,4 +451,53 @@ async fn serves_services_and_ingresses_from_a_cluster_live() {
     .unwrap();
     assert_eq!(fake.denied(), Vec::<String>::new());
     rbac::assert_all_exercised(&policy, |_| false);
+}
+
+/// A kind the API server will not list (here: no RBAC for Services) is reported and the
+/// others are served: the DNSZones' records answer, and the pod becomes ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_it_may_not_list_does_not_hold_the_others_back() {
+    let fake = FakeKube::start().await;
+    let policy = Policy::load(
+        &["components/kubernetes-source/rbac.yaml"],
+        "meshdns-serve",
+        "default",
+    );
+    fake.enforce(policy);
+    fake.insert(
+        json!({"apiVersion": DNS, "kind": "DNSZone", "metadata": {"name": "z", "namespace": "dns"},
+        "spec": {"domainName": "example.org", "dnsZoneClassName": "powerdns"}}),
+    );
+    fake.insert(json!({"apiVersion": DNS, "kind": "DNSRecordSet", "metadata": {"name": "www", "namespace": "dns"},
+        "spec": {"dnsZoneRef": {"name": "z"}, "recordType": "A",
+                 "records": [{"name": "www", "a": {"content": "192.0.2.1"}}]}}));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write(dir.path(), "kubeconfig", &fake.kubeconfig("fake"));
+    let m = Meshdns::serve(&[
+        "--kubernetes",
+        "--kubeconfig",
+        &kubeconfig,
+        "--kube-source",
+        "service",
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    tokio::task::spawn_blocking(move || {
+        wait_for(&m, "www.example.org", "192.0.2.1");
+        let (status, body) = m.get("/readyz");
+        assert_eq!(status, 200, "{body}");
+    })
+    .await
+    .unwrap();
+    let denied = fake.take_denied();
+    assert!(
+        denied
+            .iter()
+            .all(|d| d.contains("services") || d.contains("endpointslices")),
+        "{denied:?}"
+    );
+    assert!(
+        denied.iter().any(|d| d.contains("list core services")),
+        "{denied:?}"
+    );
 }
