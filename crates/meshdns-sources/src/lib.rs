@@ -16,6 +16,7 @@ pub mod native;
 pub mod pkarr;
 pub mod read;
 pub mod records;
+pub mod reverse;
 pub mod secondary;
 pub mod snapshot;
 pub mod status;

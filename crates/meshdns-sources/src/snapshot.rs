@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use meshdns_zone::{
-    BuildDefaults, Catalog, CatalogBuilder, Name, Overlay, RType, Record, Rejection, Zone,
+    BuildDefaults, Catalog, CatalogBuilder, Cidr, Name, Overlay, RType, Record, Rejection, Zone,
 };
 
 use crate::content::{FileKind, ParseSettings, Parsed, Problem, ZoneContent};
@@ -131,14 +131,19 @@ pub struct SourceInput<'a> {
 }
 
 /// Builds the catalog: `declared` zones always exist (with a synthesised SOA/NS when empty),
-/// then every source's zones in order. Returns the records refused by precedence.
+/// then every source's zones in order, then the zones of the `reverse` ranges with a PTR for
+/// each address served in them ([`crate::reverse`]). Returns the records refused by
+/// precedence.
 pub fn assemble(
     inputs: &[SourceInput<'_>],
     declared: &[Name],
+    reverse: &[Cidr],
     defaults: BuildDefaults,
 ) -> (Catalog, Vec<Problem>) {
     let mut by_origin: BTreeMap<Name, Vec<(usize, &Arc<Zone>)>> = BTreeMap::new();
-    for origin in declared {
+    let reverse_zones: std::collections::BTreeSet<Name> =
+        reverse.iter().flat_map(crate::reverse::zones_of).collect();
+    for origin in declared.iter().chain(&reverse_zones) {
         by_origin.entry(origin.clone()).or_default();
     }
     for (i, input) in inputs.iter().enumerate() {
@@ -212,6 +217,9 @@ pub fn assemble(
             }
         }
     }
+    if !reverse.is_empty() {
+        add_reverse(&mut zones, reverse, &reverse_zones, defaults);
+    }
     let mut catalog = Catalog::from_zones(zones);
     for input in inputs {
         if let Some(overlay) = &input.compiled.overlay {
@@ -221,6 +229,40 @@ pub fn assemble(
         }
     }
     (catalog, problems)
+}
+
+/// Rebuilds each reverse zone among `zones` that has addresses to name, with a PTR for each
+/// (after the zone's own records: a PTR a source gives at a name leaves the generated ones
+/// there out).
+fn add_reverse(
+    zones: &mut [Arc<Zone>],
+    reverse: &[Cidr],
+    reverse_zones: &std::collections::BTreeSet<Name>,
+    defaults: BuildDefaults,
+) {
+    let mut ptrs = crate::reverse::ptrs(zones, reverse, reverse_zones);
+    for zone in zones.iter_mut() {
+        let Some(records) = ptrs.remove(zone.origin()) else {
+            continue;
+        };
+        let origin = zone.origin().clone();
+        let mut builder = CatalogBuilder::new(defaults);
+        builder.declare(&origin);
+        builder.add_zone(zone, 0);
+        for record in records {
+            let given = zone
+                .node(record.name.wire())
+                .is_some_and(|n| n.get(RType::PTR).is_some());
+            if !given {
+                // Inside the zone by construction: nothing to refuse.
+                let _ = builder.add(&origin, record, 1);
+            }
+        }
+        let (built, _) = builder.build_zones();
+        if let Some(built) = built.into_iter().next() {
+            *zone = Arc::new(built);
+        }
+    }
 }
 
 /// The records given by owner name alone ([`CompiledSource::placed`]), by the deepest zone
@@ -337,7 +379,7 @@ mod tests {
                 compiled: &b,
             },
         ];
-        let (cat, problems) = assemble(&inputs, &[], DEFAULTS);
+        let (cat, problems) = assemble(&inputs, &[], &[], DEFAULTS);
         assert_eq!(problems.len(), 1);
         assert_eq!(
             problems[0].to_string(),
@@ -357,7 +399,7 @@ mod tests {
             label: "a.yaml",
             compiled: &a,
         }];
-        let (cat, _) = assemble(&inputs, &["example.net.".parse().unwrap()], DEFAULTS);
+        let (cat, _) = assemble(&inputs, &["example.net.".parse().unwrap()], &[], DEFAULTS);
         assert!(Arc::ptr_eq(
             cat.zone(&"example.org.".parse().unwrap()).unwrap(),
             &a.zones[0]
@@ -430,7 +472,7 @@ mod tests {
                 compiled: &cluster,
             },
         ];
-        let (cat, problems) = assemble(&inputs, &[], DEFAULTS);
+        let (cat, problems) = assemble(&inputs, &[], &[], DEFAULTS);
         let a = |name: &[u8], zone: &[u8]| -> Vec<String> {
             let zone = cat.find_zone(zone).unwrap();
             zone.node(name)
@@ -478,7 +520,7 @@ mod tests {
                 compiled: &fixed,
             },
         ];
-        let (cat2, problems2) = assemble(&two, &[], DEFAULTS);
+        let (cat2, problems2) = assemble(&two, &[], &[], DEFAULTS);
         assert!(
             cat2.find_zone(b"\x03www\x05fixed\x03org\x00")
                 .unwrap()

@@ -14,6 +14,16 @@ pub struct Cidr {
 }
 
 impl Cidr {
+    /// The network address (as written; bits past the prefix kept).
+    pub fn addr(&self) -> IpAddr {
+        self.addr
+    }
+
+    /// The prefix length.
+    pub fn prefix_len(&self) -> u8 {
+        self.len
+    }
+
     /// Whether `ip` is inside (an IPv4-mapped IPv6 address counts as its IPv4 address).
     pub fn contains(&self, ip: IpAddr) -> bool {
         let bits = |ip: IpAddr| -> (u128, u8) {

@@ -70,7 +70,8 @@ pub fn check(settings: &ServeConfig) -> Result<bool> {
             compiled: &l.compiled,
         })
         .collect();
-    let (catalog, refused) = assemble(&inputs, &settings.declared_zones(), defaults);
+    let declared = settings.declared_zones();
+    let (catalog, refused) = assemble(&inputs, &declared, &settings.reverse_zones, defaults);
     for problem in &refused {
         println!("{problem}");
     }

@@ -246,6 +246,10 @@ pub struct RenderZoneCmd {
     /// As `serve --kube-source-internal`.
     #[arg(long)]
     pub kube_source_internal: bool,
+    /// As `serve --reverse-zone`: the reverse zones of a range, a PTR for each address
+    /// (repeatable).
+    #[arg(long = "reverse-zone", value_name = "CIDR", value_parser = crate::config::values::cidr)]
+    pub reverse_zones: Vec<meshdns_zone::Cidr>,
 }
 
 impl RenderZoneCmd {

@@ -35,6 +35,7 @@ pub fn zone(cmd: &RenderZoneCmd) -> Result<String> {
         cmd.default_ttl.unwrap_or(defaults::TTL),
         &cmd.cluster_settings(),
         &cmd.declared_zones(),
+        &cmd.reverse_zones,
     );
     for p in problems {
         eprintln!("{p}");
@@ -176,6 +177,7 @@ pub fn render_zone(
     default_ttl: u32,
     cluster: &meshdns_sources::cluster::ClusterSettings,
     declared: &[Name],
+    reverse: &[meshdns_zone::Cidr],
 ) -> (String, Vec<String>) {
     use meshdns_zone::RType;
     let parsed = meshdns_sources::manifests::zones("manifests", objects, cluster);
@@ -202,7 +204,7 @@ pub fn render_zone(
         label: "manifests",
         compiled: &loaded.compiled,
     };
-    let (catalog, refused) = meshdns_sources::assemble(&[input], declared, defaults);
+    let (catalog, refused) = meshdns_sources::assemble(&[input], declared, reverse, defaults);
     problems.extend(refused.iter().map(ToString::to_string));
     let mut zones: Vec<&meshdns_zone::Zone> = catalog.zones();
     zones.sort_by_key(|z| z.origin().to_string());

@@ -111,6 +111,7 @@ impl TestServer {
                     ..ParseSettings::default()
                 },
                 zones,
+                reverse: Vec::new(),
                 poll_interval: Duration::from_secs(3600),
                 debounce: Duration::from_millis(20),
             },

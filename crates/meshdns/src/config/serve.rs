@@ -113,6 +113,12 @@ pub struct ServeConfig {
     #[arg(long = "zone", value_name = "ORIGIN", value_parser = values::name, help_heading = "Records")]
     #[serde(default, deserialize_with = "de::list")]
     pub zones: Vec<Name>,
+    /// Serve the reverse zones (in-addr.arpa, ip6.arpa) of this range, with a PTR for every A
+    /// and AAAA record served inside it, from any source (repeatable; 100.64.0.0/10,
+    /// fd7a:115c:a1e0::/48) [default: none].
+    #[arg(long = "reverse-zone", value_name = "CIDR", value_parser = values::cidr, help_heading = "Records")]
+    #[serde(default, rename = "reverseZones", deserialize_with = "de::list")]
+    pub reverse_zones: Vec<meshdns_zone::Cidr>,
     /// TTL of records that give none, in seconds or with units (30, 1m) [default: 5].
     #[arg(long, value_name = "TTL", value_parser = values::ttl, help_heading = "Records")]
     #[serde(default, deserialize_with = "de::ttl")]
@@ -502,6 +508,7 @@ impl ServeConfig {
                 zone_files,
                 manifests,
                 zones,
+                reverse_zones,
                 default_ttl,
                 poll_interval,
                 kubernetes,

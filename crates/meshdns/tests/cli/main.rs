@@ -32,6 +32,7 @@ mod process;
 mod refusals;
 mod render;
 mod render_mesh;
+mod reverse;
 mod rrl;
 mod secondaries;
 mod tls;
