@@ -1,6 +1,7 @@
 //! Gateway API objects (`gateway.networking.k8s.io`) as `meshdns serve --kube-source` reads
 //! them: a `Gateway`'s listeners and addresses, and the routes (`HTTPRoute`, `GRPCRoute`,
-//! `TLSRoute`) that attach to it. Only the fields read are typed; they are read, never written.
+//! `TLSRoute`) that attach to it; and external-dns's `DNSEndpoint`, the other kind of
+//! object that only names endpoints. Only the fields read are typed; they are read, never written.
 //! TLSRoute is read as `v1` (Gateway API 1.5 and later) from a cluster, and also as `v1alpha2`
 //! and `v1alpha3` from files (the experimental channel's versions, same fields).
 
@@ -212,3 +213,66 @@ macro_rules! route_kind {
 route_kind!(HTTPRoute, "v1", "HTTPRoute", "httproutes");
 route_kind!(GRPCRoute, "v1", "GRPCRoute", "grpcroutes");
 route_kind!(TLSRoute, "v1", "TLSRoute", "tlsroutes");
+
+/// external-dns's `DNSEndpoint` (`externaldns.k8s.io/v1alpha1`): records of any type, each
+/// endpoint a name, a type and its targets. Read by `meshdns serve --kube-source dnsendpoint`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DNSEndpoint {
+    /// Standard metadata.
+    pub metadata: ObjectMeta,
+    /// `spec`.
+    #[serde(default)]
+    pub spec: DNSEndpointSpec,
+    /// `status`.
+    #[serde(default)]
+    pub status: DNSEndpointStatus,
+}
+resource!(
+    DNSEndpoint,
+    "externaldns.k8s.io",
+    "v1alpha1",
+    "DNSEndpoint",
+    "dnsendpoints",
+    Namespaced
+);
+
+/// `apiVersion` of external-dns's DNSEndpoint.
+pub const DNSENDPOINT_API_VERSION: &str = "externaldns.k8s.io/v1alpha1";
+
+/// `DNSEndpoint.spec`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DNSEndpointSpec {
+    /// The records.
+    #[serde(default)]
+    pub endpoints: Vec<Endpoint>,
+}
+
+/// One endpoint of a DNSEndpoint: a name, a type and its targets.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Endpoint {
+    /// The owner name.
+    #[serde(default)]
+    pub dns_name: String,
+    /// The data, one record each, in presentation form.
+    #[serde(default)]
+    pub targets: Vec<String>,
+    /// `A`, `AAAA`, `CNAME`, `TXT`, `MX`, `SRV`, ...
+    #[serde(default)]
+    pub record_type: String,
+    /// TTL in seconds (0 or absent: not configured).
+    #[serde(default, rename = "recordTTL", skip_serializing_if = "Option::is_none")]
+    pub record_ttl: Option<i64>,
+    /// A routing policy's identifier (weighted, geo, ...), which a plain DNS server cannot honour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_identifier: Option<String>,
+}
+
+/// `DNSEndpoint.status`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DNSEndpointStatus {
+    /// The generation of the spec last read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}

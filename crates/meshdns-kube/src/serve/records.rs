@@ -14,7 +14,10 @@ use futures::{FutureExt as _, StreamExt};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, Resource};
 use meshdns_objects::core::{EndpointSlice, Ingress, Service};
-use meshdns_objects::gateway::{GATEWAY_API_VERSION, GRPCRoute, Gateway, HTTPRoute, TLSRoute};
+use meshdns_objects::gateway::{
+    DNSENDPOINT_API_VERSION, DNSEndpoint, GATEWAY_API_VERSION, GRPCRoute, Gateway, HTTPRoute,
+    TLSRoute,
+};
 use meshdns_objects::{DNS_API_VERSION, DNSRecordSet, DNSZone};
 use meshdns_sources::cluster::Kind;
 use meshdns_sources::manifests::ManifestFeed;
@@ -141,6 +144,15 @@ fn kinds_read(client: &Client, ns: Option<&str>, kinds: &BTreeSet<Kind>) -> Vec<
     if kinds.contains(&Kind::TlsRoute) {
         let api = api::<TLSRoute>(client, ns);
         out.push(reflected(api, all(), GATEWAY_API_VERSION, "TLSRoute"));
+    }
+    if kinds.contains(&Kind::DnsEndpoint) {
+        let api = api::<DNSEndpoint>(client, ns);
+        out.push(reflected(
+            api,
+            all(),
+            DNSENDPOINT_API_VERSION,
+            "DNSEndpoint",
+        ));
     }
     out
 }

@@ -21,6 +21,8 @@
 //!   parent Gateway whose status says `Accepted: True` (`sectionName`, `port`, protocol and
 //!   `allowedRoutes` applied) → that Gateway's `target` annotation, else its
 //!   `status.addresses`. A route with no host names gives none.
+//! - **DNSEndpoint** (external-dns's CRD). Each endpoint's targets as records of its type (any
+//!   type served but SOA), at its `recordTTL` (0: the default).
 //! - **Conflicts.** Objects naming one name with addresses: every address is served (round
 //!   robin), at the oldest object's TTL. A CNAME against anything else from another object: the
 //!   older object (creation time, then kind, namespace and name) keeps the name, the other is
@@ -30,6 +32,7 @@
 //! into the deepest zone served, after every file and DNSZone, which win a name and type they
 //! also give; a name in no served zone is reported.
 
+mod dnsendpoint;
 pub mod names;
 mod routes;
 mod service;
@@ -37,7 +40,7 @@ mod service;
 use std::collections::{BTreeMap, BTreeSet};
 
 use meshdns_objects::core::{ObjectMeta, Time};
-use meshdns_zone::{Name, RData, Record};
+use meshdns_zone::{Name, RType, Record};
 use serde_json::Value;
 
 use crate::content::Problem;
@@ -56,16 +59,19 @@ pub enum Kind {
     GrpcRoute,
     /// `gateway.networking.k8s.io` TLSRoute: `v1`, and `v1alpha2`/`v1alpha3` from files.
     TlsRoute,
+    /// external-dns's `externaldns.k8s.io/v1alpha1` DNSEndpoint.
+    DnsEndpoint,
 }
 
 impl Kind {
     /// Every kind, as the flag names them.
-    pub const ALL: [(&str, Kind); 5] = [
+    pub const ALL: [(&str, Kind); 6] = [
         ("service", Kind::Service),
         ("ingress", Kind::Ingress),
         ("httproute", Kind::HttpRoute),
         ("grpcroute", Kind::GrpcRoute),
         ("tlsroute", Kind::TlsRoute),
+        ("dnsendpoint", Kind::DnsEndpoint),
     ];
 
     /// The kind a `--kube-source` item names.
@@ -75,13 +81,11 @@ impl Kind {
             .iter()
             .find(|(n, _)| *n == t)
             .map(|(_, k)| *k)
-            .ok_or_else(|| match t.as_str() {
-                "dnsendpoint" => format!(
-                    "{text:?} is not read yet (service, ingress, httproute, grpcroute, tlsroute are)"
-                ),
-                _ => format!(
-                    "{text:?} is not a source kind (service, ingress, httproute, grpcroute, tlsroute)"
-                ),
+            .ok_or_else(|| {
+                format!(
+                    "{text:?} is not a source kind (service, ingress, httproute, grpcroute, \
+                     tlsroute, dnsendpoint)"
+                )
             })
     }
 
@@ -93,6 +97,7 @@ impl Kind {
             Kind::HttpRoute => "HTTPRoute",
             Kind::GrpcRoute => "GRPCRoute",
             Kind::TlsRoute => "TLSRoute",
+            Kind::DnsEndpoint => "DNSEndpoint",
         }
     }
 }
@@ -270,6 +275,7 @@ fn kind_of(o: &Value) -> Option<Kind> {
             | "gateway.networking.k8s.io/v1alpha3",
             "TLSRoute",
         ) => Some(Kind::TlsRoute),
+        ("externaldns.k8s.io/v1alpha1", "DNSEndpoint") => Some(Kind::DnsEndpoint),
         _ => None,
     }
 }
@@ -317,6 +323,7 @@ pub fn read(label: &str, objects: &[Value], settings: &ClusterSettings) -> Clust
         let reading = match o.kind {
             Kind::Service => service::read_service(o.value, &o.meta, settings, &slices),
             Kind::Ingress => service::read_ingress(o.value, &o.meta, settings),
+            Kind::DnsEndpoint => dnsendpoint::read_dnsendpoint(o.value, settings),
             kind => routes::read_route(kind, o.value, &o.meta, settings, &gateways),
         };
         readings.push(reading);
@@ -347,11 +354,7 @@ pub fn read(label: &str, objects: &[Value], settings: &ClusterSettings) -> Clust
         out.verdicts.push(verdict);
     }
     for (name, (target, ttl, owner)) in kept {
-        let data = match target {
-            Target::Ip(std::net::IpAddr::V4(a)) => RData::A(a),
-            Target::Ip(std::net::IpAddr::V6(a)) => RData::Aaaa(a),
-            Target::Host(h) => RData::Cname(h),
-        };
+        let data = target.rdata();
         out.records
             .push((Record { name, ttl, data }, out.verdicts[owner].label()));
     }
@@ -399,18 +402,32 @@ fn decide(read: &[Object<'_>], readings: &mut [Reading]) -> Vec<(Name, (Target, 
     let mut refused: BTreeSet<(usize, Name)> = BTreeSet::new();
     for (name, claims) in by_name {
         let oldest = claims[0].0;
-        let oldest_has_address = claims
+        let oldest_has_data = claims
             .iter()
-            .any(|(i, c)| *i == oldest && matches!(c.target, Target::Ip(_)));
-        if oldest_has_address {
-            // Addresses from every object; host names refused.
-            let mut ttl_of: BTreeMap<bool, u32> = BTreeMap::new();
-            let mut seen = BTreeSet::new();
+            .any(|(i, c)| *i == oldest && !matches!(c.target, Target::Host(_)));
+        if oldest_has_data {
+            // Data other than a CNAME (addresses, a DNSEndpoint's TXT, MX, ...) from every
+            // object, each type at the TTL of the oldest object that gave it; host names
+            // refused.
+            let mut ttl_of: BTreeMap<RType, u32> = BTreeMap::new();
+            // Addresses by set (a headless Service may have thousands); other data is few.
+            let mut ips = BTreeSet::new();
+            let mut data: Vec<&Target> = Vec::new();
             for (i, c) in &claims {
                 match &c.target {
-                    Target::Ip(ip) => {
-                        let ttl = *ttl_of.entry(ip.is_ipv4()).or_insert(c.ttl);
-                        if seen.insert(*ip) {
+                    Target::Ip(_) | Target::Data(_) => {
+                        let new = match &c.target {
+                            Target::Ip(ip) => ips.insert(*ip),
+                            other => {
+                                !data.contains(&other) && {
+                                    data.push(other);
+                                    true
+                                }
+                            }
+                        };
+                        let rtype = c.target.rdata().rtype();
+                        let ttl = *ttl_of.entry(rtype).or_insert(c.ttl);
+                        if new {
                             kept.push((name.clone(), (c.target.clone(), ttl, *i)));
                         }
                     }

@@ -66,13 +66,28 @@ pub fn host_name(text: &str) -> Result<Name, String> {
     Name::parse(&format!("{bare}."), None).map_err(|e| format!("{text:?} is not a host name: {e}"))
 }
 
-/// Where a name points: an address (A or AAAA) or another name (CNAME).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+/// Where a name points: an address (A or AAAA), another name (CNAME), or other data (a
+/// DNSEndpoint's TXT, MX, SRV, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
     /// An IPv4 or IPv6 address.
     Ip(IpAddr),
     /// A host name, served as a CNAME.
     Host(Name),
+    /// Any other record's data.
+    Data(meshdns_zone::RData),
+}
+
+impl Target {
+    /// The record this target is.
+    pub fn rdata(&self) -> meshdns_zone::RData {
+        match self {
+            Target::Ip(IpAddr::V4(a)) => meshdns_zone::RData::A(*a),
+            Target::Ip(IpAddr::V6(a)) => meshdns_zone::RData::Aaaa(*a),
+            Target::Host(h) => meshdns_zone::RData::Cname(h.clone()),
+            Target::Data(d) => d.clone(),
+        }
+    }
 }
 
 /// A target as written in a status or a `target` annotation: an address, else a host name.

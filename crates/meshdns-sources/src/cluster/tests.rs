@@ -375,14 +375,64 @@ spec:
 }
 
 #[test]
-fn kinds_parse_and_later_ones_say_so() {
+fn kinds_parse() {
     assert_eq!(Kind::parse("Service"), Ok(Kind::Service));
     assert_eq!(Kind::parse("ingress"), Ok(Kind::Ingress));
+    assert_eq!(Kind::parse("DNSEndpoint"), Ok(Kind::DnsEndpoint));
     assert_eq!(
-        Kind::parse("dnsendpoint"),
-        Err("\"dnsendpoint\" is not read yet (service, ingress, httproute, grpcroute, tlsroute are)".into())
+        Kind::parse("pods"),
+        Err("\"pods\" is not a source kind (service, ingress, httproute, grpcroute, tlsroute, dnsendpoint)".into())
     );
-    assert!(Kind::parse("pods").is_err());
+}
+
+#[test]
+fn dnsendpoints_give_records_of_every_type_served() {
+    let text = r#"
+apiVersion: externaldns.k8s.io/v1alpha1
+kind: DNSEndpoint
+metadata: {name: records, namespace: dns, creationTimestamp: "2026-01-01T00:00:00Z", generation: 3}
+spec:
+  endpoints:
+  - {dnsName: www.example.org, recordType: A, targets: [192.0.2.1, 192.0.2.2], recordTTL: 120}
+  - {dnsName: www.example.org, recordType: AAAA, targets: ["2001:db8::1"]}
+  - {dnsName: www.example.org, recordType: TXT, targets: ["v=spf1 -all", "\"quoted\" \"two\""]}
+  - {dnsName: alias.example.org, recordType: CNAME, targets: [www.example.org]}
+  - {dnsName: example.org, recordType: MX, targets: ["10 mail.example.org"]}
+  - {dnsName: _sip._tcp.example.org, recordType: SRV, targets: ["1 2 5060 sip.example.org."]}
+  - {dnsName: example.org, recordType: CAA, targets: ["0 issue \"letsencrypt.org\""]}
+  - {dnsName: bad.example.org, recordType: A, targets: ["192.0.2.300", "2001:db8::1", "192.0.2.9"]}
+  - {dnsName: nope.example.org, recordType: NAPTR, targets: ["x"]}
+  - {dnsName: weighted.example.org, recordType: A, targets: [192.0.2.7], setIdentifier: blue}
+  - {dnsName: "bad name", recordType: A, targets: [192.0.2.8]}
+"#;
+    let read = read("m", &objects(text), &settings(&[Kind::DnsEndpoint]));
+    assert_eq!(
+        lines(&read),
+        [
+            "_sip._tcp.example.org. 60 SRV 1 2 5060 sip.example.org.",
+            "alias.example.org. 60 CNAME www.example.org.",
+            "bad.example.org. 60 A 192.0.2.9",
+            "example.org. 60 CAA 0 issue \"letsencrypt.org\"",
+            "example.org. 60 MX 10 mail.example.org.",
+            "weighted.example.org. 60 A 192.0.2.7",
+            "www.example.org. 120 A 192.0.2.1",
+            "www.example.org. 120 A 192.0.2.2",
+            "www.example.org. 60 AAAA 2001:db8::1",
+            "www.example.org. 60 TXT \"quoted\" \"two\"",
+            "www.example.org. 60 TXT \"v=spf1 -all\"",
+        ]
+    );
+    let p = problems(&read);
+    assert_eq!(p.len(), 5, "{p:?}");
+    for want in [
+        "m: DNSEndpoint dns/records spec.endpoints[7].targets[0]: \"192.0.2.300\" is not A data",
+        "m: DNSEndpoint dns/records spec.endpoints[7].targets[1]: \"2001:db8::1\" is not an IPv4 address",
+        "m: DNSEndpoint dns/records spec.endpoints[8].recordType: \"NAPTR\" is not served",
+        "m: DNSEndpoint dns/records spec.endpoints[9].setIdentifier: routing policies",
+        "m: DNSEndpoint dns/records spec.endpoints[10].dnsName:",
+    ] {
+        assert!(p.iter().any(|l| l.starts_with(want)), "{want}\n{p:?}");
+    }
 }
 
 const GATEWAYS: &str = r#"

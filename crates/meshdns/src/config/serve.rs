@@ -164,8 +164,8 @@ pub struct ServeConfig {
     pub kubeconfig: Option<PathBuf>,
 
     /// The cluster's own objects to serve names for, from --manifests and with --kubernetes:
-    /// service, ingress, httproute, grpcroute, tlsroute (comma-separated or repeated)
-    /// [default: none].
+    /// service, ingress, httproute, grpcroute, tlsroute, dnsendpoint (comma-separated or
+    /// repeated) [default: none].
     #[arg(long = "kube-source", value_name = "KIND[,KIND]", value_parser = values::kube_sources,
         help_heading = "Cluster objects")]
     #[serde(default, rename = "kubeSources", deserialize_with = "de::list")]

@@ -351,6 +351,11 @@ async fn serves_services_and_ingresses_from_a_cluster_live() {
     let accepted = json!({"parents": [{"parentRef": {"name": "edge", "namespace": "infra"},
         "conditions": [{"type": "Accepted", "status": "True"}]}]});
     let parent = json!([{"name": "edge", "namespace": "infra"}]);
+    fake.insert(json!({"apiVersion": "externaldns.k8s.io/v1alpha1", "kind": "DNSEndpoint",
+        "metadata": {"name": "extra", "namespace": "dns"},
+        "spec": {"endpoints": [
+            {"dnsName": "txt.example.org", "recordType": "TXT", "targets": ["hello"]},
+            {"dnsName": "ep.example.org", "recordType": "A", "targets": ["192.0.2.40"], "recordTTL": 30}]}}));
     for (kind, name) in [
         ("HTTPRoute", "app"),
         ("GRPCRoute", "rpc"),
@@ -369,7 +374,7 @@ async fn serves_services_and_ingresses_from_a_cluster_live() {
         "--kubeconfig",
         &kubeconfig,
         "--kube-source",
-        "service,ingress,httproute,grpcroute,tlsroute",
+        "service,ingress,httproute,grpcroute,tlsroute,dnsendpoint",
         "--zone",
         "example.org",
         "--kube-source-default-names",
@@ -386,6 +391,11 @@ async fn serves_services_and_ingresses_from_a_cluster_live() {
         for route in ["app", "rpc", "tls"] {
             wait_for(&m, &format!("{route}.example.org"), "192.0.2.30");
         }
+        wait_for(&m, "ep.example.org", "192.0.2.40");
+        assert_eq!(
+            dig(m.dns, &["txt.example.org", "TXT", "+short"]).trim(),
+            "\"hello\""
+        );
         let mut both = dig(m.dns, &["cache.example.org", "A", "+short"])
             .lines()
             .map(str::to_string)
