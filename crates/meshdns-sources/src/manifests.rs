@@ -47,7 +47,7 @@ use crate::content::{Parsed, Problem, ZoneContent};
 /// it served from them ([`Served`]) once the snapshot holding them is live.
 pub struct ManifestFeed {
     label: String,
-    state: std::sync::Mutex<(u64, Option<Vec<Value>>)>,
+    state: std::sync::Mutex<(u64, Option<std::sync::Arc<Vec<Value>>>)>,
     served: std::sync::Mutex<Option<std::sync::Arc<Served>>>,
     on_served: std::sync::Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
 }
@@ -57,7 +57,7 @@ pub struct ManifestFeed {
 #[derive(Debug, Clone, Default)]
 pub struct Served {
     /// The objects, with the status they carried when read.
-    pub objects: Vec<Value>,
+    pub objects: std::sync::Arc<Vec<Value>>,
     /// The verdicts on each.
     pub verdicts: Verdicts,
     /// The NS names at each zone's apex, as served.
@@ -108,11 +108,13 @@ impl ManifestFeed {
     pub fn set(&self, objects: Vec<Value>) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.0 += 1;
-        st.1 = Some(objects);
+        st.1 = Some(std::sync::Arc::new(objects));
     }
 
-    /// The version (0 until the first set) and the objects when it differs from `seen`.
-    pub fn take_if_newer(&self, seen: u64) -> Option<(u64, Vec<Value>)> {
+    /// The version (0 until the first set) and the objects when it differs from `seen`
+    /// (shared, not copied: tens of thousands of objects are handed over several times a
+    /// second under churn).
+    pub fn take_if_newer(&self, seen: u64) -> Option<(u64, std::sync::Arc<Vec<Value>>)> {
         let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         match &st.1 {
             Some(objects) if st.0 != seen => Some((st.0, objects.clone())),

@@ -13,7 +13,7 @@ const TYPES: &str = "A, AAAA, CNAME, TXT, MX, SRV, CAA, NS, PTR";
 
 pub(super) fn read_dnsendpoint(value: &Value, settings: &ClusterSettings) -> Reading {
     let mut r = Reading::default();
-    let ep: DNSEndpoint = match serde_json::from_value(value.clone()) {
+    let ep: DNSEndpoint = match <_ as serde::Deserialize>::deserialize(value) {
         Ok(ep) => ep,
         Err(e) => {
             r.problem("spec", format!("not of the kind's shape: {e}"));

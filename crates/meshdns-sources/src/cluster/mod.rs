@@ -41,6 +41,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use meshdns_objects::core::{ObjectMeta, Time};
 use meshdns_zone::{Name, RType, Record};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::content::Problem;
@@ -304,7 +305,7 @@ pub fn read(label: &str, objects: &[Value], settings: &ClusterSettings) -> Clust
             let kind = kind_of(o).filter(|k| settings.kinds.contains(k))?;
             let meta: ObjectMeta = o
                 .get("metadata")
-                .and_then(|m| serde_json::from_value(m.clone()).ok())
+                .and_then(|m| ObjectMeta::deserialize(m).ok())
                 .unwrap_or_default();
             Some(Object {
                 kind,

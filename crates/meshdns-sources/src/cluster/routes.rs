@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use meshdns_objects::core::ObjectMeta;
 use meshdns_objects::gateway::{GATEWAY_GROUP, Gateway, Listener, ParentRef, Route};
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::names::{self, Target};
@@ -22,7 +23,7 @@ pub(super) fn gateways(objects: &[Value]) -> BTreeMap<(String, String), Gateway>
             continue;
         }
         // A Gateway that does not parse attaches nothing (its routes say so).
-        if let Ok(gw) = serde_json::from_value::<Gateway>(o.clone()) {
+        if let Ok(gw) = Gateway::deserialize(o) {
             let key = (
                 gw.metadata.namespace.clone().unwrap_or_default(),
                 gw.metadata.name.clone().unwrap_or_default(),
@@ -152,7 +153,7 @@ pub(super) fn read_route(
     gateways: &BTreeMap<(String, String), Gateway>,
 ) -> Reading {
     let mut r = Reading::default();
-    let route: Route = match serde_json::from_value(value.clone()) {
+    let route: Route = match Deserialize::deserialize(value) {
         Ok(route) => route,
         Err(e) => {
             r.problem("spec", format!("not of the kind's shape: {e}"));

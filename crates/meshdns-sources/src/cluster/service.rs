@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use meshdns_objects::core::{EndpointSlice, Ingress, ObjectMeta, Service};
 use meshdns_zone::Name;
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::names::{self, Target};
@@ -25,7 +26,7 @@ pub(super) fn slices_by_service(
         }
         // A slice that does not parse has no endpoints to give (the API server would not
         // have stored it).
-        let Ok(slice) = serde_json::from_value::<EndpointSlice>(o.clone()) else {
+        let Ok(slice) = EndpointSlice::deserialize(o) else {
             continue;
         };
         let ns = slice.metadata.namespace.clone().unwrap_or_default();
@@ -45,7 +46,7 @@ pub(super) fn slices_by_service(
 
 /// A typed object, or the problem with its shape.
 fn typed<T: serde::de::DeserializeOwned>(value: &Value, reading: &mut Reading) -> Option<T> {
-    match serde_json::from_value(value.clone()) {
+    match Deserialize::deserialize(value) {
         Ok(t) => Some(t),
         Err(e) => {
             reading.problem("spec", format!("not of the kind's shape: {e}"));

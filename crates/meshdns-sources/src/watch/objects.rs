@@ -18,7 +18,7 @@ pub(super) struct ObjectFeed {
     feed: Arc<ManifestFeed>,
     version: u64,
     /// Loaded but not yet in a live snapshot: handed back after the next swap.
-    pending: Option<(Vec<Value>, Verdicts)>,
+    pending: Option<(std::sync::Arc<Vec<Value>>, Verdicts)>,
 }
 
 impl ObjectFeed {
