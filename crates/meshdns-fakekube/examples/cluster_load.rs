@@ -236,6 +236,10 @@ async fn main() {
                         return Some(t0.elapsed().as_secs_f64() * 1000.0);
                     }
                     if t0.elapsed() > Duration::from_secs(10) {
+                        if std::env::var_os("CLUSTER_LOAD_DEBUG").is_some() {
+                            let now = query_a(&sock, dns, &name, id.wrapping_add(1));
+                            eprintln!("never answered: {name} want {new} have {now:?}");
+                        }
                         return None;
                     }
                     std::thread::sleep(Duration::from_millis(2));

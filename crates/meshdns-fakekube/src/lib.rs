@@ -921,15 +921,19 @@ fn watch(inner: Arc<Inner>, t: &Target, params: &BTreeMap<String, String>) -> Re
             if inner.lock().disconnect_epoch != disconnect {
                 return;
             }
+            // The events and the version they reach, read under one lock: a change made
+            // between two locks would be skipped by the watch, never sent.
             let events: Vec<Event> = {
                 let st = inner.lock();
-                st.log
+                let events = st
+                    .log
                     .iter()
                     .filter(|e| e.rv > pos && filter.matches(&e.key, &e.object))
                     .cloned()
-                    .collect()
+                    .collect();
+                pos = pos.max(st.rv);
+                events
             };
-            pos = pos.max(inner.lock().rv);
             for e in events {
                 let line = format!("{}\n", json!({"type": e.kind, "object": e.object}));
                 if tx.send(Bytes::from(line)).await.is_err() {
