@@ -155,15 +155,22 @@ async fn main() {
     let (dns_port, http_port) = (free_port(), free_port());
     let dns: SocketAddr = ([127, 0, 0, 1], dns_port).into();
     let http: SocketAddr = ([127, 0, 0, 1], http_port).into();
+    // CLUSTER_LOAD_DEBUG: meshdns's log (info) on stderr, and each change never answered.
+    let debug = std::env::var_os("CLUSTER_LOAD_DEBUG").is_some();
     let started = Instant::now();
     let mut child = Command::new(&meshdns)
         .args(["serve", "--kubernetes", "--kubeconfig"])
         .arg(&kubeconfig)
         .args(["--kube-source", "service", "--zone", "bench.example.org"])
         .args(["--listen", &dns.to_string(), "--http", &http.to_string()])
-        .args(["--log-level", "warn", "--udp-sockets", "1"])
+        .args(["--udp-sockets", "1"])
+        .args(["--log-level", if debug { "info" } else { "warn" }])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(if debug {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
         .spawn()
         .expect("meshdns");
     let pid = child.id();
@@ -236,7 +243,7 @@ async fn main() {
                         return Some(t0.elapsed().as_secs_f64() * 1000.0);
                     }
                     if t0.elapsed() > Duration::from_secs(10) {
-                        if std::env::var_os("CLUSTER_LOAD_DEBUG").is_some() {
+                        if debug {
                             let now = query_a(&sock, dns, &name, id.wrapping_add(1));
                             eprintln!("never answered: {name} want {new} have {now:?}");
                         }

@@ -294,8 +294,24 @@ pub fn zones(file: &str, objects: &[Value], cluster: &ClusterSettings) -> Parsed
 /// each object (for their status); with the names of the cluster's objects `cluster` reads
 /// ([`crate::cluster`]), placed when the catalog is assembled.
 pub fn read(file: &str, objects: &[Value], cluster: &ClusterSettings) -> (Parsed, Verdicts) {
+    read_cached(
+        file,
+        objects,
+        cluster,
+        &mut crate::cluster::ReadCache::default(),
+    )
+}
+
+/// [`read`], the cluster's objects read again only when they changed since `cache` saw them
+/// (a live source's reading of a cluster).
+pub fn read_cached(
+    file: &str,
+    objects: &[Value],
+    cluster: &ClusterSettings,
+    cache: &mut crate::cluster::ReadCache,
+) -> (Parsed, Verdicts) {
     let (mut parsed, verdicts) = read_dns(file, objects);
-    let names = crate::cluster::read(file, objects, cluster);
+    let names = crate::cluster::read_cached(file, objects, cluster, cache);
     parsed.placed = names.records;
     parsed.problems.extend(names.problems);
     (parsed, verdicts)

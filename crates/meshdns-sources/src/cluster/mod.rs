@@ -165,6 +165,52 @@ impl ObjectVerdict {
     }
 }
 
+/// Each object's reading, kept by (kind, namespace, name) with the versions it was read at, so
+/// that a hand-over of tens of thousands of objects of which a few changed reads only those
+/// (the objects of a cluster carry a `resourceVersion`; those of files do not, and are read
+/// every time). Held by a live source between readings.
+#[derive(Debug, Default)]
+pub struct ReadCache {
+    entries: std::collections::HashMap<(Kind, String, String), (String, Reading)>,
+}
+
+/// What an object's reading depends on: its own `resourceVersion`, and those of its
+/// EndpointSlices (a Service) or of every Gateway (a route); `None` without one.
+fn fingerprint(
+    o: &Object<'_>,
+    slices: &BTreeMap<(String, String), Vec<meshdns_objects::core::EndpointSlice>>,
+    gateways: &str,
+) -> Option<String> {
+    let own = o
+        .meta
+        .resource_version
+        .as_deref()
+        .filter(|v| !v.is_empty())?;
+    let mut out = own.to_string();
+    match o.kind {
+        Kind::Service => {
+            let key = (
+                o.meta
+                    .namespace
+                    .clone()
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or_else(|| "default".into()),
+                o.meta.name.clone().unwrap_or_default(),
+            );
+            for s in slices.get(&key).into_iter().flatten() {
+                out.push(',');
+                out.push_str(s.metadata.resource_version.as_deref()?);
+            }
+        }
+        Kind::HttpRoute | Kind::GrpcRoute | Kind::TlsRoute => {
+            out.push(';');
+            out.push_str(gateways);
+        }
+        Kind::Ingress | Kind::DnsEndpoint => {}
+    }
+    Some(out)
+}
+
 /// One name an object gives, pointing at one target.
 #[derive(Debug, Clone)]
 struct Claim {
@@ -174,7 +220,7 @@ struct Claim {
 }
 
 /// What one object's reading gives.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Reading {
     claims: Vec<Claim>,
     problems: Vec<(String, String)>,
@@ -295,6 +341,17 @@ fn age(o: &Object<'_>) -> (bool, Option<Time>, Kind, String, String) {
 /// Reads the objects of the kinds `settings` names among `objects` (`label` names the source
 /// in problems).
 pub fn read(label: &str, objects: &[Value], settings: &ClusterSettings) -> ClusterRecords {
+    read_cached(label, objects, settings, &mut ReadCache::default())
+}
+
+/// [`read`], each object read again only when it (or what its reading depends on) changed
+/// since `cache` last saw it; `cache` is left holding this reading's objects only.
+pub fn read_cached(
+    label: &str,
+    objects: &[Value],
+    settings: &ClusterSettings,
+    cache: &mut ReadCache,
+) -> ClusterRecords {
     let mut out = ClusterRecords::default();
     if !settings.enabled() {
         return out;
@@ -318,17 +375,38 @@ pub fn read(label: &str, objects: &[Value], settings: &ClusterSettings) -> Clust
     read.sort_by_cached_key(age);
     let slices = service::slices_by_service(objects);
     let gateways = routes::gateways(objects);
+    let gateway_versions: String = gateways
+        .values()
+        .map(|g| g.metadata.resource_version.clone().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut kept_cache = std::collections::HashMap::with_capacity(read.len());
     // (object index, its reading)
     let mut readings = Vec::with_capacity(read.len());
     for o in &read {
-        let reading = match o.kind {
+        let key = (
+            o.kind,
+            o.meta.namespace.clone().unwrap_or_default(),
+            o.meta.name.clone().unwrap_or_default(),
+        );
+        let print = fingerprint(o, &slices, &gateway_versions);
+        let cached = cache
+            .entries
+            .remove(&key)
+            .filter(|(was, _)| print.as_ref() == Some(was))
+            .map(|(_, r)| r);
+        let reading = cached.unwrap_or_else(|| match o.kind {
             Kind::Service => service::read_service(o.value, &o.meta, settings, &slices),
             Kind::Ingress => service::read_ingress(o.value, &o.meta, settings),
             Kind::DnsEndpoint => dnsendpoint::read_dnsendpoint(o.value, settings),
             kind => routes::read_route(kind, o.value, &o.meta, settings, &gateways),
-        };
+        });
+        if let Some(print) = print {
+            kept_cache.insert(key, (print, reading.clone()));
+        }
         readings.push(reading);
     }
+    cache.entries = kept_cache;
     let kept = decide(&read, &mut readings);
     for (o, reading) in read.iter().zip(readings) {
         let mut verdict = ObjectVerdict {

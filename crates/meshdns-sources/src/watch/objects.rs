@@ -19,6 +19,8 @@ pub(super) struct ObjectFeed {
     version: u64,
     /// Loaded but not yet in a live snapshot: handed back after the next swap.
     pending: Option<(std::sync::Arc<Vec<Value>>, Verdicts)>,
+    /// The cluster objects' last readings: a hand-over reads only the objects that changed.
+    cache: crate::cluster::ReadCache,
 }
 
 impl ObjectFeed {
@@ -27,6 +29,7 @@ impl ObjectFeed {
             feed,
             version: 0,
             pending: None,
+            cache: crate::cluster::ReadCache::default(),
         }
     }
 }
@@ -40,7 +43,12 @@ impl Input for ObjectFeed {
         let Some((now, objects)) = self.feed.take_if_newer(self.version) else {
             return false;
         };
-        let (parsed, verdicts) = manifests::read(&kept.label, &objects, &loader.settings.cluster);
+        let (parsed, verdicts) = manifests::read_cached(
+            &kept.label,
+            &objects,
+            &loader.settings.cluster,
+            &mut self.cache,
+        );
         let loaded = load_parsed(&kept.label, parsed, loader.defaults());
         // A feed reloads on every object change: only problems that are new are logged.
         kept.reported
