@@ -253,18 +253,30 @@ impl Reading {
 
     /// The names of a comma-separated name annotation (`hostname`, `internal-hostname`).
     fn annotated_names(&mut self, meta: &ObjectMeta, suffix: &str) -> Vec<Name> {
+        self.annotated_list(meta, suffix, "", names::host_name)
+            .unwrap_or_default()
+    }
+
+    /// The items of a comma-separated annotation (`None`: no such annotation), each parsed by
+    /// `parse`; a bad one is reported (its field after `at`, which names the object when it is
+    /// another's: `Gateway infra/edge `) and left out.
+    fn annotated_list<T>(
+        &mut self,
+        meta: &ObjectMeta,
+        suffix: &str,
+        at: &str,
+        parse: fn(&str) -> Result<T, String>,
+    ) -> Option<Vec<T>> {
         let annotations = meta.annotations.clone().unwrap_or_default();
-        let Some((key, text)) = names::annotation(&annotations, suffix) else {
-            return Vec::new();
-        };
+        let (key, text) = names::annotation(&annotations, suffix)?;
         let mut out = Vec::new();
         for item in names::split_list(text) {
-            match names::host_name(&item) {
-                Ok(n) => out.push(n),
-                Err(why) => self.problem(format!("metadata.annotations[{key}]"), why),
+            match parse(&item) {
+                Ok(v) => out.push(v),
+                Err(why) => self.problem(format!("{at}metadata.annotations[{key}]"), why),
             }
         }
-        out
+        Some(out)
     }
 
     /// Targets read from a `status.loadBalancer.ingress` list.

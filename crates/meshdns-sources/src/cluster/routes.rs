@@ -113,16 +113,10 @@ fn listeners<'g>(
 /// A Gateway's targets: its `target` annotation, else its status addresses (IPAddress as
 /// A/AAAA, Hostname as a CNAME).
 fn targets(r: &mut Reading, gw: &Gateway, label: &str) -> Vec<Target> {
-    let annotations = gw.metadata.annotations.clone().unwrap_or_default();
-    if let Some((key, text)) = names::annotation(&annotations, "target") {
-        let mut out = Vec::new();
-        for item in names::split_list(text) {
-            match names::target(&item) {
-                Ok(t) => out.push(t),
-                Err(why) => r.problem(format!("{label} metadata.annotations[{key}]"), why),
-            }
-        }
-        return out;
+    if let Some(targets) =
+        r.annotated_list(&gw.metadata, "target", &format!("{label} "), names::target)
+    {
+        return targets;
     }
     let mut out = Vec::new();
     for (i, a) in gw.status.addresses.iter().enumerate() {

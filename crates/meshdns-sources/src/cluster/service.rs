@@ -261,18 +261,8 @@ pub(super) fn read_ingress(
         }
     }
     hosts.extend(r.annotated_names(meta, "hostname"));
-    let annotations = meta.annotations.clone().unwrap_or_default();
-    let targets = match names::annotation(&annotations, "target") {
-        Some((key, text)) => {
-            let mut out = Vec::new();
-            for item in names::split_list(text) {
-                match names::target(&item) {
-                    Ok(t) => out.push(t),
-                    Err(why) => r.problem(format!("metadata.annotations[{key}]"), why),
-                }
-            }
-            out
-        }
+    let targets = match r.annotated_list(meta, "target", "", names::target) {
+        Some(targets) => targets,
         None => {
             let ingress: Vec<(Option<String>, Option<String>)> = ingress
                 .status
