@@ -35,7 +35,12 @@ pub fn zones_of(range: &Cidr) -> Vec<Name> {
     let count = 1u128 << (aligned - len);
     (0..count)
         .map(|i| {
-            let net = base | (i << (width - aligned));
+            // `aligned` is 0 only for a /0: one zone, nothing to shift in.
+            let net = if aligned == 0 {
+                base
+            } else {
+                base | (i << (width - aligned))
+            };
             zone_name(net, width, aligned / step)
         })
         .collect()
@@ -163,6 +168,7 @@ mod tests {
             ]
         );
         assert_eq!(names("0.0.0.0/0"), ["in-addr.arpa."]);
+        assert_eq!(names("::/0"), ["ip6.arpa."]);
     }
 
     #[test]

@@ -218,7 +218,7 @@ pub fn assemble(
         }
     }
     if !reverse.is_empty() {
-        add_reverse(&mut zones, reverse, &reverse_zones, defaults);
+        add_reverse(&mut zones, reverse, &reverse_zones, defaults, &mut problems);
     }
     let mut catalog = Catalog::from_zones(zones);
     for input in inputs {
@@ -239,12 +239,23 @@ fn add_reverse(
     reverse: &[Cidr],
     reverse_zones: &std::collections::BTreeSet<Name>,
     defaults: BuildDefaults,
+    problems: &mut Vec<Problem>,
 ) {
     let mut ptrs = crate::reverse::ptrs(zones, reverse, reverse_zones);
     for zone in zones.iter_mut() {
         let Some(records) = ptrs.remove(zone.origin()) else {
             continue;
         };
+        if zone.given_serial().is_some() {
+            // Its serial comes from a source: PTRs added here would change it unseen.
+            problems.push(Problem::new(
+                "--reverse-zone",
+                zone.origin().to_string(),
+                "its SOA serial comes from a source (a zone file, or a zone transferred in), \
+                 which generated PTRs would change without raising it: none are added",
+            ));
+            continue;
+        }
         let origin = zone.origin().clone();
         let mut builder = CatalogBuilder::new(defaults);
         builder.declare(&origin);
@@ -296,6 +307,26 @@ fn place<'a>(
                     format!(
                         "zone {origin} has its SOA serial from a source (a zone file, or a zone \
                          transferred in), which these records would change without raising it"
+                    )
+                }
+                // A zone's own name servers are its sources'; a delegation from an object may not
+                // hide what a source gives at or below it.
+                Some((origin, _)) if record.data.rtype() == RType::NS && record.name == origin => {
+                    format!(
+                        "the name servers of zone {origin} are its own: an object gives no NS at a zone's apex"
+                    )
+                }
+                Some((origin, contributors))
+                    if record.data.rtype() == RType::NS
+                        && contributors.iter().any(|(_, z)| {
+                            z.nodes().any(|n| {
+                                meshdns_zone::name::is_wire_subdomain(n.name(), record.name.wire())
+                            })
+                        }) =>
+                {
+                    format!(
+                        "a delegation at {} would hide what a source of zone {origin} gives at or below it",
+                        record.name
                     )
                 }
                 Some((origin, _)) => {
@@ -537,6 +568,68 @@ mod tests {
                 "objects: Service x/web www.example.org. A: already provided by zones.yaml, which takes precedence over the cluster's objects",
                 "objects: Service x/web mail.example.org. CNAME: mail.example.org. cannot have a CNAME and other records (RFC 1034 §3.6.2); the other records come from a source that takes precedence",
             ]
+        );
+    }
+
+    #[test]
+    fn objects_give_no_apex_ns_and_no_delegation_over_a_sources_names() {
+        let file = compiled(
+            "zones.yaml",
+            b"zones: [{origin: example.org, records: [{name: a.www, type: A, value: 192.0.2.1}]}]",
+        );
+        let ns = |name: &str| {
+            let data = meshdns_zone::RData::Ns(Name::parse("ns.example.net.", None).unwrap());
+            let name = Name::parse(name, None).unwrap();
+            (
+                Record {
+                    name,
+                    ttl: 60,
+                    data,
+                },
+                "DNSEndpoint x/ns".to_string(),
+            )
+        };
+        let objects = CompiledSource {
+            placed: Arc::new(vec![
+                ns("example.org."),
+                ns("www.example.org."),
+                ns("sub.example.org."),
+            ]),
+            ..CompiledSource::default()
+        };
+        let inputs = [
+            SourceInput {
+                label: "zones.yaml",
+                compiled: &file,
+            },
+            SourceInput {
+                label: "objects",
+                compiled: &objects,
+            },
+        ];
+        let (cat, problems) = assemble(&inputs, &[], &[], DEFAULTS);
+        let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert_eq!(text.len(), 2, "{text:?}");
+        assert!(
+            text[0].contains("an object gives no NS at a zone's apex"),
+            "{text:?}"
+        );
+        assert!(
+            text[1].contains("a delegation at www.example.org. would hide"),
+            "{text:?}"
+        );
+        let zone = cat.find_zone(b"\x07example\x03org\x00").unwrap();
+        let apex_ns = zone
+            .node(b"\x07example\x03org\x00")
+            .unwrap()
+            .get(RType::NS)
+            .unwrap();
+        assert_eq!(apex_ns.decoded()[0].to_string(), "ns.example.org.");
+        assert!(
+            zone.node(b"\x03sub\x07example\x03org\x00")
+                .unwrap()
+                .get(RType::NS)
+                .is_some()
         );
     }
 }

@@ -76,7 +76,12 @@ pub(super) fn read_dnsendpoint(value: &Value, settings: &ClusterSettings) -> Rea
 /// TXT content as one record (or as quoted presentation text), anything else in presentation
 /// form with names absolute (a final dot optional).
 fn target(rtype: RType, text: &str) -> Result<Target, String> {
-    let text = text.trim();
+    // TXT content is kept as written, its spaces included; other data is trimmed.
+    let text = if rtype == RType::TXT {
+        text
+    } else {
+        text.trim()
+    };
     let bad = |e: &dyn std::fmt::Display| format!("{text:?} is not {rtype} data: {e}");
     match rtype {
         RType::A | RType::AAAA => {
