@@ -1,6 +1,7 @@
-//! `meshdns serve --kubernetes`: DNSZones and DNSRecordSets read from a cluster, with the
-//! Services, EndpointSlices and Ingresses `--kube-source` names, handed to the records watcher
-//! as a [`ManifestFeed`] (the same reading as `serve --manifests`).
+//! `meshdns serve --kubernetes`: DNSZones and DNSRecordSets read from a cluster, with the kinds
+//! `--kube-source` names (Services with the EndpointSlices of headless ones, Ingresses,
+//! Gateways and their routes, DNSEndpoints), handed to the records watcher as a
+//! [`ManifestFeed`] (the same reading as `serve --manifests`).
 //!
 //! A reflector per kind keeps the objects; after every one has listed once, and after every change
 //! (coalesced over 50 ms), the whole set is handed over and the watcher is nudged, so a change
