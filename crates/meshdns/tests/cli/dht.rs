@@ -366,14 +366,14 @@ fn a_thousand_queries_for_one_key_make_one_lookup() {
         answered
     });
     let name = Name::from_ascii(format!("{}.", iroh_name(&secret))).unwrap();
-    // In bursts of 50, 2 ms apart: the first burst arrives while the lookup runs; a burst of
-    // a thousand would overflow a receive buffer on a busy machine (the kernel's drops, not
-    // meshdns's).
+    // In bursts of 10, 2 ms apart: the first burst arrives while the lookup runs; larger
+    // bursts overflowed a receive buffer on a busy machine (the kernel's drops, not meshdns's:
+    // 896 of 1,000 answered once in CI with bursts of 50, the reader parsing in a debug build).
     for id in 0..1000u16 {
         let mut q = Message::new(id, MessageType::Query, OpCode::Query);
         q.add_query(Query::query(name.clone(), RecordType::TXT));
         sock.send_to(&q.to_vec().unwrap(), m.dns).unwrap();
-        if id % 50 == 49 {
+        if id % 10 == 9 {
             std::thread::sleep(Duration::from_millis(2));
         }
     }
