@@ -146,6 +146,32 @@ spec:
   - {name: "_iroh.x", txt: {content: "relay=https://r.example/"}}
 """
     write("records", "manifests", b"\3" + manifests.encode())
+    objects = b""
+    for f in ["services.yaml", "ingresses.yaml"]:
+        with open(os.path.join(ROOT, "examples", "cluster-objects", f), "rb") as fh:
+            objects += fh.read() + b"\n---\n"
+    objects += b"""apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: infra}
+spec:
+  listeners: [{name: https, hostname: "*.example.org", port: 443, protocol: HTTPS, allowedRoutes: {namespaces: {from: All}}}]
+status: {addresses: [{value: 192.0.2.30}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: app, namespace: shop}
+spec: {parentRefs: [{name: edge, namespace: infra}], hostnames: [app.example.org]}
+status: {parents: [{parentRef: {name: edge, namespace: infra}, conditions: [{type: Accepted, status: "True"}]}]}
+---
+apiVersion: externaldns.k8s.io/v1alpha1
+kind: DNSEndpoint
+metadata: {name: e, namespace: dns}
+spec:
+  endpoints:
+  - {dnsName: txt.example.org, recordType: TXT, targets: [hello]}
+  - {dnsName: example.org, recordType: MX, targets: ["10 mail.example.org"]}
+"""
+    write("records", "cluster-objects", b"\3" + objects)
 
 
 PKARR_SEED = bytes([7] * 32)

@@ -168,17 +168,35 @@ fn question_of(query: &[u8]) -> Result<hickory_proto::op::Query, String> {
     Query::read(&mut decoder).map_err(|e| e.to_string())
 }
 
-/// The settings records files are read with: Tailscale names go under `ts.net.`.
+/// The settings records files are read with: Tailscale names go under `ts.net.`; manifests'
+/// cluster objects of every kind are read, with default names under `cluster.example.org.`.
 fn parse_settings() -> ParseSettings {
+    use meshdns_sources::cluster::{ClusterSettings, Kind};
     ParseSettings {
         default_ttl: 60,
         tailscale_zones: vec![name("ts.net.")],
+        cluster: ClusterSettings {
+            kinds: Kind::ALL.iter().map(|(_, k)| *k).collect(),
+            default_names: Some(name("cluster.example.org.")),
+            default_ttl: 60,
+            ..ClusterSettings::default()
+        },
     }
 }
 
+/// The ranges whose reverse zones are made from what is served.
+fn reverse_ranges() -> Vec<meshdns_zone::Cidr> {
+    ["192.0.2.0/24", "10.0.0.0/9", "2001:db8::/30"]
+        .iter()
+        .map(|r| r.parse().expect("a range"))
+        .collect()
+}
+
 /// The records-file readers (the first byte picks the kind: detected from the content, an RFC
-/// 1035 zone file with or without an origin, or Kubernetes manifests; Tailscale and meshdns
-/// JSON/YAML are detected), then compiling and assembling what they read. Whatever compiles is
+/// 1035 zone file with or without an origin, or Kubernetes manifests, the cluster's own objects
+/// of every kind included; Tailscale and meshdns JSON/YAML are detected), then compiling and
+/// assembling what they read (names placed in `example.org.` and `cluster.example.org.`, and
+/// reverse zones made). Whatever compiles is
 /// served: the SOA and every name's A, AAAA and TXT answers re-decode with hickory-proto.
 /// Reading is deterministic: the same bytes give the same problems.
 pub fn records(data: &[u8]) {
@@ -216,7 +234,9 @@ pub fn records(data: &[u8]) {
         label: "fuzz",
         compiled: &loaded.compiled,
     };
-    let (catalog, _) = meshdns_sources::assemble(&[input], &[], defaults());
+    let declared = [name("example.org."), name("cluster.example.org.")];
+    let (catalog, _) =
+        meshdns_sources::assemble(&[input], &declared, &reverse_ranges(), defaults());
     let mut queried = 0;
     for zone in &loaded.compiled.zones {
         for (owner, qtype) in zone_names(zone) {
