@@ -15,13 +15,14 @@ use crate::secondaries::free_port;
 use crate::*;
 
 const ORIGIN: &str = "dns.example.org";
-const TOKEN: &str = "fleet-test-token-0123456789abcdef";
-
 /// The fleet's fixed HTTP ports and shared token, with a data directory per replica.
 struct Fleet {
     ports: Vec<u16>,
     dirs: Vec<tempfile::TempDir>,
     token: PathBuf,
+    /// The token's text: each fleet's own, so that a replica of another test that happens to
+    /// take a stopped replica's port (tests run side by side) is not a peer of this fleet.
+    secret: String,
     _token_dir: tempfile::TempDir,
 }
 
@@ -29,11 +30,13 @@ impl Fleet {
     fn new(n: usize) -> Fleet {
         let token_dir = tempfile::tempdir().unwrap();
         let token = token_dir.path().join("token");
-        std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+        let secret = format!("fleet-test-token-{}", SecretKey::generate().public().to_z32());
+        std::fs::write(&token, format!("{secret}\n")).unwrap();
         Fleet {
             ports: (0..n).map(|_| free_port()).collect(),
             dirs: (0..n).map(|_| tempfile::tempdir().unwrap()).collect(),
             token,
+            secret,
             _token_dir: token_dir,
         }
     }
@@ -553,7 +556,7 @@ fn pushes_without_the_token_are_publishes_and_forged_ones_are_refused() {
     // A wrong token is no token: the sender's bucket is empty now.
     let (status, _, results) = push(&[("Authorization", "Bearer not-the-token-at-all")], &body);
     assert_eq!((status, results), (200, vec![4, 4, 4, 4, 4]));
-    let bearer = format!("Bearer {TOKEN}");
+    let bearer = format!("Bearer {}", fleet.secret);
     // Until it is ready (catching up), a peer's pushes wait: the bulk comes from the logs.
     let (status, _, _) = push(&[("Authorization", &bearer)], &body);
     assert_eq!(status, 503, "a push with the token while catching up");
