@@ -30,7 +30,10 @@ impl Fleet {
     fn new(n: usize) -> Fleet {
         let token_dir = tempfile::tempdir().unwrap();
         let token = token_dir.path().join("token");
-        let secret = format!("fleet-test-token-{}", SecretKey::generate().public().to_z32());
+        let secret = format!(
+            "fleet-test-token-{}",
+            SecretKey::generate().public().to_z32()
+        );
         std::fs::write(&token, format!("{secret}\n")).unwrap();
         Fleet {
             ports: (0..n).map(|_| free_port()).collect(),
