@@ -93,3 +93,28 @@ pub fn publish_condition(cond: &ConditionPlan) -> Event {
         action: "PublishIrohDNS".into(),
     }
 }
+
+/// What is at fault in one of the cluster's objects `meshdns serve --kube-source` reads (an
+/// address that does not parse, a conflict, a name in no zone served): a Warning with the
+/// reason (`InvalidField`, `Unsupported`, `NotAttached`, `Conflict`, `NotServed`), noted
+/// `<field>: <what is wrong>`, cut to the 1 kB an Event's note may hold.
+pub fn object_problem(reason: &str, field: &str, why: &str) -> Event {
+    let mut note = format!("{field}: {why}");
+    if note.len() > NOTE_MAX {
+        let mut cut = NOTE_MAX - 3;
+        while !note.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        note.truncate(cut);
+        note.push_str("...");
+    }
+    Event {
+        type_: EventType::Warning,
+        reason: reason.to_string(),
+        note: Some(note),
+        action: "Serve".into(),
+    }
+}
+
+/// The longest note the API server takes (`events.k8s.io/v1`: 1 kB).
+const NOTE_MAX: usize = 1024;

@@ -231,3 +231,19 @@ fn schema_checks_name_the_field() {
     }
     assert!(mesh_spec(vec![std_entry("a")]).problems()[0].contains("at least 2"));
 }
+
+#[test]
+fn an_object_problem_is_a_warning_whose_note_fits_an_event() {
+    let e = crate::events::object_problem("InvalidField", "spec.rules[0].host", "bad");
+    assert_eq!(e.type_, crate::events::EventType::Warning);
+    assert_eq!(e.reason, "InvalidField");
+    assert_eq!(e.note.as_deref(), Some("spec.rules[0].host: bad"));
+    let long = "é".repeat(800);
+    let e = crate::events::object_problem("Conflict", "x", &long);
+    let note = e.note.unwrap();
+    assert!(
+        note.len() <= 1024 && note.ends_with("..."),
+        "{}",
+        note.len()
+    );
+}

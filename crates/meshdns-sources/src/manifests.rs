@@ -237,6 +237,11 @@ pub struct Verdicts {
     pub zones: Vec<ZoneVerdict>,
     /// Every DNSRecordSet, oldest first.
     pub sets: Vec<SetVerdict>,
+    /// Every object of the cluster's read by `--kube-source`, oldest first; once served, with
+    /// what the catalog's assembly refused of them too ([`Reason::NotServed`]).
+    ///
+    /// [`Reason::NotServed`]: crate::cluster::Reason::NotServed
+    pub objects: Vec<crate::cluster::ObjectVerdict>,
 }
 
 /// One DNSZone.
@@ -310,10 +315,11 @@ pub fn read_cached(
     cluster: &ClusterSettings,
     cache: &mut crate::cluster::ReadCache,
 ) -> (Parsed, Verdicts) {
-    let (mut parsed, verdicts) = read_dns(file, objects);
+    let (mut parsed, mut verdicts) = read_dns(file, objects);
     let names = crate::cluster::read_cached(file, objects, cluster, cache);
     parsed.placed = names.records;
     parsed.problems.extend(names.problems);
+    verdicts.objects = names.verdicts;
     (parsed, verdicts)
 }
 

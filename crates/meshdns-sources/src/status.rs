@@ -16,10 +16,13 @@
 //! dns-operator does through apimachinery's `meta.SetStatusCondition`). So an unchanged
 //! reading plans the status already written: a writer compares and writes nothing.
 
+use std::collections::{HashMap, HashSet};
+
 use meshdns_objects::conditions::transition_time;
 use meshdns_zone::{Name, RType, Zone};
 use serde_json::{Value, json};
 
+use crate::cluster::{ObjectProblem, ObjectVerdict};
 use crate::manifests::{Refusal, Verdicts};
 
 /// The NS names served at `zone`'s apex: a DNSZone's `status.nameservers`.
@@ -106,8 +109,12 @@ impl StatusPlan {
     /// The object with only its identity and this status: what `meshdns render status`
     /// prints.
     pub fn document(&self) -> Value {
+        let api_version = match self.kind {
+            "DNSEndpoint" => ENDPOINT_API_VERSION,
+            _ => meshdns_objects::DNS_API_VERSION,
+        };
         json!({
-            "apiVersion": meshdns_objects::DNS_API_VERSION,
+            "apiVersion": api_version,
             "kind": self.kind,
             "metadata": {"name": self.name, "namespace": self.namespace},
             "status": self.status,
@@ -227,6 +234,82 @@ pub fn plan(
         ));
     }
     out
+}
+
+/// external-dns's DNSEndpoint API version.
+const ENDPOINT_API_VERSION: &str = "externaldns.k8s.io/v1alpha1";
+
+/// The `status.observedGeneration` external-dns writes on each DNSEndpoint it reads, planned
+/// for every DNSEndpoint among `verdicts` (those read: filters applied), from its
+/// `metadata.generation`; unchanged once the status says it.
+pub fn endpoint_plans(verdicts: &[ObjectVerdict], objects: &[Value]) -> Vec<StatusPlan> {
+    let current: HashMap<(&str, &str), &Value> = objects
+        .iter()
+        .filter(|o| {
+            text(o, &["kind"]) == "DNSEndpoint" && text(o, &["apiVersion"]) == ENDPOINT_API_VERSION
+        })
+        .map(|o| {
+            let key = (
+                text(o, &["metadata", "namespace"]),
+                text(o, &["metadata", "name"]),
+            );
+            (key, &o["status"])
+        })
+        .collect();
+    verdicts
+        .iter()
+        .filter(|v| v.kind == "DNSEndpoint")
+        .filter_map(|v| {
+            let generation = v.generation?;
+            let status = current.get(&(v.namespace.as_str(), v.name.as_str()))?;
+            Some(StatusPlan::new(
+                "DNSEndpoint",
+                &v.namespace,
+                &v.name,
+                status,
+                json!({ "observedGeneration": generation }),
+            ))
+        })
+        .collect()
+}
+
+/// What is at fault in an object and was recorded as an Event, by object (its label and uid).
+pub type Recorded = HashMap<(String, Option<String>), HashSet<ObjectProblem>>;
+
+/// The problems of the cluster's objects not recorded as Events yet, in the verdicts' order
+/// (oldest object first). A problem that went and came back is new again: see
+/// [`forget_resolved`].
+pub fn unrecorded<'a>(
+    verdicts: &'a [ObjectVerdict],
+    recorded: &Recorded,
+) -> Vec<(&'a ObjectVerdict, &'a ObjectProblem)> {
+    let mut out = Vec::new();
+    for v in verdicts.iter().filter(|v| !v.problems.is_empty()) {
+        let seen = recorded.get(&(v.label(), v.uid.clone()));
+        for p in &v.problems {
+            if !seen.is_some_and(|s| s.contains(p)) {
+                out.push((v, p));
+            }
+        }
+    }
+    out
+}
+
+/// Keeps in `recorded` only what is still at fault (an object gone, or a problem resolved, is
+/// forgotten: if it comes back it is recorded again).
+pub fn forget_resolved(verdicts: &[ObjectVerdict], recorded: &mut Recorded) {
+    let now: HashMap<(String, Option<String>), &[ObjectProblem]> = verdicts
+        .iter()
+        .filter(|v| !v.problems.is_empty())
+        .map(|v| ((v.label(), v.uid.clone()), v.problems.as_slice()))
+        .collect();
+    recorded.retain(|key, seen| {
+        let Some(problems) = now.get(key) else {
+            return false;
+        };
+        seen.retain(|p| problems.contains(p));
+        !seen.is_empty()
+    });
 }
 
 /// Whether the current status already says what `want` says (keys `want` does not set are
@@ -474,5 +557,106 @@ spec:
             .clone();
         assert_eq!(bad["status"], "True");
         assert_eq!(at(&bad), LATER, "status changed");
+    }
+
+    fn cluster(text: &str, kinds: &str) -> (Vec<Value>, Verdicts) {
+        let objects = objects("m.yaml", text).unwrap();
+        let settings = crate::cluster::ClusterSettings {
+            kinds: kinds
+                .split(',')
+                .map(|k| crate::cluster::Kind::parse(k).unwrap())
+                .collect(),
+            default_ttl: 300,
+            ..Default::default()
+        };
+        let (_, verdicts) = read("m.yaml", &objects, &settings);
+        (objects, verdicts)
+    }
+
+    #[test]
+    fn a_dns_endpoint_has_its_generation_observed_once() {
+        let text = r#"
+apiVersion: externaldns.k8s.io/v1alpha1
+kind: DNSEndpoint
+metadata: {name: new, namespace: dns, generation: 3}
+spec: {endpoints: [{dnsName: a.example.org, recordType: A, targets: [192.0.2.1]}]}
+---
+apiVersion: externaldns.k8s.io/v1alpha1
+kind: DNSEndpoint
+metadata: {name: seen, namespace: dns, generation: 2}
+spec: {endpoints: [{dnsName: b.example.org, recordType: A, targets: [192.0.2.2]}]}
+status: {observedGeneration: 2}
+---
+apiVersion: externaldns.k8s.io/v1alpha1
+kind: DNSEndpoint
+metadata: {name: ignored, namespace: dns, generation: 1, annotations: {meshdns.io/ignore: "true"}}
+spec: {endpoints: []}
+"#;
+        let (objects, verdicts) = cluster(text, "dnsendpoint");
+        let plans = endpoint_plans(&verdicts.objects, &objects);
+        let shown: Vec<(&str, &Value, bool)> = plans
+            .iter()
+            .map(|p| (p.name.as_str(), &p.status, p.changed))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("new", &json!({"observedGeneration": 3}), true),
+                ("seen", &json!({"observedGeneration": 2}), false),
+            ]
+        );
+        assert_eq!(
+            plans[0].document()["apiVersion"],
+            "externaldns.k8s.io/v1alpha1"
+        );
+    }
+
+    #[test]
+    fn each_problem_of_an_object_is_recorded_once_and_again_when_it_comes_back() {
+        let bad = r#"
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web, namespace: shop, uid: u-1}
+spec: {rules: [{host: "bad_name!"}, {host: web.example.org}]}
+status: {loadBalancer: {ingress: [{ip: 192.0.2.300}, {ip: 192.0.2.1}]}}
+"#;
+        let (_, verdicts) = cluster(bad, "ingress");
+        let mut recorded = Recorded::default();
+        let due = unrecorded(&verdicts.objects, &recorded);
+        let fields: Vec<&str> = due.iter().map(|(_, p)| p.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            ["spec.rules[0].host", "status.loadBalancer.ingress[0].ip"]
+        );
+        // The first recorded only (the budget ran out): the other is still due.
+        let (v, p) = due[0];
+        recorded
+            .entry((v.label(), v.uid.clone()))
+            .or_default()
+            .insert(p.clone());
+        let due = unrecorded(&verdicts.objects, &recorded);
+        assert_eq!(due.len(), 1);
+        assert_eq!(due[0].1.field, "status.loadBalancer.ingress[0].ip");
+
+        // The host is fixed: forgotten; nothing is due. It comes back: due again.
+        let fixed = bad.replace("\"bad_name!\"", "shop.example.org");
+        let (_, now) = cluster(&fixed, "ingress");
+        forget_resolved(&now.objects, &mut recorded);
+        assert!(recorded.is_empty(), "{recorded:?}");
+        let (_, again) = cluster(bad, "ingress");
+        assert_eq!(unrecorded(&again.objects, &recorded).len(), 2);
+
+        // Another object with the same name (a new uid) is another object.
+        let (_, mut verdicts) = cluster(bad, "ingress");
+        for (v, p) in unrecorded(&verdicts.objects, &Recorded::default()) {
+            recorded
+                .entry((v.label(), v.uid.clone()))
+                .or_default()
+                .insert(p.clone());
+        }
+        verdicts.objects[0].uid = Some("u-2".into());
+        assert_eq!(unrecorded(&verdicts.objects, &recorded).len(), 2);
+        forget_resolved(&verdicts.objects, &mut recorded);
+        assert!(recorded.is_empty());
     }
 }

@@ -6,6 +6,7 @@ use meshdns_server::DnsMetrics;
 use meshdns_server::metrics::{header, label_value};
 use std::sync::atomic::Ordering::Relaxed;
 
+use meshdns_sources::watch::SourceCounters;
 use meshdns_sources::{PkarrStore, SourceStatus};
 use meshdns_zone::Catalog;
 
@@ -391,6 +392,50 @@ fn sources(out: &mut String, status: &SourceStatus) {
             label_value(source),
             u8::from(c.absent)
         );
+    }
+    cluster_objects(out, &counters);
+}
+
+/// The cluster's objects each live source reads (`--kube-source`), and what is at fault in
+/// them, by kind and reason.
+fn cluster_objects(out: &mut String, counters: &[(String, SourceCounters)]) {
+    if counters.iter().all(|(_, c)| c.objects.is_empty()) {
+        return;
+    }
+    header(
+        out,
+        "meshdns_source_objects",
+        "The cluster's objects read by --kube-source and served now, by kind.",
+        "gauge",
+    );
+    for (source, c) in counters {
+        for (kind, n) in &c.objects {
+            let _ = writeln!(
+                out,
+                "meshdns_source_objects{{source=\"{}\",kind=\"{kind}\"}} {}",
+                label_value(source),
+                n.read
+            );
+        }
+    }
+    header(
+        out,
+        "meshdns_source_object_problems",
+        "What is at fault in the cluster's objects read by --kube-source now (each logged, and an Event with --write-status), by kind and reason.",
+        "gauge",
+    );
+    for (source, c) in counters {
+        for (kind, n) in &c.objects {
+            for reason in meshdns_sources::cluster::Reason::ALL {
+                let _ = writeln!(
+                    out,
+                    "meshdns_source_object_problems{{source=\"{}\",kind=\"{kind}\",reason=\"{}\"}} {}",
+                    label_value(source),
+                    reason.as_str(),
+                    n.problems.get(reason.as_str()).copied().unwrap_or(0)
+                );
+            }
+        }
     }
 }
 

@@ -6,7 +6,7 @@ use meshdns_zone::{Name, RData, RType};
 use serde_json::Value;
 
 use super::names::{self, Target};
-use super::{ClusterSettings, Reading};
+use super::{ClusterSettings, Reading, Reason};
 
 /// The types a DNSEndpoint may give (what meshdns serves, less the SOA a zone owns).
 const TYPES: &str = "A, AAAA, CNAME, TXT, MX, SRV, CAA, NS, PTR";
@@ -57,7 +57,8 @@ pub(super) fn read_dnsendpoint(value: &Value, settings: &ClusterSettings) -> Rea
             }
         };
         if e.set_identifier.as_deref().is_some_and(|s| !s.is_empty()) {
-            r.problem(
+            r.report(
+                Reason::Unsupported,
                 format!("{at}.setIdentifier"),
                 "routing policies (weighted, geo, ...) are a provider's: the targets are served as one RRset",
             );

@@ -152,10 +152,72 @@ pub struct ObjectVerdict {
     pub namespace: String,
     /// Name.
     pub name: String,
+    /// Its `apiVersion`.
+    pub api_version: String,
+    /// Its `metadata.uid`, when it has one (objects from a cluster do).
+    pub uid: Option<String>,
+    /// Its `metadata.generation` (a DNSEndpoint's `status.observedGeneration` is written from it).
+    pub generation: Option<i64>,
     /// The names it gives records at.
     pub names: Vec<Name>,
-    /// Each field at fault and why (the object's other names are still served).
-    pub problems: Vec<(String, String)>,
+    /// Each thing at fault and why (the object's other names are still served).
+    pub problems: Vec<ObjectProblem>,
+}
+
+/// Why part of an object is not served: an Event's reason, and a metric's label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reason {
+    /// A value that does not parse (an address, a name, a TTL, a record type).
+    InvalidField,
+    /// A value meshdns does not serve (a routing policy, a NamedAddress, a ClusterIP at a
+    /// hostname without `--kube-source-internal`).
+    Unsupported,
+    /// A route under no Gateway that accepted it, or whose host names match no listener.
+    NotAttached,
+    /// A name another object (an older one) already gives.
+    Conflict,
+    /// A name outside every zone served, or one a source that takes precedence gives (decided
+    /// when the catalog is assembled).
+    NotServed,
+}
+
+impl Reason {
+    /// Every reason, in order.
+    pub const ALL: [Reason; 5] = [
+        Reason::InvalidField,
+        Reason::Unsupported,
+        Reason::NotAttached,
+        Reason::Conflict,
+        Reason::NotServed,
+    ];
+
+    /// CamelCase, as Events and metrics name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::InvalidField => "InvalidField",
+            Reason::Unsupported => "Unsupported",
+            Reason::NotAttached => "NotAttached",
+            Reason::Conflict => "Conflict",
+            Reason::NotServed => "NotServed",
+        }
+    }
+}
+
+/// One thing at fault in an object.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ObjectProblem {
+    /// Why.
+    pub reason: Reason,
+    /// The field (`spec.rules[0].host`), or the name at fault.
+    pub field: String,
+    /// What is wrong and what would be accepted.
+    pub why: String,
+}
+
+impl std::fmt::Display for ObjectProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.why)
+    }
 }
 
 impl ObjectVerdict {
@@ -223,12 +285,21 @@ struct Claim {
 #[derive(Debug, Default, Clone)]
 struct Reading {
     claims: Vec<Claim>,
-    problems: Vec<(String, String)>,
+    problems: Vec<ObjectProblem>,
 }
 
 impl Reading {
+    /// A value that does not parse ([`Reason::InvalidField`]).
     fn problem(&mut self, field: impl Into<String>, why: impl Into<String>) {
-        self.problems.push((field.into(), why.into()));
+        self.report(Reason::InvalidField, field, why);
+    }
+
+    fn report(&mut self, reason: Reason, field: impl Into<String>, why: impl Into<String>) {
+        self.problems.push(ObjectProblem {
+            reason,
+            field: field.into(),
+            why: why.into(),
+        });
     }
 
     fn claim(&mut self, name: &Name, target: &Target, ttl: u32) {
@@ -425,6 +496,9 @@ pub fn read_cached(
             kind: o.kind.object_kind(),
             namespace: o.meta.namespace.clone().unwrap_or_default(),
             name: o.meta.name.clone().unwrap_or_default(),
+            api_version: text(o.value, "apiVersion").to_string(),
+            uid: o.meta.uid.clone(),
+            generation: o.meta.generation,
             names: Vec::new(),
             problems: reading.problems,
         };
@@ -435,12 +509,13 @@ pub fn read_cached(
             }
         }
         let object = verdict.label();
-        for (field, why) in &verdict.problems {
-            out.problems.push(Problem::new(
-                label,
-                format!("{object} {field}"),
-                why.clone(),
-            ));
+        for p in &verdict.problems {
+            let why = match p.reason {
+                Reason::Conflict => format!("Conflict: {}", p.why),
+                _ => p.why.clone(),
+            };
+            out.problems
+                .push(Problem::new(label, format!("{object} {}", p.field), why));
         }
         out.verdicts.push(verdict);
     }
@@ -534,7 +609,7 @@ fn decide(read: &[Object<'_>], readings: &mut [Reading]) -> Vec<(Name, (Target, 
                             )
                         };
                         if refused.insert((*i, name.clone())) {
-                            readings[*i].problem(name.to_string(), format!("Conflict: {why}"));
+                            readings[*i].report(Reason::Conflict, name.to_string(), why);
                         }
                     }
                 }
@@ -561,7 +636,7 @@ fn decide(read: &[Object<'_>], readings: &mut [Reading]) -> Vec<(Name, (Target, 
                     )
                 };
                 if refused.insert((*i, name.clone())) {
-                    readings[*i].problem(name.to_string(), format!("Conflict: {why}"));
+                    readings[*i].report(Reason::Conflict, name.to_string(), why);
                 }
             }
         }

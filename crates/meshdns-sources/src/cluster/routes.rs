@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::names::{self, Target};
-use super::{ClusterSettings, Kind, Reading};
+use super::{ClusterSettings, Kind, Reading, Reason};
 
 /// Every Gateway among `objects`, by (namespace, name).
 pub(super) fn gateways(objects: &[Value]) -> BTreeMap<(String, String), Gateway> {
@@ -130,7 +130,8 @@ fn targets(r: &mut Reading, gw: &Gateway, label: &str) -> Vec<Target> {
                 Ok(t @ Target::Host(_)) => out.push(t),
                 _ => r.problem(field, format!("{:?} is not a host name", a.value)),
             },
-            other => r.problem(
+            other => r.report(
+                Reason::Unsupported,
                 field,
                 format!("an address of type {other} is not served (IPAddress and Hostname are)"),
             ),
@@ -193,14 +194,16 @@ pub(super) fn read_route(
         let gw_ns = pr.namespace.clone().unwrap_or_else(|| ns.clone());
         let label = format!("Gateway {gw_ns}/{}", pr.name);
         if !accepted {
-            r.problem(
+            r.report(
+                Reason::NotAttached,
                 format!("status.parents[{j}]"),
                 format!("{label} has not accepted this route (condition Accepted is not True): no names through it"),
             );
             continue;
         }
         let Some(gw) = gateways.get(&(gw_ns, pr.name.clone())) else {
-            r.problem(
+            r.report(
+                Reason::NotAttached,
                 format!("status.parents[{j}].parentRef"),
                 format!("no {label}"),
             );
@@ -233,7 +236,8 @@ pub(super) fn read_route(
     if any_accepted {
         for (i, (field, host)) in hosts.iter().enumerate() {
             if !matched[i] {
-                r.problem(
+                r.report(
+                    Reason::NotAttached,
                     field.clone(),
                     format!("{host} matches no listener of the Gateways that accepted this route (hostname, protocol, sectionName, port, allowedRoutes)"),
                 );

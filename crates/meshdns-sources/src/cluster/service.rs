@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::names::{self, Target};
-use super::{ClusterSettings, Reading};
+use super::{ClusterSettings, Reading, Reason};
 
 /// The label an EndpointSlice names its Service with.
 const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -160,7 +160,8 @@ pub(super) fn read_service(
         _ if settings.internal => cluster_ips,
         _ => {
             if !hostnames.is_empty() {
-                r.problem(
+                r.report(
+                    Reason::Unsupported,
                     "spec.type",
                     format!("a {kind} Service's addresses are published at its hostname names only with --kube-source-internal (internal-hostname names always)"),
                 );

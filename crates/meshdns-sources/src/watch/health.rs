@@ -20,6 +20,17 @@ pub struct SourceCounters {
     pub absent: bool,
     /// Why a live reader (a ConfigMap watch) cannot read its source now, while it retries.
     pub watch_error: Option<String>,
+    /// The cluster's objects read by `--kube-source` and served now, by kind.
+    pub objects: std::collections::BTreeMap<&'static str, ObjectCounts>,
+}
+
+/// The objects of one kind a live source reads, as the snapshot serving them decided.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ObjectCounts {
+    /// Objects read.
+    pub read: u64,
+    /// Things at fault in them, by reason ([`crate::cluster::Reason`]).
+    pub problems: std::collections::BTreeMap<&'static str, u64>,
 }
 
 /// Health of the file sources, shared with the HTTP endpoint.

@@ -50,7 +50,7 @@ use meshdns_zone::{Catalog, Name};
 use notify::Watcher as _;
 use tracing::{debug, info, warn};
 
-pub use self::health::{SourceCounters, SourceStatus};
+pub use self::health::{ObjectCounts, SourceCounters, SourceStatus};
 use self::source::{Input, Kept, Loader, Rank, Reported, log_skipped, unix_now};
 use crate::content::{FileKind, ParseSettings};
 use crate::feed::BytesFeed;
@@ -338,7 +338,7 @@ impl FileSources {
         }
         // Inputs whose new content this snapshot serves learn so now, that it is live.
         for s in &mut self.sources {
-            s.input.published(&live);
+            s.input.published(&mut s.kept, &live, &refused);
         }
         drop(live);
         for p in self.refused.update(&refused) {

@@ -2,13 +2,17 @@
 //! like a file when their version moves, and handed back with their verdicts once the snapshot
 //! serving them is live (for their status).
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use meshdns_zone::Catalog;
 use serde_json::Value;
 use tracing::info;
 
+use super::health::ObjectCounts;
 use super::source::{Input, Kept, Loader, Rank, log_skipped};
+use crate::cluster::{ObjectProblem, ObjectVerdict, Reason};
+use crate::content::Problem;
 use crate::manifests::{self, ManifestFeed, Served, Verdicts};
 use crate::snapshot::load_parsed;
 use crate::status;
@@ -21,6 +25,11 @@ pub(super) struct ObjectFeed {
     pending: Option<(std::sync::Arc<Vec<Value>>, Verdicts)>,
     /// The cluster objects' last readings: a hand-over reads only the objects that changed.
     cache: crate::cluster::ReadCache,
+    /// The kinds of the cluster's objects read (their counts are shown even when none is).
+    kinds: Vec<&'static str>,
+    /// What was last handed back: the objects, their verdicts as read, and what the assembly
+    /// refused of them.
+    last: (Option<Arc<Vec<Value>>>, Verdicts, Vec<Problem>),
 }
 
 impl ObjectFeed {
@@ -30,6 +39,8 @@ impl ObjectFeed {
             version: 0,
             pending: None,
             cache: crate::cluster::ReadCache::default(),
+            kinds: Vec::new(),
+            last: Default::default(),
         }
     }
 }
@@ -57,18 +68,34 @@ impl Input for ObjectFeed {
             .for_each(log_skipped);
         info!(source = %kept.label, records = loaded.records(), skipped = loaded.problems.len(), "objects loaded");
         self.version = now;
+        self.kinds = (loader.settings.cluster.kinds.iter())
+            .map(|k| k.object_kind())
+            .collect();
         self.pending = Some((objects, verdicts));
         kept.succeed(loaded);
         true
     }
 
     /// The feed learns what the live snapshot serves from its objects, with each zone's name
-    /// servers as served.
-    fn published(&mut self, live: &Catalog) {
-        let Some((objects, verdicts)) = self.pending.take() else {
+    /// servers as served, and what the catalog's assembly refused of the cluster's objects
+    /// (again when only that changed: a file now gives a name an object gave).
+    fn published(&mut self, kept: &mut Kept, live: &Catalog, refused: &[Problem]) {
+        let ours: Vec<Problem> = refused
+            .iter()
+            .filter(|p| p.file == kept.label)
+            .cloned()
+            .collect();
+        let Some((objects, verdicts)) = self.pending.take().or_else(|| {
+            (ours != self.last.2)
+                .then(|| self.last.0.clone().map(|o| (o, self.last.1.clone())))
+                .flatten()
+        }) else {
             return;
         };
-        let nameservers = verdicts
+        let mut served = verdicts.clone();
+        not_served(&mut served.objects, &ours);
+        kept.counters.objects = counts(&self.kinds, &served.objects);
+        let nameservers = served
             .zones
             .iter()
             .filter_map(|z| z.origin.as_ref())
@@ -77,10 +104,56 @@ impl Input for ObjectFeed {
                 (o.clone(), ns.unwrap_or_default())
             })
             .collect();
+        self.last = (Some(objects.clone()), verdicts, ours);
         self.feed.mark_served(Served {
             objects,
-            verdicts,
+            verdicts: served,
             nameservers,
         });
     }
+}
+
+/// Adds to each object's verdict what the assembly refused of its records (`refused` names
+/// the object first: `Service shop/web web.example.org`).
+fn not_served(verdicts: &mut [ObjectVerdict], refused: &[Problem]) {
+    if refused.is_empty() {
+        return;
+    }
+    let by_label: HashMap<String, usize> = verdicts
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v.label(), i))
+        .collect();
+    for p in refused {
+        let mut words = p.entry.splitn(3, ' ');
+        let (Some(kind), Some(object)) = (words.next(), words.next()) else {
+            continue;
+        };
+        if let Some(&i) = by_label.get(&format!("{kind} {object}")) {
+            verdicts[i].problems.push(ObjectProblem {
+                reason: Reason::NotServed,
+                field: words.next().unwrap_or_default().to_string(),
+                why: p.reason.clone(),
+            });
+        }
+    }
+}
+
+/// The objects and their problems by kind (every kind read, none of them too).
+fn counts(
+    kinds: &[&'static str],
+    verdicts: &[ObjectVerdict],
+) -> BTreeMap<&'static str, ObjectCounts> {
+    let mut out: BTreeMap<&'static str, ObjectCounts> = kinds
+        .iter()
+        .map(|k| (*k, ObjectCounts::default()))
+        .collect();
+    for v in verdicts {
+        let c = out.entry(v.kind).or_default();
+        c.read += 1;
+        for p in &v.problems {
+            *c.problems.entry(p.reason.as_str()).or_default() += 1;
+        }
+    }
+    out
 }

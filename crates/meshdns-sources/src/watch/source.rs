@@ -57,8 +57,9 @@ pub(super) trait Input: Send {
         None
     }
 
-    /// A snapshot holding what this input last loaded is live now.
-    fn published(&mut self, _live: &Catalog) {}
+    /// A snapshot holding what this input last loaded is live now; `refused` is what its
+    /// assembly refused, of every source.
+    fn published(&mut self, _kept: &mut Kept, _live: &Catalog, _refused: &[Problem]) {}
 }
 
 /// What a source keeps between loads.

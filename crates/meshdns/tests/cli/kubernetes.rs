@@ -463,6 +463,189 @@ async fn serves_services_and_ingresses_from_a_cluster_live() {
     rbac::assert_all_exercised(&policy, |_| false);
 }
 
+/// `--kube-source` with `--write-status`: a DNSEndpoint's `status.observedGeneration` is
+/// written once per generation; each thing at fault in an object (an address that does not
+/// parse, a conflict with an older object, a name in no zone served) gets one Warning Event on
+/// it, naming the field, and none again at steady state; a problem that is fixed and comes back
+/// gets a new one. The metrics count them by kind and reason. Held to deploy/'s rules.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_objects_get_their_status_and_events_once() {
+    let fake = FakeKube::start().await;
+    let policy = Policy::load(
+        &[
+            "components/kubernetes-source/rbac.yaml",
+            "components/cluster-objects/rbac.yaml",
+            "components/kubernetes-status/rbac.yaml",
+            "components/cluster-objects-status/rbac.yaml",
+        ],
+        "meshdns-serve",
+        "default",
+    );
+    fake.enforce(policy.clone());
+    let ep = "externaldns.k8s.io/v1alpha1";
+    let ing = "networking.k8s.io/v1";
+    fake.insert(json!({"apiVersion": ep, "kind": "DNSEndpoint",
+        "metadata": {"name": "extra", "namespace": "dns"},
+        "spec": {"endpoints": [{"dnsName": "ep.example.org", "recordType": "A", "targets": ["192.0.2.40"]}]}}));
+    // Older: keeps shop.example.org.
+    fake.insert(json!({"apiVersion": ing, "kind": "Ingress",
+        "metadata": {"name": "shop", "namespace": "shop", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"rules": [{"host": "shop.example.org"}]},
+        "status": {"loadBalancer": {"ingress": [{"hostname": "lb-1.example.net"}]}}}));
+    // A second CNAME for shop.example.org (Conflict), a bad status address (InvalidField), a
+    // name in no zone served (NotServed).
+    fake.insert(json!({"apiVersion": ing, "kind": "Ingress",
+        "metadata": {"name": "late", "namespace": "shop", "creationTimestamp": "2026-02-01T00:00:00Z"},
+        "spec": {"rules": [{"host": "shop.example.org"}, {"host": "late.example.com"}]},
+        "status": {"loadBalancer": {"ingress": [{"hostname": "lb-2.example.net"}, {"ip": "192.0.2.300"}]}}}));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write(dir.path(), "kubeconfig", &fake.kubeconfig("fake"));
+    let m = Meshdns::serve(&[
+        "--kubernetes",
+        "--write-status",
+        "--kubeconfig",
+        &kubeconfig,
+        "--kube-source",
+        "ingress,dnsendpoint",
+        "--zone",
+        "example.org",
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    let wait = Duration::from_secs(20);
+    let generation = |f: &FakeKube| {
+        f.get(ep, "DNSEndpoint", Some("dns"), "extra")
+            .and_then(|o| o["status"]["observedGeneration"].as_i64())
+    };
+    let events = |f: &FakeKube| {
+        let mut out: Vec<String> = f
+            .list("events.k8s.io/v1", "Event")
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {} {}/{} {}: {}",
+                    e["type"].as_str().unwrap_or(""),
+                    e["regarding"]["kind"].as_str().unwrap_or(""),
+                    e["regarding"]["namespace"].as_str().unwrap_or(""),
+                    e["regarding"]["name"].as_str().unwrap_or(""),
+                    e["reason"].as_str().unwrap_or(""),
+                    e["note"].as_str().unwrap_or("")
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let observed = fake
+        .eventually(wait, |f| generation(f).filter(|g| *g == 1))
+        .await;
+    assert_eq!(observed, Some(1), "{:?}", fake.writes());
+    let recorded = fake
+        .eventually(wait, |f| Some(events(f)).filter(|e| e.len() >= 3))
+        .await
+        .expect("events recorded");
+    assert_eq!(recorded.len(), 3, "{recorded:#?}");
+    assert!(
+        recorded[0].starts_with("Warning Ingress shop/late Conflict: shop.example.org.: ")
+            && recorded[0].contains("Ingress shop/shop, which is older"),
+        "{recorded:#?}"
+    );
+    assert!(
+        recorded[1].starts_with(
+            "Warning Ingress shop/late InvalidField: status.loadBalancer.ingress[1].ip: \"192.0.2.300\""
+        ),
+        "{recorded:#?}"
+    );
+    assert!(
+        recorded[2].starts_with("Warning Ingress shop/late NotServed: late.example.com.: ")
+            && recorded[2].contains("not inside a zone served here"),
+        "{recorded:#?}"
+    );
+    let regarding = fake.list("events.k8s.io/v1", "Event")[0]["regarding"].clone();
+    let late = fake.get(ing, "Ingress", Some("shop"), "late").unwrap();
+    assert_eq!(regarding["uid"], late["metadata"]["uid"]);
+    assert_eq!(regarding["apiVersion"], ing);
+    let m = tokio::task::spawn_blocking(move || {
+        // What is served is unaffected: the older Ingress's CNAME, the DNSEndpoint's address.
+        assert_eq!(
+            dig(m.dns, &["shop.example.org", "CNAME", "+short"]).trim(),
+            "lb-1.example.net."
+        );
+        wait_for(&m, "ep.example.org", "192.0.2.40");
+        let (_, metrics) = m.get("/metrics");
+        for line in [
+            "meshdns_source_objects{source=\"kubernetes\",kind=\"Ingress\"} 2",
+            "meshdns_source_objects{source=\"kubernetes\",kind=\"DNSEndpoint\"} 1",
+            "meshdns_source_object_problems{source=\"kubernetes\",kind=\"Ingress\",reason=\"Conflict\"} 1",
+            "meshdns_source_object_problems{source=\"kubernetes\",kind=\"Ingress\",reason=\"NotServed\"} 1",
+            "meshdns_source_object_problems{source=\"kubernetes\",kind=\"DNSEndpoint\",reason=\"InvalidField\"} 0",
+        ] {
+            assert!(metrics.contains(line), "{line} not in:\n{metrics}");
+        }
+        m
+    })
+    .await
+    .unwrap();
+
+    // Steady state: nothing is written again.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    fake.clear_requests();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(fake.writes().len(), 0, "{:?}", fake.writes());
+
+    // A new generation is observed, once.
+    let mut extra = fake.get(ep, "DNSEndpoint", Some("dns"), "extra").unwrap();
+    extra["spec"]["endpoints"][0]["targets"] = json!(["192.0.2.41"]);
+    fake.replace(extra);
+    let observed = fake
+        .eventually(wait, |f| generation(f).filter(|g| *g == 2))
+        .await;
+    assert_eq!(observed, Some(2));
+    // The bad address is fixed: no Event; it comes back: a new one.
+    let mut late = fake.get(ing, "Ingress", Some("shop"), "late").unwrap();
+    let bad = late["status"]["loadBalancer"]["ingress"]
+        .as_array_mut()
+        .unwrap()
+        .pop()
+        .unwrap();
+    fake.replace(late.clone());
+    let m = tokio::task::spawn_blocking(move || {
+        wait_for(&m, "ep.example.org", "192.0.2.41");
+        m
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(events(&fake).len(), 3, "{:#?}", events(&fake));
+    late["status"]["loadBalancer"]["ingress"]
+        .as_array_mut()
+        .unwrap()
+        .push(bad);
+    fake.replace(late);
+    let again = fake
+        .eventually(wait, |f| Some(events(f)).filter(|e| e.len() >= 4))
+        .await
+        .expect("the problem recorded again");
+    assert_eq!(
+        again.iter().filter(|e| e.contains("InvalidField")).count(),
+        2,
+        "{again:#?}"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let to_endpoint = fake
+        .writes()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/dnsendpoints/extra/status"))
+        .count();
+    assert_eq!(to_endpoint, 1, "{:?}", fake.writes());
+    drop(m);
+    assert_eq!(fake.denied(), Vec::<String>::new());
+    // The status role and the reading of the other kinds are exercised by the tests above.
+    rbac::assert_all_exercised(&policy, |role| {
+        role.contains("meshdns-serve-status") || role.ends_with("meshdns-serve-cluster-objects")
+    });
+}
+
 /// A kind the API server will not list (here: no RBAC for Services) is reported and the
 /// others are served: the DNSZones' records answer, and the pod becomes ready.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
