@@ -1,10 +1,13 @@
 //! `serve --reverse-zone CIDR`: PTR records for every address served in a range, from any
 //! source, asked with `dig -x`; the zones' edges (NXDOMAIN inside, REFUSED outside); an
-//! explicit PTR winning; a change followed; the zone transferred and read by NSD's checker.
+//! explicit PTR winning; a change followed; the zone transferred, read by NSD's checker, and
+//! followed by a running NSD secondary.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::secondaries::{Secondary, free_port};
+use crate::xfr::replace;
 use crate::*;
 
 const RECORDS: &str = "zones:
@@ -106,5 +109,68 @@ fn addresses_served_in_a_range_have_their_names_back() {
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The reverse zones of a Service's addresses (read by `--kube-source` from a manifests
+/// directory) and of a records file's, followed by a real NSD secondary: transferred, and
+/// changed on NOTIFY when an address moves.
+#[test]
+fn an_nsd_secondary_follows_the_reverse_zones() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "records.yaml",
+        "zones:\n  - origin: example.org\n    records:\n      - {name: www, type: A, value: 192.0.2.2}\n",
+    );
+    let manifests = dir.path().join("manifests");
+    std::fs::create_dir(&manifests).unwrap();
+    let service = |v4: &str| {
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: shop\n  annotations: {{external-dns.kubernetes.io/hostname: web.example.org}}\nspec: {{type: LoadBalancer}}\nstatus:\n  loadBalancer:\n    ingress: [{{ip: {v4}}}, {{ip: '2001:db8::10'}}]\n"
+        )
+    };
+    let svc = write(&manifests, "web.yaml", &service("192.0.2.10"));
+    let nsd_port = free_port();
+    let data = dir.path().join("data");
+    let m = Meshdns::serve(&[
+        "--records",
+        &file,
+        "--manifests",
+        manifests.to_str().unwrap(),
+        "--kube-source",
+        "service",
+        "--reverse-zone",
+        "192.0.2.0/24",
+        "--reverse-zone",
+        "2001:db8::/32",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--allow-transfer",
+        "127.0.0.0/8",
+        "--notify",
+        &format!("127.0.0.1:{nsd_port}"),
+    ]);
+    assert_eq!(short(&m, &["-x", "192.0.2.10"]), ["web.example.org."]);
+    assert_eq!(short(&m, &["-x", "2001:db8::10"]), ["web.example.org."]);
+    let v4 = "2.0.192.in-addr.arpa";
+    let v6 = "8.b.d.0.1.0.0.2.ip6.arpa";
+    let nsd_dir = dir.path().join("nsd");
+    std::fs::create_dir(&nsd_dir).unwrap();
+    let nsd = Secondary::nsd(&nsd_dir, nsd_port, m.dns, &[v4, v6], "127.0.0.2");
+    nsd.wait_answer(&["-x", "192.0.2.10"], "web.example.org.", 20);
+    nsd.wait_answer(&["-x", "192.0.2.2"], "www.example.org.", 20);
+    nsd.wait_answer(&["-x", "2001:db8::10"], "web.example.org.", 20);
+
+    // The load balancer's address moves: the secondary follows, by NOTIFY.
+    replace(&svc, service("192.0.2.11")).unwrap();
+    nsd.wait_answer(&["-x", "192.0.2.11"], "web.example.org.", 10);
+    let gone = dig(nsd.addr, &["-x", "192.0.2.10"]);
+    assert!(gone.contains("status: NXDOMAIN"), "{gone}");
+    let log = m.log_text();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("peer=127.0.0.2") && l.contains(&format!("zone={v4}."))),
+        "nsd transferred {v4}:\n{log}"
     );
 }

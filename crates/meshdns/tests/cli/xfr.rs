@@ -25,7 +25,10 @@ const RECORDS: &str = "zones:
 
 /// Replaces a file whole (a new file renamed over it, as a ConfigMap update or an editor's
 /// save does): the server never reads half of it.
-fn replace(path: impl AsRef<std::path::Path>, text: impl AsRef<[u8]>) -> std::io::Result<()> {
+pub(crate) fn replace(
+    path: impl AsRef<std::path::Path>,
+    text: impl AsRef<[u8]>,
+) -> std::io::Result<()> {
     let path = path.as_ref();
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, text)?;
