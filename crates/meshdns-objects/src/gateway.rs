@@ -75,6 +75,20 @@ pub struct AllowedRoutes {
     /// The namespaces routes may come from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespaces: Option<RouteNamespaces>,
+    /// The kinds of routes that may attach (empty: those of the listener's protocol).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kinds: Vec<RouteGroupKind>,
+}
+
+/// One kind in `allowedRoutes.kinds`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RouteGroupKind {
+    /// API group (default `gateway.networking.k8s.io`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// Kind (`HTTPRoute`).
+    #[serde(default)]
+    pub kind: String,
 }
 
 /// `allowedRoutes.namespaces`.

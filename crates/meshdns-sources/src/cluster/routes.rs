@@ -69,8 +69,9 @@ pub(super) fn intersect(host: &str, listener: Option<&str>) -> Option<String> {
     None
 }
 
-/// Whether a status entry's parent is one the route names in its spec (group, kind, namespace
-/// and name compared; a status entry the route does not claim is not counted).
+/// Whether a status entry's parent is one the route names in its spec (group, kind, namespace,
+/// name, sectionName and port compared, as the Gateway API's controllers copy them; a status
+/// entry the route does not claim is not counted).
 fn claimed(spec: &[ParentRef], status: &ParentRef, route_ns: &str) -> bool {
     let key = |p: &ParentRef| {
         (
@@ -78,6 +79,8 @@ fn claimed(spec: &[ParentRef], status: &ParentRef, route_ns: &str) -> bool {
             p.kind.clone().unwrap_or_else(|| "Gateway".into()),
             p.namespace.clone().unwrap_or_else(|| route_ns.into()),
             p.name.clone(),
+            p.section_name.clone().filter(|s| !s.is_empty()),
+            p.port,
         )
     };
     spec.iter().any(|p| key(p) == key(status))
@@ -96,7 +99,17 @@ fn listeners<'g>(
         .iter()
         .filter(|l| parent.section_name.as_ref().is_none_or(|s| *s == l.name))
         .filter(|l| parent.port.is_none_or(|p| p == l.port))
-        .filter(|l| protocols(kind).contains(&l.protocol.as_str()))
+        .filter(|l| {
+            // The kinds the listener names, else those of its protocol.
+            let kinds = l.allowed_routes.as_ref().map_or(&[][..], |a| &a.kinds[..]);
+            if kinds.is_empty() {
+                return protocols(kind).contains(&l.protocol.as_str());
+            }
+            kinds.iter().any(|k| {
+                k.group.as_deref().unwrap_or(GATEWAY_GROUP) == GATEWAY_GROUP
+                    && k.kind == kind.object_kind()
+            })
+        })
         .filter(|l| {
             let from = l
                 .allowed_routes
@@ -193,6 +206,17 @@ pub(super) fn read_route(
             .any(|c| c.type_ == "Accepted" && c.status == "True");
         let gw_ns = pr.namespace.clone().unwrap_or_else(|| ns.clone());
         let label = format!("Gateway {gw_ns}/{}", pr.name);
+        let gw = gateways.get(&(gw_ns, pr.name.clone()));
+        // A Gateway of a class not read is not this source's: nothing through it, and nothing
+        // to report about it.
+        if let Some(gw) = gw
+            && !settings.gateway_classes.is_empty()
+            && !settings
+                .gateway_classes
+                .contains(&gw.spec.gateway_class_name)
+        {
+            continue;
+        }
         if !accepted {
             r.report(
                 Reason::NotAttached,
@@ -201,7 +225,7 @@ pub(super) fn read_route(
             );
             continue;
         }
-        let Some(gw) = gateways.get(&(gw_ns, pr.name.clone())) else {
+        let Some(gw) = gw else {
             r.report(
                 Reason::NotAttached,
                 format!("status.parents[{j}].parentRef"),
@@ -209,13 +233,6 @@ pub(super) fn read_route(
             );
             continue;
         };
-        if !settings.gateway_classes.is_empty()
-            && !settings
-                .gateway_classes
-                .contains(&gw.spec.gateway_class_name)
-        {
-            continue;
-        }
         any_accepted = true;
         let targets = targets(&mut r, gw, &label);
         for listener in listeners(gw, pr, kind, &ns) {

@@ -606,3 +606,79 @@ fn a_cached_reading_reads_again_only_what_changed_and_what_it_depends_on() {
     assert!(lines(&ready).contains(&"cache-2.cache.example.org. 60 A 10.1.0.3".to_string()));
     assert_eq!(ready, read("m", &objs, &s));
 }
+
+#[test]
+fn a_listener_takes_the_kinds_it_names_and_each_parent_status_counts_for_its_own_section() {
+    let text = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: infra}
+spec:
+  gatewayClassName: envoy
+  listeners:
+  - {name: grpc-only, hostname: "*.example.org", port: 443, protocol: HTTPS,
+     allowedRoutes: {namespaces: {from: All}, kinds: [{kind: GRPCRoute}]}}
+  - {name: web, hostname: "web.example.org", port: 8443, protocol: HTTPS,
+     allowedRoutes: {namespaces: {from: All}}}
+status:
+  addresses: [{value: 192.0.2.30}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: other, namespace: infra}
+spec:
+  gatewayClassName: istio
+  listeners: [{name: any, port: 443, protocol: HTTPS, allowedRoutes: {namespaces: {from: All}}}]
+status:
+  addresses: [{value: 192.0.2.99}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: app, namespace: shop}
+spec:
+  parentRefs: [{name: edge, namespace: infra, sectionName: grpc-only}, {name: edge, namespace: infra, sectionName: web}]
+  hostnames: [app.example.org, web.example.org]
+status:
+  parents:
+  # Its own section accepted it, but the listener takes GRPCRoutes only.
+  - parentRef: {name: edge, namespace: infra, sectionName: grpc-only}
+    conditions: [{type: Accepted, status: "True"}]
+  # Not what the spec names (no sectionName): not counted.
+  - parentRef: {name: edge, namespace: infra}
+    conditions: [{type: Accepted, status: "True"}]
+  - parentRef: {name: edge, namespace: infra, sectionName: web}
+    conditions: [{type: Accepted, status: "True"}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: rpc, namespace: shop}
+spec:
+  parentRefs: [{name: edge, namespace: infra, sectionName: grpc-only}, {name: other, namespace: infra}]
+  hostnames: [rpc.example.org]
+status:
+  parents:
+  - parentRef: {name: edge, namespace: infra, sectionName: grpc-only}
+    conditions: [{type: Accepted, status: "True"}]
+  # A Gateway of a class not read: nothing through it, and nothing said about it.
+  - parentRef: {name: other, namespace: infra}
+    conditions: [{type: Accepted, status: "False"}]
+"#;
+    let mut s = settings(&[Kind::HttpRoute, Kind::GrpcRoute]);
+    s.gateway_classes = vec!["envoy".into()];
+    let read = read("m", &objects(text), &s);
+    assert_eq!(
+        lines(&read),
+        [
+            "rpc.example.org. 60 A 192.0.2.30",
+            "web.example.org. 60 A 192.0.2.30",
+        ]
+    );
+    assert_eq!(
+        problems(&read),
+        [
+            "m: HTTPRoute shop/app spec.hostnames[0]: app.example.org matches no listener of the Gateways that accepted this route (hostname, protocol, sectionName, port, allowedRoutes)",
+        ]
+    );
+    let app = read.verdicts.iter().find(|v| v.name == "app").unwrap();
+    assert_eq!(app.problems[0].reason, super::Reason::NotAttached);
+}
