@@ -32,6 +32,16 @@ pub enum EventType {
     Warning,
 }
 
+impl EventType {
+    /// `Normal` or `Warning`, as Events carry it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
 /// A node of `cluster` that gets no Peer: a Warning with the skip reason, noted
 /// `<cluster>/<node>: <what is wrong>`, on the ClusterMesh.
 pub fn node_skipped(cluster: &str, skip: &Skip) -> Event {
@@ -52,10 +62,7 @@ pub fn node_skipped_object(mesh: &str, namespace: &str, cluster: &str, skip: &Sk
         skip.node,
         event.reason.to_ascii_lowercase()
     ));
-    let type_ = match event.type_ {
-        EventType::Warning => "Warning",
-        EventType::Normal => "Normal",
-    };
+    let type_ = event.type_.as_str();
     json!({
         "apiVersion": "v1", "kind": "Event",
         "metadata": {"name": name, "namespace": namespace},

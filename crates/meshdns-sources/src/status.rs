@@ -110,7 +110,7 @@ impl StatusPlan {
     /// prints.
     pub fn document(&self) -> Value {
         let api_version = match self.kind {
-            "DNSEndpoint" => ENDPOINT_API_VERSION,
+            "DNSEndpoint" => meshdns_objects::gateway::DNSENDPOINT_API_VERSION,
             _ => meshdns_objects::DNS_API_VERSION,
         };
         json!({
@@ -236,9 +236,6 @@ pub fn plan(
     out
 }
 
-/// external-dns's DNSEndpoint API version.
-const ENDPOINT_API_VERSION: &str = "externaldns.k8s.io/v1alpha1";
-
 /// The `status.observedGeneration` external-dns writes on each DNSEndpoint it reads, planned
 /// for every DNSEndpoint among `verdicts` (those read: filters applied), from its
 /// `metadata.generation`; unchanged once the status says it.
@@ -246,7 +243,8 @@ pub fn endpoint_plans(verdicts: &[ObjectVerdict], objects: &[Value]) -> Vec<Stat
     let current: HashMap<(&str, &str), &Value> = objects
         .iter()
         .filter(|o| {
-            text(o, &["kind"]) == "DNSEndpoint" && text(o, &["apiVersion"]) == ENDPOINT_API_VERSION
+            text(o, &["kind"]) == "DNSEndpoint"
+                && text(o, &["apiVersion"]) == meshdns_objects::gateway::DNSENDPOINT_API_VERSION
         })
         .map(|o| {
             let key = (

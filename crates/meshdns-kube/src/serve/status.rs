@@ -38,6 +38,8 @@ const RESYNC: Duration = Duration::from_secs(30);
 /// objects at fault gets its Events over minutes, not in one flood to the API server.
 const EVENT_BURST: f64 = 100.0;
 const EVENTS_PER_SECOND: f64 = 10.0;
+/// How soon a pass that left Events for want of budget runs again.
+const EVENT_WAIT: Duration = Duration::from_secs(1);
 
 /// What the writer keeps between passes: the Events recorded (each problem of each object
 /// once, while this replica leads), and the budget for more.
@@ -75,23 +77,27 @@ pub async fn write_statuses(
     election: Election,
     shutdown: CancellationToken,
 ) {
+    // What was recorded stays known across terms: a Lease lost and won back records nothing
+    // twice. (A replica that newly leads records what is at fault now once.)
+    let mut writer = Writer::new();
     loop {
         let Some(lost) = lead(client.clone(), election.clone(), shutdown.clone()).await else {
             return;
         };
         info!(lease = %election.name, "writing DNSZone and DNSRecordSet status");
-        // A new leader records again what is at fault now (the last one's Events may be lost).
-        let mut writer = Writer::new();
         loop {
+            let mut more = false;
             if let Some(served) = feed.served() {
                 write_once(&client, &served).await;
-                record_events(&client, &served, &mut writer).await;
+                more = record_events(&client, &served, &election.identity, &mut writer).await;
             }
+            // Events left for want of budget go as it refills, not at the next resync.
+            let wait = if more { EVENT_WAIT } else { RESYNC };
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = lost.cancelled() => break,
                 _ = notify.notified() => {}
-                _ = tokio::time::sleep(RESYNC) => {}
+                _ = tokio::time::sleep(wait) => {}
             }
         }
         warn!(lease = %election.name, "no longer the status writer; waiting for the Lease");
@@ -152,21 +158,27 @@ where
 }
 
 /// Records an Event for each problem of the cluster's objects not recorded yet, within the
-/// budget (the rest wait for the next pass); forgets what is resolved.
-async fn record_events(client: &Client, served: &Served, writer: &mut Writer) {
+/// budget; forgets what is resolved. Whether some are left for the next pass (the budget
+/// spent, or the API refused one: the rest are not tried in this pass).
+async fn record_events(
+    client: &Client,
+    served: &Served,
+    instance: &str,
+    writer: &mut Writer,
+) -> bool {
     let objects = &served.verdicts.objects;
     forget_resolved(objects, &mut writer.recorded);
     for (object, problem) in unrecorded(objects, &writer.recorded) {
         if !writer.take() {
-            debug!("event budget spent; the rest on the next pass");
-            break;
+            debug!("event budget spent; the rest as it refills");
+            return true;
         }
         let event = meshdns_objects::events::object_problem(
             problem.reason.as_str(),
             &problem.field,
             &problem.why,
         );
-        match create_event(client, object, &event).await {
+        match create_event(client, object, &event, instance).await {
             Ok(()) => {
                 writer
                     .recorded
@@ -174,10 +186,15 @@ async fn record_events(client: &Client, served: &Served, writer: &mut Writer) {
                     .or_default()
                     .insert(problem.clone());
             }
-            // Advice, never a failure: retried on the next pass.
-            Err(e) => warn!(object = %object.label(), error = %e, "event not recorded"),
+            // Advice, never a failure: retried on the next pass (RBAC missing would refuse
+            // every one: one warning a pass, not one per problem).
+            Err(e) => {
+                warn!(object = %object.label(), error = %e, "event not recorded; retried on the next pass");
+                return false;
+            }
         }
     }
+    false
 }
 
 /// Creates an `events.k8s.io/v1` Event about `object`. Written here rather than through
@@ -187,28 +204,25 @@ async fn create_event(
     client: &Client,
     object: &ObjectVerdict,
     event: &meshdns_objects::events::Event,
+    instance: &str,
 ) -> Result<(), kube::Error> {
     use k8s_openapi::api::core::v1::ObjectReference;
     use k8s_openapi::api::events::v1::Event;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
     let now = k8s_openapi::jiff::Timestamp::now();
-    let instance = std::env::var("POD_NAME").unwrap_or_else(|_| FIELD_MANAGER.to_string());
+    // A name the API takes whatever the object's length (routes' may be 253 characters).
+    let name =
+        meshdns_mesh::naming::object_name(&format!("{}.{:x}", object.name, now.as_nanosecond()));
     let body = Event {
         metadata: ObjectMeta {
-            name: Some(format!("{}.{:x}", object.name, now.as_nanosecond())),
+            name: Some(name),
             namespace: Some(object.namespace.clone()),
             ..ObjectMeta::default()
         },
         action: Some(event.action.clone()),
         reason: Some(event.reason.clone()),
         note: event.note.clone(),
-        type_: Some(
-            match event.type_ {
-                meshdns_objects::events::EventType::Normal => "Normal",
-                meshdns_objects::events::EventType::Warning => "Warning",
-            }
-            .to_string(),
-        ),
+        type_: Some(event.type_.as_str().to_string()),
         event_time: Some(MicroTime(now)),
         regarding: Some(ObjectReference {
             api_version: Some(object.api_version.clone()),
@@ -219,7 +233,8 @@ async fn create_event(
             ..ObjectReference::default()
         }),
         reporting_controller: Some(REPORTING_CONTROLLER.to_string()),
-        reporting_instance: Some(instance),
+        // At most 128 characters (the API's limit).
+        reporting_instance: Some(instance.chars().take(128).collect()),
         ..Event::default()
     };
     Api::<Event>::namespaced(client.clone(), &object.namespace)

@@ -99,16 +99,15 @@ fn listeners<'g>(
         .iter()
         .filter(|l| parent.section_name.as_ref().is_none_or(|s| *s == l.name))
         .filter(|l| parent.port.is_none_or(|p| p == l.port))
+        .filter(|l| protocols(kind).contains(&l.protocol.as_str()))
         .filter(|l| {
-            // The kinds the listener names, else those of its protocol.
+            // The kinds the listener names narrow those of its protocol.
             let kinds = l.allowed_routes.as_ref().map_or(&[][..], |a| &a.kinds[..]);
-            if kinds.is_empty() {
-                return protocols(kind).contains(&l.protocol.as_str());
-            }
-            kinds.iter().any(|k| {
-                k.group.as_deref().unwrap_or(GATEWAY_GROUP) == GATEWAY_GROUP
-                    && k.kind == kind.object_kind()
-            })
+            kinds.is_empty()
+                || kinds.iter().any(|k| {
+                    k.group.as_deref().unwrap_or(GATEWAY_GROUP) == GATEWAY_GROUP
+                        && k.kind == kind.object_kind()
+                })
         })
         .filter(|l| {
             let from = l
@@ -208,13 +207,18 @@ pub(super) fn read_route(
         let label = format!("Gateway {gw_ns}/{}", pr.name);
         let gw = gateways.get(&(gw_ns, pr.name.clone()));
         // A Gateway of a class not read is not this source's: nothing through it, and nothing
-        // to report about it.
+        // to report about it (a host name one of its listeners takes is not unmatched).
         if let Some(gw) = gw
             && !settings.gateway_classes.is_empty()
             && !settings
                 .gateway_classes
                 .contains(&gw.spec.gateway_class_name)
         {
+            for listener in listeners(gw, pr, kind, &ns) {
+                for (i, (_, host)) in hosts.iter().enumerate() {
+                    matched[i] |= intersect(host, listener.hostname.as_deref()).is_some();
+                }
+            }
             continue;
         }
         if !accepted {

@@ -654,12 +654,13 @@ kind: GRPCRoute
 metadata: {name: rpc, namespace: shop}
 spec:
   parentRefs: [{name: edge, namespace: infra, sectionName: grpc-only}, {name: other, namespace: infra}]
-  hostnames: [rpc.example.org]
+  hostnames: [rpc.example.org, rpc.example.net]
 status:
   parents:
   - parentRef: {name: edge, namespace: infra, sectionName: grpc-only}
     conditions: [{type: Accepted, status: "True"}]
-  # A Gateway of a class not read: nothing through it, and nothing said about it.
+  # A Gateway of a class not read: nothing through it, and nothing said about it (nor about
+  # rpc.example.net, which only its listener takes).
   - parentRef: {name: other, namespace: infra}
     conditions: [{type: Accepted, status: "False"}]
 "#;
