@@ -42,12 +42,16 @@ use serde_json::{Value, json};
 use crate::cluster::ClusterSettings;
 use crate::content::{Parsed, Problem, ZoneContent};
 
+/// One object of a manifest, shared: a live reader hands over tens of thousands of them
+/// several times a second under churn, each unchanged one the same allocation as before.
+pub type Manifest = std::sync::Arc<Value>;
+
 /// Objects handed over by a live reader (the Kubernetes reflector of `serve --kubernetes`):
 /// the watcher thread compiles them like a file when their version moves, and hands back what
 /// it served from them ([`Served`]) once the snapshot holding them is live.
 pub struct ManifestFeed {
     label: String,
-    state: std::sync::Mutex<(u64, Option<std::sync::Arc<Vec<Value>>>)>,
+    state: std::sync::Mutex<(u64, Option<std::sync::Arc<Vec<Manifest>>>)>,
     served: std::sync::Mutex<Option<std::sync::Arc<Served>>>,
     on_served: std::sync::Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
 }
@@ -57,7 +61,7 @@ pub struct ManifestFeed {
 #[derive(Debug, Clone, Default)]
 pub struct Served {
     /// The objects, with the status they carried when read.
-    pub objects: std::sync::Arc<Vec<Value>>,
+    pub objects: std::sync::Arc<Vec<Manifest>>,
     /// The verdicts on each.
     pub verdicts: Verdicts,
     /// The NS names at each zone's apex, as served.
@@ -105,7 +109,7 @@ impl ManifestFeed {
     }
 
     /// Replaces the objects (the whole current set).
-    pub fn set(&self, objects: Vec<Value>) {
+    pub fn set(&self, objects: Vec<Manifest>) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.0 += 1;
         st.1 = Some(std::sync::Arc::new(objects));
@@ -114,7 +118,7 @@ impl ManifestFeed {
     /// The version (0 until the first set) and the objects when it differs from `seen`
     /// (shared, not copied: tens of thousands of objects are handed over several times a
     /// second under churn).
-    pub fn take_if_newer(&self, seen: u64) -> Option<(u64, std::sync::Arc<Vec<Value>>)> {
+    pub fn take_if_newer(&self, seen: u64) -> Option<(u64, std::sync::Arc<Vec<Manifest>>)> {
         let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         match &st.1 {
             Some(objects) if st.0 != seen => Some((st.0, objects.clone())),
@@ -139,7 +143,7 @@ pub fn looks_like_manifests(text: &str) -> bool {
 }
 
 /// Every object in the documents of `text`, `List`s expanded.
-pub fn objects(file: &str, text: &str) -> Result<Vec<Value>, Problem> {
+pub fn objects(file: &str, text: &str) -> Result<Vec<Manifest>, Problem> {
     crate::limits::check_yaml(file, text)?;
     let mut out = Vec::new();
     for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
@@ -155,7 +159,7 @@ pub fn objects(file: &str, text: &str) -> Result<Vec<Value>, Problem> {
     Ok(out)
 }
 
-fn push(value: Value, out: &mut Vec<Value>) {
+fn push(value: Value, out: &mut Vec<Manifest>) {
     if value.get("kind").and_then(Value::as_str) == Some("List") {
         if let Some(Value::Array(items)) = value.get("items") {
             for item in items {
@@ -163,7 +167,7 @@ fn push(value: Value, out: &mut Vec<Value>) {
             }
         }
     } else if value.is_object() {
-        out.push(value);
+        out.push(Manifest::new(value));
     }
 }
 
@@ -291,14 +295,14 @@ impl SetVerdict {
 
 /// The zones that the DNSZones and DNSRecordSets among `objects` make, and the names of the
 /// cluster's objects `cluster` reads.
-pub fn zones(file: &str, objects: &[Value], cluster: &ClusterSettings) -> Parsed {
+pub fn zones(file: &str, objects: &[Manifest], cluster: &ClusterSettings) -> Parsed {
     read(file, objects, cluster).0
 }
 
 /// The zones that the DNSZones and DNSRecordSets among `objects` make, and the verdicts on
 /// each object (for their status); with the names of the cluster's objects `cluster` reads
 /// ([`crate::cluster`]), placed when the catalog is assembled.
-pub fn read(file: &str, objects: &[Value], cluster: &ClusterSettings) -> (Parsed, Verdicts) {
+pub fn read(file: &str, objects: &[Manifest], cluster: &ClusterSettings) -> (Parsed, Verdicts) {
     read_cached(
         file,
         objects,
@@ -311,7 +315,7 @@ pub fn read(file: &str, objects: &[Value], cluster: &ClusterSettings) -> (Parsed
 /// (a live source's reading of a cluster).
 pub fn read_cached(
     file: &str,
-    objects: &[Value],
+    objects: &[Manifest],
     cluster: &ClusterSettings,
     cache: &mut crate::cluster::ReadCache,
 ) -> (Parsed, Verdicts) {
@@ -324,13 +328,13 @@ pub fn read_cached(
 }
 
 /// The DNSZones and DNSRecordSets among `objects`: their zones and verdicts.
-fn read_dns(file: &str, objects: &[Value]) -> (Parsed, Verdicts) {
+fn read_dns(file: &str, objects: &[Manifest]) -> (Parsed, Verdicts) {
     let mut problems = Vec::new();
     let mut verdicts = Verdicts::default();
     let mut zone_objects: Vec<DNSZone> = objects
         .iter()
         .filter(|o| is_dns_object(o, "DNSZone"))
-        .map(typed)
+        .map(|o| typed(o))
         .collect();
     zone_objects.sort_by_cached_key(|z| age_key(&z.metadata));
     // (namespace, name) -> index into `contents`

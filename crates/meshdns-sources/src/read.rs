@@ -7,11 +7,10 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-
 use meshdns_zone::BuildDefaults;
 
 use crate::content::{ParseSettings, Problem};
+use crate::manifests::Manifest;
 use crate::snapshot::{Loaded, load, load_parsed};
 use crate::watch::FileSource;
 use crate::{limits, manifests};
@@ -38,7 +37,7 @@ pub fn manifest_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 
 /// The objects of one manifests file's bytes (`label` names it in problems, and a broken
 /// document's line is the file's own).
-pub fn manifest_objects(label: &str, bytes: &[u8]) -> Result<Vec<Value>, Problem> {
+pub fn manifest_objects(label: &str, bytes: &[u8]) -> Result<Vec<Manifest>, Problem> {
     let text = std::str::from_utf8(bytes).map_err(|e| {
         Problem::new(
             label,
@@ -53,7 +52,7 @@ pub fn manifest_objects(label: &str, bytes: &[u8]) -> Result<Vec<Value>, Problem
 }
 
 /// One manifests file's objects; problems name the file.
-pub fn read_manifest_file(path: &Path) -> Result<Vec<Value>, Problem> {
+pub fn read_manifest_file(path: &Path) -> Result<Vec<Manifest>, Problem> {
     let label = path.display().to_string();
     let bytes = limits::read_file(&label, path)?;
     manifest_objects(&label, &bytes)
@@ -65,7 +64,7 @@ pub struct DirFile {
     /// The file.
     pub path: PathBuf,
     /// Its objects, or why it cannot be used (named by the file, with the line within it).
-    pub objects: Result<Vec<Value>, Problem>,
+    pub objects: Result<Vec<Manifest>, Problem>,
 }
 
 /// A manifest directory read file by file, in name order. One broken file does not make the
@@ -120,7 +119,7 @@ pub fn load_source(
 /// Every Kubernetes object in the files and directories given (YAML or JSON, several
 /// documents per file, `List` kinds expanded), in path order (a directory's files in name
 /// order). The first file that cannot be read or parsed is the error, named by the file.
-pub fn read_manifests(paths: &[PathBuf]) -> Result<Vec<Value>, Problem> {
+pub fn read_manifests(paths: &[PathBuf]) -> Result<Vec<Manifest>, Problem> {
     let mut objects = Vec::new();
     for path in paths {
         if path.is_dir() {

@@ -23,7 +23,7 @@ use meshdns_zone::{Name, RType, Zone};
 use serde_json::{Value, json};
 
 use crate::cluster::{ObjectProblem, ObjectVerdict};
-use crate::manifests::{Refusal, Verdicts};
+use crate::manifests::{Manifest, Refusal, Verdicts};
 
 /// The NS names served at `zone`'s apex: a DNSZone's `status.nameservers`.
 pub fn nameservers(zone: &Zone) -> Vec<String> {
@@ -55,12 +55,15 @@ fn text<'a>(v: &'a Value, path: &[&str]) -> &'a str {
         .unwrap_or("")
 }
 
-fn find<'a>(objects: &'a [Value], kind: &str, ns: &str, name: &str) -> Option<&'a Value> {
-    objects.iter().find(|o| {
-        text(o, &["kind"]) == kind
-            && text(o, &["metadata", "namespace"]) == ns
-            && text(o, &["metadata", "name"]) == name
-    })
+fn find<'a>(objects: &'a [Manifest], kind: &str, ns: &str, name: &str) -> Option<&'a Value> {
+    objects
+        .iter()
+        .find(|o| {
+            text(o, &["kind"]) == kind
+                && text(o, &["metadata", "namespace"]) == ns
+                && text(o, &["metadata", "name"]) == name
+        })
+        .map(|o| &**o)
 }
 
 /// A condition, keeping the current one's transition time while its status stays the same
@@ -149,7 +152,7 @@ fn refusal(r: &Option<Refusal>) -> Result<(), (&str, &str)> {
 /// NS names served at a zone's apex; `now` is the RFC 3339 time for new transitions.
 pub fn plan(
     verdicts: &Verdicts,
-    objects: &[Value],
+    objects: &[Manifest],
     nameservers: impl Fn(&Name) -> Vec<String>,
     now: &str,
 ) -> Vec<StatusPlan> {
@@ -239,7 +242,7 @@ pub fn plan(
 /// The `status.observedGeneration` external-dns writes on each DNSEndpoint it reads, planned
 /// for every DNSEndpoint among `verdicts` (those read: filters applied), from its
 /// `metadata.generation`; unchanged once the status says it.
-pub fn endpoint_plans(verdicts: &[ObjectVerdict], objects: &[Value]) -> Vec<StatusPlan> {
+pub fn endpoint_plans(verdicts: &[ObjectVerdict], objects: &[Manifest]) -> Vec<StatusPlan> {
     let current: HashMap<(&str, &str), &Value> = objects
         .iter()
         .filter(|o| {
@@ -328,7 +331,7 @@ mod tests {
 
     const NOW: &str = "2026-11-22T00:00:00Z";
 
-    fn planned(text: &str) -> (Vec<Value>, Vec<StatusPlan>) {
+    fn planned(text: &str) -> (Vec<Manifest>, Vec<StatusPlan>) {
         let objects = objects("m.yaml", text).unwrap();
         let (_, verdicts) = read("m.yaml", &objects, &Default::default());
         let plans = plan(&verdicts, &objects, |o| vec![format!("ns.{o}")], NOW);
@@ -458,16 +461,17 @@ spec:
         let (objects, plans) = planned(OBJECTS);
         assert!(plans.iter().all(|p| p.changed), "nothing written yet");
         // Write them, as the API server would store them, with another writer's key beside.
-        let written: Vec<Value> = objects
+        let written: Vec<Manifest> = objects
             .into_iter()
-            .map(|mut o| {
+            .map(|o| {
+                let mut o = Manifest::unwrap_or_clone(o);
                 if let Some(p) = plans.iter().find(|p| {
                     p.kind == text(&o, &["kind"]) && p.name == text(&o, &["metadata", "name"])
                 }) {
                     o["status"] = p.status.clone();
                     o["status"]["someoneElse"] = json!(1);
                 }
-                o
+                Manifest::new(o)
             })
             .collect();
         let (_, verdicts) = read("m.yaml", &written, &Default::default());
@@ -491,18 +495,19 @@ spec:
     fn the_transition_time_is_kept_across_a_reason_or_message_change_and_moves_with_the_status() {
         const LATER: &str = "2026-12-01T00:00:00Z";
         let (objects, plans) = planned(OBJECTS);
-        let mut written: Vec<Value> = objects
+        let mut written: Vec<Manifest> = objects
             .into_iter()
-            .map(|mut o| {
+            .map(|o| {
+                let mut o = Manifest::unwrap_or_clone(o);
                 if let Some(p) = plans.iter().find(|p| {
                     p.kind == text(&o, &["kind"]) && p.name == text(&o, &["metadata", "name"])
                 }) {
                     o["status"] = p.status.clone();
                 }
-                o
+                Manifest::new(o)
             })
             .collect();
-        for o in &mut written {
+        for o in written.iter_mut().map(Manifest::make_mut) {
             match text(o, &["metadata", "name"]) {
                 // Accepted stays False: Pending (no DNSZone) becomes InvalidDNSRecordSet.
                 "orphan" => {
@@ -557,7 +562,7 @@ spec:
         assert_eq!(at(&bad), LATER, "status changed");
     }
 
-    fn cluster(text: &str, kinds: &str) -> (Vec<Value>, Verdicts) {
+    fn cluster(text: &str, kinds: &str) -> (Vec<Manifest>, Verdicts) {
         let objects = objects("m.yaml", text).unwrap();
         let settings = crate::cluster::ClusterSettings {
             kinds: kinds

@@ -11,6 +11,7 @@ use meshdns_iroh::connector::{
 use meshdns_objects::datum::connector_status;
 use meshdns_objects::dns::iroh_record_set;
 use meshdns_objects::{Connector, ConnectorClass};
+use meshdns_sources::manifests::Manifest;
 use meshdns_sources::read_manifests;
 use meshdns_zone::Name;
 use serde_json::Value;
@@ -85,7 +86,7 @@ pub(crate) fn text<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
 /// timestamp as written (RFC 3339 in UTC sorts as text; an absent one sorts last). They are
 /// read as the controller reads them (`meshdns_objects`), and a Connector without a namespace is
 /// in `default`, as `kubectl apply` would put it.
-fn connectors(objects: &[Value], cluster: &str) -> Result<Vec<(String, ConnectorInput)>> {
+fn connectors(objects: &[Manifest], cluster: &str) -> Result<Vec<(String, ConnectorInput)>> {
     let of_kind = |kind: &'static str| {
         objects
             .iter()
@@ -93,14 +94,14 @@ fn connectors(objects: &[Value], cluster: &str) -> Result<Vec<(String, Connector
     };
     let classes: BTreeMap<String, String> = of_kind("ConnectorClass")
         .map(|o| {
-            let class: ConnectorClass = serde_json::from_value(o.clone())
+            let class: ConnectorClass = serde_json::from_value((**o).clone())
                 .with_context(|| format!("ConnectorClass {}", object_name(o)))?;
             Ok((class.name_any(), class.controller_name().to_string()))
         })
         .collect::<Result<_>>()?;
     of_kind("Connector")
         .map(|o| {
-            let c: Connector = serde_json::from_value(o.clone())
+            let c: Connector = serde_json::from_value((**o).clone())
                 .with_context(|| format!("Connector {}", object_name(o)))?;
             let class = classes.get(&c.spec.connector_class_name).cloned();
             let mut input = c.to_input(class, cluster);
@@ -125,7 +126,7 @@ fn object_name(o: &Value) -> String {
 /// name) with its `IrohDNSPublished` condition. When several Connectors share a key, the
 /// oldest (creation timestamp, then UID) owns the record, as on a fresh cluster where it is
 /// reconciled first; in a running cluster, whichever created the record first keeps it.
-pub fn render_iroh(objects: &[Value], settings: &IrohSettings, cluster: &str) -> Result<String> {
+pub fn render_iroh(objects: &[Manifest], settings: &IrohSettings, cluster: &str) -> Result<String> {
     let mut owned: BTreeMap<String, RecordSetPlan> = BTreeMap::new();
     let mut shown = Vec::new();
     // Claims are decided as on a fresh cluster: the oldest Connector (by creation timestamp,
@@ -173,7 +174,7 @@ pub fn render_iroh(objects: &[Value], settings: &IrohSettings, cluster: &str) ->
 /// same [`meshdns_sources::load_parsed`] and [`meshdns_sources::assemble`] as `serve`: each
 /// record once (a repeated entry is one record), each RRset with the TTL it is served with.
 pub fn render_zone(
-    objects: &[Value],
+    objects: &[Manifest],
     default_ttl: u32,
     cluster: &meshdns_sources::cluster::ClusterSettings,
     declared: &[Name],

@@ -157,9 +157,11 @@ fn load_nodes(dir: &Path) -> std::result::Result<Vec<Node>, String> {
             let name = text(&o, &["metadata", "name"])
                 .unwrap_or_default()
                 .to_string();
-            serde_json::from_value::<meshdns_objects::core::Node>(o)
-                .map(|n| n.to_plan())
-                .map_err(|e| format!("{}: Node {name}: {e}", dir.display()))
+            serde_json::from_value::<meshdns_objects::core::Node>(std::sync::Arc::unwrap_or_clone(
+                o,
+            ))
+            .map(|n| n.to_plan())
+            .map_err(|e| format!("{}: Node {name}: {e}", dir.display()))
         })
         .collect()
 }

@@ -7,7 +7,7 @@
 //! (coalesced over 50 ms), the whole set is handed over and the watcher is nudged, so a change
 //! is served within a fraction of a second.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,7 +21,7 @@ use meshdns_objects::gateway::{
 };
 use meshdns_objects::{DNS_API_VERSION, DNSRecordSet, DNSZone};
 use meshdns_sources::cluster::Kind;
-use meshdns_sources::manifests::ManifestFeed;
+use meshdns_sources::manifests::{Manifest, ManifestFeed};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
@@ -39,7 +39,7 @@ where
 }
 
 /// Appends a reflected kind's objects to a list.
-type Lister = Box<dyn Fn(&mut Vec<serde_json::Value>) + Send>;
+type Lister = Box<dyn FnMut(&mut Vec<Manifest>) + Send>;
 
 /// One kind reflected: its name, its watch events, whether it has listed once, and its
 /// objects as the reading takes them (with `apiVersion` and `kind`, which list items may
@@ -69,17 +69,45 @@ where
         .map(|e| e.map(|_| ()))
         .boxed();
     let ready = store.clone();
+    // Each object as last handed over, by uid, with its resourceVersion: an unchanged object is
+    // handed over again as the same allocation, not serialized again (under churn a hand-over
+    // of tens of thousands of objects carries a few new ones).
+    let mut handed: HashMap<String, (String, Manifest)> = HashMap::new();
     Reflected {
         kind,
         events,
         listed: Box::new(move || ready.wait_until_ready().now_or_never().is_some()),
         objects: Box::new(move |out| {
-            out.extend(store.state().iter().filter_map(|o| {
-                let mut v = serde_json::to_value(&**o).ok()?;
-                v["apiVersion"] = api_version.into();
-                v["kind"] = kind.into();
-                Some(v)
-            }))
+            let state = store.state();
+            let mut now = HashMap::with_capacity(state.len());
+            for o in &state {
+                let meta = o.meta();
+                let key = meta.uid.clone().unwrap_or_else(|| {
+                    format!(
+                        "{}/{}",
+                        meta.namespace.as_deref().unwrap_or(""),
+                        meta.name.as_deref().unwrap_or("")
+                    )
+                });
+                let version = meta.resource_version.clone().unwrap_or_default();
+                let kept = handed
+                    .remove(&key)
+                    .filter(|(v, _)| !version.is_empty() && *v == version);
+                let manifest = match kept {
+                    Some((_, m)) => m,
+                    None => {
+                        let Ok(mut v) = serde_json::to_value(&**o) else {
+                            continue;
+                        };
+                        v["apiVersion"] = api_version.into();
+                        v["kind"] = kind.into();
+                        Manifest::new(v)
+                    }
+                };
+                out.push(manifest.clone());
+                now.insert(key, (version, manifest));
+            }
+            handed = now;
         }),
     }
 }
@@ -242,7 +270,7 @@ pub async fn reflect(
             }
         }
         let mut objects = Vec::new();
-        for (_, _, list) in &readers {
+        for (_, _, list) in &mut readers {
             list(&mut objects);
         }
         feed.set(objects);

@@ -45,6 +45,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::content::Problem;
+use crate::manifests::Manifest;
 pub use names::{Selector, Target};
 
 /// A kind of object `--kube-source` reads.
@@ -233,35 +234,62 @@ impl ObjectVerdict {
 /// every time). Held by a live source between readings.
 #[derive(Debug, Default)]
 pub struct ReadCache {
-    entries: std::collections::HashMap<(Kind, String, String), (String, Reading)>,
+    entries: std::collections::HashMap<(Kind, String, String), (String, Facts, Reading)>,
+}
+
+/// What the reading takes from an object's `metadata` (parsed only when the object is read
+/// again: a cached reading keeps these too).
+#[derive(Debug, Clone)]
+struct Facts {
+    namespace: String,
+    name: String,
+    created: Option<Time>,
+    uid: Option<String>,
+    generation: Option<i64>,
+    /// It passes the namespace and label filters and is not ignored.
+    wanted: bool,
+}
+
+impl Facts {
+    fn of(meta: &ObjectMeta, settings: &ClusterSettings) -> Facts {
+        Facts {
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+            created: meta.creation_timestamp.clone(),
+            uid: meta.uid.clone(),
+            generation: meta.generation,
+            wanted: wanted(meta, settings),
+        }
+    }
 }
 
 /// What an object's reading depends on: its own `resourceVersion`, and those of its
-/// EndpointSlices (a Service) or of every Gateway (a route); `None` without one.
+/// EndpointSlices (a Service) or of every Gateway (a route); `None` without one. Read from the
+/// objects as given, without parsing them.
 fn fingerprint(
-    o: &Object<'_>,
-    slices: &BTreeMap<(String, String), Vec<meshdns_objects::core::EndpointSlice>>,
+    kind: Kind,
+    value: &Value,
+    key: &(Kind, String, String),
+    slices: &service::Slices<'_>,
     gateways: &str,
 ) -> Option<String> {
-    let own = o
-        .meta
-        .resource_version
-        .as_deref()
-        .filter(|v| !v.is_empty())?;
-    let mut out = own.to_string();
-    match o.kind {
+    fn version(v: &Value) -> Option<&str> {
+        v["metadata"]["resourceVersion"]
+            .as_str()
+            .filter(|v| !v.is_empty())
+    }
+    let mut out = version(value)?.to_string();
+    match kind {
         Kind::Service => {
-            let key = (
-                o.meta
-                    .namespace
-                    .clone()
-                    .filter(|n| !n.is_empty())
-                    .unwrap_or_else(|| "default".into()),
-                o.meta.name.clone().unwrap_or_default(),
-            );
-            for s in slices.get(&key).into_iter().flatten() {
+            let (_, ns, name) = key;
+            let ns = if ns.is_empty() { "default" } else { ns };
+            for s in slices
+                .get(&(ns.to_string(), name.clone()))
+                .into_iter()
+                .flatten()
+            {
                 out.push(',');
-                out.push_str(s.metadata.resource_version.as_deref()?);
+                out.push_str(version(s)?);
             }
         }
         Kind::HttpRoute | Kind::GrpcRoute | Kind::TlsRoute => {
@@ -384,7 +412,7 @@ impl Reading {
 /// An object of a kind read, kept with what identifies it.
 struct Object<'a> {
     kind: Kind,
-    meta: ObjectMeta,
+    facts: Facts,
     value: &'a Value,
 }
 
@@ -411,19 +439,20 @@ fn kind_of(o: &Value) -> Option<Kind> {
 }
 
 /// Age order: creation time (absent last), then kind, namespace and name.
-fn age(o: &Object<'_>) -> (bool, Option<Time>, Kind, String, String) {
+fn age<'o>(o: &'o Object<'_>) -> (bool, Option<&'o Time>, Kind, &'o str, &'o str) {
+    let f = &o.facts;
     (
-        o.meta.creation_timestamp.is_none(),
-        o.meta.creation_timestamp.clone(),
+        f.created.is_none(),
+        f.created.as_ref(),
         o.kind,
-        o.meta.namespace.clone().unwrap_or_default(),
-        o.meta.name.clone().unwrap_or_default(),
+        &f.namespace,
+        &f.name,
     )
 }
 
 /// Reads the objects of the kinds `settings` names among `objects` (`label` names the source
 /// in problems).
-pub fn read(label: &str, objects: &[Value], settings: &ClusterSettings) -> ClusterRecords {
+pub fn read(label: &str, objects: &[Manifest], settings: &ClusterSettings) -> ClusterRecords {
     read_cached(label, objects, settings, &mut ReadCache::default())
 }
 
@@ -431,7 +460,7 @@ pub fn read(label: &str, objects: &[Value], settings: &ClusterSettings) -> Clust
 /// since `cache` last saw it; `cache` is left holding this reading's objects only.
 pub fn read_cached(
     label: &str,
-    objects: &[Value],
+    objects: &[Manifest],
     settings: &ClusterSettings,
     cache: &mut ReadCache,
 ) -> ClusterRecords {
@@ -439,23 +468,6 @@ pub fn read_cached(
     if !settings.enabled() {
         return out;
     }
-    let mut read: Vec<Object<'_>> = objects
-        .iter()
-        .filter_map(|o| {
-            let kind = kind_of(o).filter(|k| settings.kinds.contains(k))?;
-            let meta: ObjectMeta = o
-                .get("metadata")
-                .and_then(|m| ObjectMeta::deserialize(m).ok())
-                .unwrap_or_default();
-            Some(Object {
-                kind,
-                meta,
-                value: o,
-            })
-        })
-        .filter(|o| wanted(&o.meta, settings))
-        .collect();
-    read.sort_by_cached_key(age);
     let slices = service::slices_by_service(objects);
     let gateways = routes::gateways(objects);
     let gateway_versions: String = gateways
@@ -463,42 +475,72 @@ pub fn read_cached(
         .map(|g| g.metadata.resource_version.clone().unwrap_or_default())
         .collect::<Vec<_>>()
         .join(",");
-    let mut kept_cache = std::collections::HashMap::with_capacity(read.len());
-    // (object index, its reading)
-    let mut readings = Vec::with_capacity(read.len());
-    for o in &read {
+    let mut kept_cache = std::collections::HashMap::with_capacity(cache.entries.len());
+    // Each object read, with its reading: from the cache when neither it nor what it depends
+    // on changed (its metadata not even parsed), else read now.
+    let mut read: Vec<(Object<'_>, Reading)> = Vec::new();
+    for o in objects {
+        let Some(kind) = kind_of(o).filter(|k| settings.kinds.contains(k)) else {
+            continue;
+        };
+        let meta = &o["metadata"];
         let key = (
-            o.kind,
-            o.meta.namespace.clone().unwrap_or_default(),
-            o.meta.name.clone().unwrap_or_default(),
+            kind,
+            meta["namespace"].as_str().unwrap_or_default().to_string(),
+            meta["name"].as_str().unwrap_or_default().to_string(),
         );
-        let print = fingerprint(o, &slices, &gateway_versions);
+        let print = fingerprint(kind, o, &key, &slices, &gateway_versions);
         let cached = cache
             .entries
             .remove(&key)
-            .filter(|(was, _)| print.as_ref() == Some(was))
-            .map(|(_, r)| r);
-        let reading = cached.unwrap_or_else(|| match o.kind {
-            Kind::Service => service::read_service(o.value, &o.meta, settings, &slices),
-            Kind::Ingress => service::read_ingress(o.value, &o.meta, settings),
-            Kind::DnsEndpoint => dnsendpoint::read_dnsendpoint(o.value, settings),
-            kind => routes::read_route(kind, o.value, &o.meta, settings, &gateways),
-        });
+            .filter(|(was, _, _)| print.as_ref() == Some(was));
+        let (facts, reading) = match cached {
+            Some((_, facts, reading)) => (facts, reading),
+            None => {
+                let meta: ObjectMeta = o
+                    .get("metadata")
+                    .and_then(|m| ObjectMeta::deserialize(m).ok())
+                    .unwrap_or_default();
+                let facts = Facts::of(&meta, settings);
+                let reading = if facts.wanted {
+                    match kind {
+                        Kind::Service => service::read_service(o, &meta, settings, &slices),
+                        Kind::Ingress => service::read_ingress(o, &meta, settings),
+                        Kind::DnsEndpoint => dnsendpoint::read_dnsendpoint(o, settings),
+                        kind => routes::read_route(kind, o, &meta, settings, &gateways),
+                    }
+                } else {
+                    Reading::default()
+                };
+                (facts, reading)
+            }
+        };
         if let Some(print) = print {
-            kept_cache.insert(key, (print, reading.clone()));
+            kept_cache.insert(key, (print, facts.clone(), reading.clone()));
         }
-        readings.push(reading);
+        if facts.wanted {
+            read.push((
+                Object {
+                    kind,
+                    facts,
+                    value: o,
+                },
+                reading,
+            ));
+        }
     }
     cache.entries = kept_cache;
+    read.sort_by(|(a, _), (b, _)| age(a).cmp(&age(b)));
+    let (read, mut readings): (Vec<Object<'_>>, Vec<Reading>) = read.into_iter().unzip();
     let kept = decide(&read, &mut readings);
     for (o, reading) in read.iter().zip(readings) {
         let mut verdict = ObjectVerdict {
             kind: o.kind.object_kind(),
-            namespace: o.meta.namespace.clone().unwrap_or_default(),
-            name: o.meta.name.clone().unwrap_or_default(),
+            namespace: o.facts.namespace.clone(),
+            name: o.facts.name.clone(),
             api_version: text(o.value, "apiVersion").to_string(),
-            uid: o.meta.uid.clone(),
-            generation: o.meta.generation,
+            uid: o.facts.uid.clone(),
+            generation: o.facts.generation,
             names: Vec::new(),
             problems: reading.problems,
         };
@@ -559,8 +601,8 @@ fn decide(read: &[Object<'_>], readings: &mut [Reading]) -> Vec<(Name, (Target, 
         format!(
             "{} {}/{}",
             read[i].kind.object_kind(),
-            read[i].meta.namespace.as_deref().unwrap_or(""),
-            read[i].meta.name.as_deref().unwrap_or("")
+            read[i].facts.namespace,
+            read[i].facts.name
         )
     };
     let mut kept = Vec::new();

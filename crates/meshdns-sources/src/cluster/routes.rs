@@ -10,9 +10,10 @@ use serde_json::Value;
 
 use super::names::{self, Target};
 use super::{ClusterSettings, Kind, Reading, Reason};
+use crate::manifests::Manifest;
 
 /// Every Gateway among `objects`, by (namespace, name).
-pub(super) fn gateways(objects: &[Value]) -> BTreeMap<(String, String), Gateway> {
+pub(super) fn gateways(objects: &[Manifest]) -> BTreeMap<(String, String), Gateway> {
     let mut out = BTreeMap::new();
     for o in objects {
         let is_gateway = o.get("kind").and_then(Value::as_str) == Some("Gateway")
@@ -23,7 +24,7 @@ pub(super) fn gateways(objects: &[Value]) -> BTreeMap<(String, String), Gateway>
             continue;
         }
         // A Gateway that does not parse attaches nothing (its routes say so).
-        if let Ok(gw) = Gateway::deserialize(o) {
+        if let Ok(gw) = Gateway::deserialize(&**o) {
             let key = (
                 gw.metadata.namespace.clone().unwrap_or_default(),
                 gw.metadata.name.clone().unwrap_or_default(),

@@ -9,40 +9,35 @@ use serde_json::Value;
 
 use super::names::{self, Target};
 use super::{ClusterSettings, Reading, Reason};
+use crate::manifests::Manifest;
 
 /// The label an EndpointSlice names its Service with.
 const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
-/// Every EndpointSlice among `objects`, by (namespace, Service name).
-pub(super) fn slices_by_service(
-    objects: &[Value],
-) -> BTreeMap<(String, String), Vec<EndpointSlice>> {
-    let mut out: BTreeMap<(String, String), Vec<EndpointSlice>> = BTreeMap::new();
+/// Every EndpointSlice among `objects`, by (namespace, Service name), as given: a slice is
+/// parsed only when its Service is read (most hand-overs read few of them).
+pub(super) fn slices_by_service(objects: &[Manifest]) -> Slices<'_> {
+    let mut out: Slices<'_> = BTreeMap::new();
     for o in objects {
         if o.get("apiVersion").and_then(Value::as_str) != Some("discovery.k8s.io/v1")
             || o.get("kind").and_then(Value::as_str) != Some("EndpointSlice")
         {
             continue;
         }
-        // A slice that does not parse has no endpoints to give (the API server would not
-        // have stored it).
-        let Ok(slice) = EndpointSlice::deserialize(o) else {
+        let meta = &o["metadata"];
+        let Some(service) = meta["labels"][SERVICE_NAME_LABEL].as_str() else {
             continue;
         };
-        let ns = slice.metadata.namespace.clone().unwrap_or_default();
-        let Some(service) = slice
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(SERVICE_NAME_LABEL))
-            .cloned()
-        else {
-            continue;
-        };
-        out.entry((ns, service)).or_default().push(slice);
+        let ns = meta["namespace"].as_str().unwrap_or_default();
+        out.entry((ns.to_string(), service.to_string()))
+            .or_default()
+            .push(o);
     }
     out
 }
+
+/// The EndpointSlices of each Service, by (namespace, Service name), unparsed.
+pub(super) type Slices<'a> = BTreeMap<(String, String), Vec<&'a Manifest>>;
 
 /// A typed object, or the problem with its shape.
 fn typed<T: serde::de::DeserializeOwned>(value: &Value, reading: &mut Reading) -> Option<T> {
@@ -59,7 +54,7 @@ pub(super) fn read_service(
     value: &Value,
     meta: &ObjectMeta,
     settings: &ClusterSettings,
-    slices: &BTreeMap<(String, String), Vec<EndpointSlice>>,
+    slices: &Slices<'_>,
 ) -> Reading {
     let mut r = Reading::default();
     let Some(svc) = typed::<Service>(value, &mut r) else {
@@ -99,11 +94,12 @@ pub(super) fn read_service(
         addresses(&mut r, "spec.clusterIPs", &ips)
     };
     if headless {
-        let ready = ready_endpoints(
-            &mut r,
-            slices.get(&(ns, name)),
-            spec.publish_not_ready_addresses,
-        );
+        // A slice that does not parse has no endpoints to give (the API server would not
+        // have stored it).
+        let parsed: Vec<EndpointSlice> = (slices.get(&(ns, name)).into_iter().flatten())
+            .filter_map(|o| EndpointSlice::deserialize(&***o).ok())
+            .collect();
+        let ready = ready_endpoints(&mut r, &parsed, spec.publish_not_ready_addresses);
         let all: Vec<Target> = ready.iter().flat_map(|(_, a)| a.iter().cloned()).collect();
         for n in hostnames.iter().chain(&internal_names) {
             for t in &all {
@@ -197,11 +193,11 @@ fn addresses(r: &mut Reading, field: &str, ips: &[String]) -> Vec<Target> {
 /// API says), or when the Service publishes not-ready addresses; FQDN slices are skipped.
 fn ready_endpoints(
     r: &mut Reading,
-    slices: Option<&Vec<EndpointSlice>>,
+    slices: &[EndpointSlice],
     publish_not_ready: Option<bool>,
 ) -> Vec<(Option<String>, Vec<Target>)> {
     let mut out = Vec::new();
-    for slice in slices.into_iter().flatten() {
+    for slice in slices {
         if slice.address_type == "FQDN" {
             continue;
         }

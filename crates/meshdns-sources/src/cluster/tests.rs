@@ -1,6 +1,6 @@
 use super::*;
 
-fn objects(yaml: &str) -> Vec<Value> {
+fn objects(yaml: &str) -> Vec<crate::manifests::Manifest> {
     crate::manifests::objects("test.yaml", yaml).unwrap()
 }
 
@@ -576,10 +576,11 @@ status: {loadBalancer: {ingress: [{hostname: lb.example.net}]}}
 
 #[test]
 fn a_cached_reading_reads_again_only_what_changed_and_what_it_depends_on() {
-    let versioned = |text: &str| -> Vec<Value> {
+    let versioned = |text: &str| -> Vec<crate::manifests::Manifest> {
         let mut objs = objects(text);
         for (i, o) in objs.iter_mut().enumerate() {
-            o["metadata"]["resourceVersion"] = serde_json::json!(format!("{}", i + 1));
+            std::sync::Arc::make_mut(o)["metadata"]["resourceVersion"] =
+                serde_json::json!(format!("{}", i + 1));
         }
         objs
     };
@@ -591,8 +592,9 @@ fn a_cached_reading_reads_again_only_what_changed_and_what_it_depends_on() {
     // Same versions, same reading (from the cache).
     assert_eq!(read_cached("m", &objs, &s, &mut cache), first);
     // A Service's new address under a new version is read again.
-    objs[0]["status"]["loadBalancer"]["ingress"][0]["ip"] = serde_json::json!("192.0.2.99");
-    objs[0]["metadata"]["resourceVersion"] = serde_json::json!("100");
+    let web = std::sync::Arc::make_mut(&mut objs[0]);
+    web["status"]["loadBalancer"]["ingress"][0]["ip"] = serde_json::json!("192.0.2.99");
+    web["metadata"]["resourceVersion"] = serde_json::json!("100");
     let moved = read_cached("m", &objs, &s, &mut cache);
     assert!(lines(&moved).contains(&"web.example.org. 300 A 192.0.2.99".to_string()));
     // A headless Service's slice changes (the Service does not): its names follow.
@@ -600,8 +602,9 @@ fn a_cached_reading_reads_again_only_what_changed_and_what_it_depends_on() {
         .iter()
         .position(|o| o["kind"] == "EndpointSlice")
         .unwrap();
-    objs[slice]["endpoints"][2]["conditions"]["ready"] = serde_json::json!(true);
-    objs[slice]["metadata"]["resourceVersion"] = serde_json::json!("101");
+    let changed = std::sync::Arc::make_mut(&mut objs[slice]);
+    changed["endpoints"][2]["conditions"]["ready"] = serde_json::json!(true);
+    changed["metadata"]["resourceVersion"] = serde_json::json!("101");
     let ready = read_cached("m", &objs, &s, &mut cache);
     assert!(lines(&ready).contains(&"cache-2.cache.example.org. 60 A 10.1.0.3".to_string()));
     assert_eq!(ready, read("m", &objs, &s));

@@ -21,7 +21,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use serde_json::Value;
 use tracing::error;
 
 use super::source::{
@@ -31,6 +30,7 @@ use super::source::{
 use crate::content::Problem;
 use crate::limits::read_file;
 use crate::manifests;
+use crate::manifests::Manifest;
 use crate::read::{manifest_files, manifest_objects};
 
 /// The directory (or single manifests file) and what each of its files last gave.
@@ -48,7 +48,7 @@ struct ManifestFile {
     /// The hash of the bytes last parsed.
     hash: Option<u64>,
     /// Its last good objects (`None`: never good).
-    objects: Option<Vec<Value>>,
+    objects: Option<Vec<Manifest>>,
     /// Why its current version cannot be used.
     broken: Option<Problem>,
 }
@@ -91,7 +91,7 @@ impl ManifestDir {
     /// Compiles every file's last good objects together.
     fn load(&self, kept: &mut Kept, loader: &mut Loader) {
         let started = Instant::now();
-        let objects: Vec<Value> = self
+        let objects: Vec<Manifest> = self
             .files
             .values()
             .filter_map(|f| f.objects.as_deref())

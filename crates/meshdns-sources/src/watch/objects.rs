@@ -6,14 +6,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use meshdns_zone::Catalog;
-use serde_json::Value;
 use tracing::info;
 
 use super::health::ObjectCounts;
 use super::source::{Input, Kept, Loader, Rank, log_skipped};
 use crate::cluster::{ObjectProblem, ObjectVerdict, Reason};
 use crate::content::Problem;
-use crate::manifests::{self, ManifestFeed, Served, Verdicts};
+use crate::manifests::{self, Manifest, ManifestFeed, Served, Verdicts};
 use crate::snapshot::load_parsed;
 use crate::status;
 
@@ -22,14 +21,14 @@ pub(super) struct ObjectFeed {
     feed: Arc<ManifestFeed>,
     version: u64,
     /// Loaded but not yet in a live snapshot: handed back after the next swap.
-    pending: Option<(std::sync::Arc<Vec<Value>>, Verdicts)>,
+    pending: Option<(std::sync::Arc<Vec<Manifest>>, Verdicts)>,
     /// The cluster objects' last readings: a hand-over reads only the objects that changed.
     cache: crate::cluster::ReadCache,
     /// The kinds of the cluster's objects read (their counts are shown even when none is).
     kinds: Vec<&'static str>,
     /// What was last handed back: the objects, their verdicts as read, and what the assembly
     /// refused of them.
-    last: (Option<Arc<Vec<Value>>>, Verdicts, Vec<Problem>),
+    last: (Option<Arc<Vec<Manifest>>>, Verdicts, Vec<Problem>),
 }
 
 impl ObjectFeed {
@@ -54,19 +53,22 @@ impl Input for ObjectFeed {
         let Some((now, objects)) = self.feed.take_if_newer(self.version) else {
             return false;
         };
+        let started = std::time::Instant::now();
         let (parsed, verdicts) = manifests::read_cached(
             &kept.label,
             &objects,
             &loader.settings.cluster,
             &mut self.cache,
         );
+        let read_ms = started.elapsed().as_millis() as u64;
         let loaded = load_parsed(&kept.label, parsed, loader.defaults());
         // A feed reloads on every object change: only problems that are new are logged.
         kept.reported
             .update(&loaded.problems)
             .into_iter()
             .for_each(log_skipped);
-        info!(source = %kept.label, records = loaded.records(), skipped = loaded.problems.len(), "objects loaded");
+        info!(source = %kept.label, records = loaded.records(), skipped = loaded.problems.len(),
+            read_ms, elapsed_ms = started.elapsed().as_millis() as u64, "objects loaded");
         self.version = now;
         self.kinds = (loader.settings.cluster.kinds.iter())
             .map(|k| k.object_kind())
