@@ -63,7 +63,7 @@ pub struct Served {
     /// The objects, with the status they carried when read.
     pub objects: std::sync::Arc<Vec<Manifest>>,
     /// The verdicts on each.
-    pub verdicts: Verdicts,
+    pub verdicts: std::sync::Arc<Verdicts>,
     /// The NS names at each zone's apex, as served.
     pub nameservers: BTreeMap<Name, Vec<String>>,
 }

@@ -38,6 +38,7 @@ mod routes;
 mod service;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use meshdns_objects::core::{ObjectMeta, Time};
 use meshdns_zone::{Name, RType, Record};
@@ -234,8 +235,11 @@ impl ObjectVerdict {
 /// every time). Held by a live source between readings.
 #[derive(Debug, Default)]
 pub struct ReadCache {
-    entries: std::collections::HashMap<(Kind, String, String), (String, Facts, Reading)>,
+    entries: std::collections::HashMap<(Kind, String, String), Cached>,
 }
+
+/// One object's cached reading: the versions it was read at, its facts, its reading.
+type Cached = (String, Facts, Arc<Reading>);
 
 /// What the reading takes from an object's `metadata` (parsed only when the object is read
 /// again: a cached reading keeps these too).
@@ -283,11 +287,7 @@ fn fingerprint(
         Kind::Service => {
             let (_, ns, name) = key;
             let ns = if ns.is_empty() { "default" } else { ns };
-            for s in slices
-                .get(&(ns.to_string(), name.clone()))
-                .into_iter()
-                .flatten()
-            {
+            for s in slices.get(&(ns, name.as_str())).into_iter().flatten() {
                 out.push(',');
                 out.push_str(version(s)?);
             }
@@ -478,7 +478,7 @@ pub fn read_cached(
     let mut kept_cache = std::collections::HashMap::with_capacity(cache.entries.len());
     // Each object read, with its reading: from the cache when neither it nor what it depends
     // on changed (its metadata not even parsed), else read now.
-    let mut read: Vec<(Object<'_>, Reading)> = Vec::new();
+    let mut read: Vec<(Object<'_>, Arc<Reading>)> = Vec::new();
     for o in objects {
         let Some(kind) = kind_of(o).filter(|k| settings.kinds.contains(k)) else {
             continue;
@@ -512,7 +512,7 @@ pub fn read_cached(
                 } else {
                     Reading::default()
                 };
-                (facts, reading)
+                (facts, Arc::new(reading))
             }
         };
         if let Some(print) = print {
@@ -531,9 +531,16 @@ pub fn read_cached(
     }
     cache.entries = kept_cache;
     read.sort_by(|(a, _), (b, _)| age(a).cmp(&age(b)));
-    let (read, mut readings): (Vec<Object<'_>>, Vec<Reading>) = read.into_iter().unzip();
-    let kept = decide(&read, &mut readings);
-    for (o, reading) in read.iter().zip(readings) {
+    let (read, readings): (Vec<Object<'_>>, Vec<Arc<Reading>>) = read.into_iter().unzip();
+    let Decided {
+        kept,
+        mut conflicts,
+        lost,
+    } = decide(&read, &readings);
+    let mut labels = Vec::with_capacity(read.len());
+    for (i, (o, reading)) in read.iter().zip(&readings).enumerate() {
+        let mut problems = reading.problems.clone();
+        problems.append(&mut conflicts[i]);
         let mut verdict = ObjectVerdict {
             kind: o.kind.object_kind(),
             namespace: o.facts.namespace.clone(),
@@ -542,11 +549,12 @@ pub fn read_cached(
             uid: o.facts.uid.clone(),
             generation: o.facts.generation,
             names: Vec::new(),
-            problems: reading.problems,
+            problems,
         };
+        // A name the object lost entirely is not among its names.
         let mut seen = BTreeSet::new();
         for claim in &reading.claims {
-            if seen.insert(&claim.name) {
+            if !lost.contains(&(i, &claim.name)) && seen.insert(&claim.name) {
                 verdict.names.push(claim.name.clone());
             }
         }
@@ -560,11 +568,18 @@ pub fn read_cached(
                 .push(Problem::new(label, format!("{object} {}", p.field), why));
         }
         out.verdicts.push(verdict);
+        labels.push(object);
     }
     for (name, (target, ttl, owner)) in kept {
         let data = target.rdata();
-        out.records
-            .push((Record { name, ttl, data }, out.verdicts[owner].label()));
+        out.records.push((
+            Record {
+                name: name.clone(),
+                ttl,
+                data,
+            },
+            labels[owner].clone(),
+        ));
     }
     out
 }
@@ -583,18 +598,22 @@ fn wanted(meta: &ObjectMeta, settings: &ClusterSettings) -> bool {
         && !ignored
 }
 
-/// Decides every name's records from every object's claims (`read` oldest first): the
-/// records kept, as (name, (target, TTL, object index)); each claim refused is reported to
-/// its object.
-fn decide(read: &[Object<'_>], readings: &mut [Reading]) -> Vec<(Name, (Target, u32, usize))> {
+/// What [`decide`] decided: the records kept, as (name, (target, TTL, object index)); the
+/// conflicts reported to each object (by index); and each (object, name) an object lost
+/// entirely.
+struct Decided<'r> {
+    kept: Vec<(&'r Name, (&'r Target, u32, usize))>,
+    conflicts: Vec<Vec<ObjectProblem>>,
+    lost: BTreeSet<(usize, &'r Name)>,
+}
+
+/// Decides every name's records from every object's claims (`read` oldest first).
+fn decide<'r>(read: &[Object<'_>], readings: &'r [Arc<Reading>]) -> Decided<'r> {
     // name -> (object index, claim) in age order
-    let mut by_name: BTreeMap<Name, Vec<(usize, Claim)>> = BTreeMap::new();
+    let mut by_name: BTreeMap<&Name, Vec<(usize, &Claim)>> = BTreeMap::new();
     for (i, reading) in readings.iter().enumerate() {
         for claim in &reading.claims {
-            by_name
-                .entry(claim.name.clone())
-                .or_default()
-                .push((i, claim.clone()));
+            by_name.entry(&claim.name).or_default().push((i, claim));
         }
     }
     let label = |i: usize| {
@@ -606,8 +625,18 @@ fn decide(read: &[Object<'_>], readings: &mut [Reading]) -> Vec<(Name, (Target, 
         )
     };
     let mut kept = Vec::new();
+    let mut conflicts = vec![Vec::new(); readings.len()];
     // (object, name) refused, each reported once.
-    let mut refused: BTreeSet<(usize, Name)> = BTreeSet::new();
+    let mut refused: BTreeSet<(usize, &Name)> = BTreeSet::new();
+    let mut conflict = |i: usize, name: &'r Name, why: String| {
+        if refused.insert((i, name)) {
+            conflicts[i].push(ObjectProblem {
+                reason: Reason::Conflict,
+                field: name.to_string(),
+                why,
+            });
+        }
+    };
     for (name, claims) in by_name {
         let oldest = claims[0].0;
         let oldest_has_data = claims
@@ -633,10 +662,9 @@ fn decide(read: &[Object<'_>], readings: &mut [Reading]) -> Vec<(Name, (Target, 
                                 }
                             }
                         };
-                        let rtype = c.target.rdata().rtype();
-                        let ttl = *ttl_of.entry(rtype).or_insert(c.ttl);
+                        let ttl = *ttl_of.entry(c.target.rtype()).or_insert(c.ttl);
                         if new {
-                            kept.push((name.clone(), (c.target.clone(), ttl, *i)));
+                            kept.push((name, (&c.target, ttl, *i)));
                         }
                     }
                     Target::Host(h) => {
@@ -650,16 +678,14 @@ fn decide(read: &[Object<'_>], readings: &mut [Reading]) -> Vec<(Name, (Target, 
                                 label(oldest)
                             )
                         };
-                        if refused.insert((*i, name.clone())) {
-                            readings[*i].report(Reason::Conflict, name.to_string(), why);
-                        }
+                        conflict(*i, name, why);
                     }
                 }
             }
         } else {
             // The oldest object's first host name; everything else refused.
-            let (_, first) = &claims[0];
-            kept.push((name.clone(), (first.target.clone(), first.ttl, oldest)));
+            let (_, first) = claims[0];
+            kept.push((name, (&first.target, first.ttl, oldest)));
             for (i, c) in &claims[1..] {
                 // The same target from another object (two Ingresses behind one load
                 // balancer's host name) is the same record: no conflict.
@@ -677,23 +703,21 @@ fn decide(read: &[Object<'_>], readings: &mut [Reading]) -> Vec<(Name, (Target, 
                         label(oldest)
                     )
                 };
-                if refused.insert((*i, name.clone())) {
-                    readings[*i].report(Reason::Conflict, name.to_string(), why);
-                }
+                conflict(*i, name, why);
             }
         }
     }
-    // A name an object lost entirely is not among its names.
-    let kept_by: BTreeSet<(usize, &Name)> = kept.iter().map(|(n, (_, _, o))| (*o, n)).collect();
-    let lost: Vec<(usize, Name)> = refused
+    // A name an object lost entirely: refused, and none of its records there kept.
+    let kept_by: BTreeSet<(usize, &Name)> = kept.iter().map(|(n, (_, _, o))| (*o, *n)).collect();
+    let lost = refused
         .into_iter()
-        .filter(|(i, name)| !kept_by.contains(&(*i, name)))
+        .filter(|key| !kept_by.contains(key))
         .collect();
-    drop(kept_by);
-    for (i, name) in lost {
-        readings[i].claims.retain(|c| c.name != name);
+    Decided {
+        kept,
+        conflicts,
+        lost,
     }
-    kept
 }
 
 #[cfg(test)]

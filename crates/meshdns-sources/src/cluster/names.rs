@@ -79,6 +79,16 @@ pub enum Target {
 }
 
 impl Target {
+    /// The type of the record this target is.
+    pub fn rtype(&self) -> meshdns_zone::RType {
+        match self {
+            Target::Ip(IpAddr::V4(_)) => meshdns_zone::RType::A,
+            Target::Ip(IpAddr::V6(_)) => meshdns_zone::RType::AAAA,
+            Target::Host(_) => meshdns_zone::RType::CNAME,
+            Target::Data(d) => d.rtype(),
+        }
+    }
+
     /// The record this target is.
     pub fn rdata(&self) -> meshdns_zone::RData {
         match self {

@@ -29,15 +29,13 @@ pub(super) fn slices_by_service(objects: &[Manifest]) -> Slices<'_> {
             continue;
         };
         let ns = meta["namespace"].as_str().unwrap_or_default();
-        out.entry((ns.to_string(), service.to_string()))
-            .or_default()
-            .push(o);
+        out.entry((ns, service)).or_default().push(o);
     }
     out
 }
 
 /// The EndpointSlices of each Service, by (namespace, Service name), unparsed.
-pub(super) type Slices<'a> = BTreeMap<(String, String), Vec<&'a Manifest>>;
+pub(super) type Slices<'a> = BTreeMap<(&'a str, &'a str), Vec<&'a Manifest>>;
 
 /// A typed object, or the problem with its shape.
 fn typed<T: serde::de::DeserializeOwned>(value: &Value, reading: &mut Reading) -> Option<T> {
@@ -96,9 +94,12 @@ pub(super) fn read_service(
     if headless {
         // A slice that does not parse has no endpoints to give (the API server would not
         // have stored it).
-        let parsed: Vec<EndpointSlice> = (slices.get(&(ns, name)).into_iter().flatten())
-            .filter_map(|o| EndpointSlice::deserialize(&***o).ok())
-            .collect();
+        let parsed: Vec<EndpointSlice> = (slices
+            .get(&(ns.as_str(), name.as_str()))
+            .into_iter()
+            .flatten())
+        .filter_map(|o| EndpointSlice::deserialize(&***o).ok())
+        .collect();
         let ready = ready_endpoints(&mut r, &parsed, spec.publish_not_ready_addresses);
         let all: Vec<Target> = ready.iter().flat_map(|(_, a)| a.iter().cloned()).collect();
         for n in hostnames.iter().chain(&internal_names) {

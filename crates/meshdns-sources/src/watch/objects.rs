@@ -21,14 +21,14 @@ pub(super) struct ObjectFeed {
     feed: Arc<ManifestFeed>,
     version: u64,
     /// Loaded but not yet in a live snapshot: handed back after the next swap.
-    pending: Option<(std::sync::Arc<Vec<Manifest>>, Verdicts)>,
+    pending: Option<(Arc<Vec<Manifest>>, Arc<Verdicts>)>,
     /// The cluster objects' last readings: a hand-over reads only the objects that changed.
     cache: crate::cluster::ReadCache,
     /// The kinds of the cluster's objects read (their counts are shown even when none is).
     kinds: Vec<&'static str>,
     /// What was last handed back: the objects, their verdicts as read, and what the assembly
     /// refused of them.
-    last: (Option<Arc<Vec<Manifest>>>, Verdicts, Vec<Problem>),
+    last: (Option<Arc<Vec<Manifest>>>, Arc<Verdicts>, Vec<Problem>),
 }
 
 impl ObjectFeed {
@@ -73,7 +73,7 @@ impl Input for ObjectFeed {
         self.kinds = (loader.settings.cluster.kinds.iter())
             .map(|k| k.object_kind())
             .collect();
-        self.pending = Some((objects, verdicts));
+        self.pending = Some((objects, Arc::new(verdicts)));
         kept.succeed(loaded);
         true
     }
@@ -94,8 +94,11 @@ impl Input for ObjectFeed {
         }) else {
             return;
         };
+        // Shared unless the assembly refused some of the objects' records.
         let mut served = verdicts.clone();
-        not_served(&mut served.objects, &ours);
+        if !ours.is_empty() {
+            not_served(&mut Arc::make_mut(&mut served).objects, &ours);
+        }
         kept.counters.objects = counts(&self.kinds, &served.objects);
         let nameservers = served
             .zones
