@@ -205,6 +205,25 @@ impl Reason {
     }
 }
 
+/// The most of a problem's text kept: an object's values are echoed in it, and an annotation
+/// may be a megabyte (logs, metrics and Events stay bounded whatever an object carries).
+const WHY_MAX: usize = 512;
+
+/// `why`, cut to [`WHY_MAX`] bytes (on a character boundary) saying how long it was.
+fn clip(mut why: String) -> String {
+    if why.len() <= WHY_MAX {
+        return why;
+    }
+    let whole = why.len();
+    let mut cut = WHY_MAX;
+    while !why.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    why.truncate(cut);
+    why.push_str(&format!("... ({whole} bytes)"));
+    why
+}
+
 /// One thing at fault in an object.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ObjectProblem {
@@ -326,7 +345,7 @@ impl Reading {
         self.problems.push(ObjectProblem {
             reason,
             field: field.into(),
-            why: why.into(),
+            why: clip(why.into()),
         });
     }
 

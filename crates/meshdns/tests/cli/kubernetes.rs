@@ -303,6 +303,122 @@ async fn the_last_good_records_are_served_through_api_faults() {
     );
 }
 
+/// The cluster's objects through a hostile API and hostile objects: lists failing (503, 500),
+/// stalling, watches dropped silently and expired; a flood of 300 changes to one Service in a
+/// burst; an Ingress carrying a 1 MiB annotation. The last good names are answered on every
+/// query throughout, the flood ends at its last address, the oversized value is reported in a
+/// bounded line (the object's other names served), and nothing logged is longer than 8 KiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_objects_ride_out_api_faults_floods_and_oversized_objects() {
+    let fake = FakeKube::start().await;
+    let service = |ip: &str| {
+        json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "web", "namespace": "shop",
+                "annotations": {"external-dns.kubernetes.io/hostname": "web.example.org"}},
+            "spec": {"type": "LoadBalancer"},
+            "status": {"loadBalancer": {"ingress": [{"ip": ip}]}}})
+    };
+    fake.insert(service("192.0.2.10"));
+    let huge = "x!".repeat(512 * 1024);
+    fake.insert(
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "huge", "namespace": "shop",
+            "annotations": {"external-dns.kubernetes.io/hostname": huge}},
+        "spec": {"rules": [{"host": "huge.example.org"}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.50"}]}}}),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write(dir.path(), "kubeconfig", &fake.kubeconfig("fake"));
+    let m = Meshdns::serve(&[
+        "--kubernetes",
+        "--kubeconfig",
+        &kubeconfig,
+        "--kube-source",
+        "service,ingress",
+        "--zone",
+        "example.org",
+    ]);
+    let m = tokio::task::spawn_blocking(move || {
+        wait_for(&m, "web.example.org", "192.0.2.10");
+        wait_for(&m, "huge.example.org", "192.0.2.50");
+        m
+    })
+    .await
+    .unwrap();
+
+    for path in ["/services", "/ingresses", "/endpointslices"] {
+        fake.fail("GET", path, 503, 4);
+        fake.stall("GET", path, Duration::from_secs(2), 1);
+        fake.fail("GET", path, 500, 2);
+    }
+    let asking = tokio::task::spawn_blocking(move || {
+        let mut asked = 0;
+        let deadline = std::time::Instant::now() + Duration::from_secs(4);
+        while std::time::Instant::now() < deadline {
+            let got = dig(m.dns, &["huge.example.org", "A", "+short"]);
+            assert_eq!(got.trim(), "192.0.2.50", "answer {asked} during the faults");
+            asked += 1;
+        }
+        (m, asked)
+    });
+    for i in 0..3 {
+        fake.disconnect_watches();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        fake.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("noise-{i}"), "namespace": "default"}}));
+        fake.expire_watches();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    let (m, asked) = asking.await.unwrap();
+    assert!(asked > 10, "{asked}");
+
+    // A flood of changes to one Service: every answer meanwhile is one of its addresses, and
+    // the last one is served.
+    let watching = tokio::task::spawn_blocking(move || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let got = dig(m.dns, &["web.example.org", "A", "+short"]);
+            let ip: std::net::Ipv4Addr = got.trim().parse().unwrap_or_else(|_| panic!("{got:?}"));
+            assert_eq!(ip.octets()[..3], [192, 0, 2], "{got}");
+            if got.trim() == "192.0.2.99" {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "flood not followed: {got}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        m
+    });
+    for i in 0..300u32 {
+        fake.replace(service(&format!("192.0.2.{}", 100 + i % 100)));
+        if i % 50 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    fake.replace(service("192.0.2.99"));
+    let m = watching.await.unwrap();
+
+    let log = m.log_text();
+    let reported = log
+        .lines()
+        .find(|l| l.contains("Ingress shop/huge metadata.annotations"))
+        .unwrap_or_else(|| {
+            panic!(
+                "the oversized annotation reported:\n{}",
+                &log[..log.len().min(4000)]
+            )
+        });
+    assert!(
+        reported.contains("... (1048") && reported.len() < 2048,
+        "{}",
+        &reported[..reported.len().min(2000)]
+    );
+    let longest = log.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 8192, "a log line of {longest} bytes");
+}
+
 /// `serve --kubernetes --kube-source …`: Services (LoadBalancer, headless with EndpointSlices,
 /// ClusterIP by internal-hostname), Ingresses and Gateway API routes answered in a served zone,
 /// each change (a new address, an endpoint going unready, a new host, a deletion) followed
