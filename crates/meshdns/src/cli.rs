@@ -246,6 +246,18 @@ pub struct RenderZoneCmd {
     /// As `serve --kube-source-internal`.
     #[arg(long)]
     pub kube_source_internal: bool,
+    /// As `serve --kube-source-namespace` (repeatable).
+    #[arg(long = "kube-source-namespace", value_name = "NS")]
+    pub kube_source_namespaces: Vec<String>,
+    /// As `serve --kube-source-selector`.
+    #[arg(long, value_name = "SELECTOR", value_parser = crate::config::values::selector)]
+    pub kube_source_selector: Option<meshdns_sources::cluster::Selector>,
+    /// As `serve --kube-source-ingress-class` (repeatable).
+    #[arg(long = "kube-source-ingress-class", value_name = "CLASS")]
+    pub kube_source_ingress_classes: Vec<String>,
+    /// As `serve --kube-source-gateway-class` (repeatable).
+    #[arg(long = "kube-source-gateway-class", value_name = "CLASS")]
+    pub kube_source_gateway_classes: Vec<String>,
     /// As `serve --reverse-zone`: the reverse zones of a range, a PTR for each address
     /// (repeatable).
     #[arg(long = "reverse-zone", value_name = "CIDR", value_parser = crate::config::values::cidr)]
@@ -260,7 +272,10 @@ impl RenderZoneCmd {
             default_names: self.kube_source_default_names.clone(),
             internal: self.kube_source_internal,
             default_ttl: self.default_ttl.unwrap_or(crate::config::defaults::TTL),
-            ..Default::default()
+            namespaces: self.kube_source_namespaces.clone(),
+            selector: self.kube_source_selector.clone().unwrap_or_default(),
+            ingress_classes: self.kube_source_ingress_classes.clone(),
+            gateway_classes: self.kube_source_gateway_classes.clone(),
         }
     }
 
