@@ -762,6 +762,117 @@ async fn cluster_objects_get_their_status_and_events_once() {
     });
 }
 
+/// The same objects read live from a cluster and from a manifests directory (as `kubectl get
+/// -o yaml` prints them) are answered the same: every kind, every type asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_and_a_manifests_directory_of_the_same_objects_answer_the_same() {
+    let gw = "gateway.networking.k8s.io/v1";
+    let objects = [
+        json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "web", "namespace": "shop", "creationTimestamp": "2026-01-01T00:00:00Z",
+                "annotations": {"external-dns.kubernetes.io/hostname": "web.example.org,both.example.org",
+                    "external-dns.kubernetes.io/ttl": "1m"}},
+            "spec": {"type": "LoadBalancer", "clusterIP": "10.96.0.10"},
+            "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}, {"ip": "2001:db8::10"}]}}}),
+        json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "cache", "namespace": "shop", "creationTimestamp": "2026-01-02T00:00:00Z"},
+            "spec": {"clusterIP": "None"}}),
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "cache-1", "namespace": "shop",
+                "labels": {"kubernetes.io/service-name": "cache", "service.kubernetes.io/headless": ""}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["10.244.0.1"], "hostname": "cache-0"},
+                {"addresses": ["10.244.0.2"], "conditions": {"ready": false}}]}),
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": {"name": "shop", "namespace": "shop", "creationTimestamp": "2026-01-03T00:00:00Z"},
+            "spec": {"rules": [{"host": "shop.example.org"}, {"host": "both.example.org"}]},
+            "status": {"loadBalancer": {"ingress": [{"hostname": "lb.example.net"}]}}}),
+        json!({"apiVersion": gw, "kind": "Gateway", "metadata": {"name": "edge", "namespace": "infra"},
+            "spec": {"gatewayClassName": "envoy", "listeners": [{"name": "https", "hostname": "*.example.org",
+                "port": 443, "protocol": "HTTPS", "allowedRoutes": {"namespaces": {"from": "All"}}}]},
+            "status": {"addresses": [{"type": "IPAddress", "value": "192.0.2.30"}]}}),
+        json!({"apiVersion": gw, "kind": "HTTPRoute", "metadata": {"name": "app", "namespace": "shop"},
+            "spec": {"parentRefs": [{"name": "edge", "namespace": "infra"}], "hostnames": ["app.example.org"]},
+            "status": {"parents": [{"parentRef": {"name": "edge", "namespace": "infra"},
+                "conditions": [{"type": "Accepted", "status": "True"}]}]}}),
+        json!({"apiVersion": "externaldns.k8s.io/v1alpha1", "kind": "DNSEndpoint",
+            "metadata": {"name": "extra", "namespace": "dns"},
+            "spec": {"endpoints": [
+                {"dnsName": "txt.example.org", "recordType": "TXT", "targets": ["hello"]},
+                {"dnsName": "example.org", "recordType": "MX", "targets": ["10 mail.example.org"]}]}}),
+    ];
+    let fake = FakeKube::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let manifests = dir.path().join("manifests");
+    std::fs::create_dir(&manifests).unwrap();
+    let mut yaml = String::new();
+    for o in &objects {
+        let stored = fake.insert(o.clone());
+        yaml.push_str("---\n");
+        yaml.push_str(&serde_yaml::to_string(&stored).unwrap());
+    }
+    write(&manifests, "objects.yaml", &yaml);
+    let kubeconfig = write(dir.path(), "kubeconfig", &fake.kubeconfig("fake"));
+    let common = [
+        "--kube-source",
+        "service,ingress,httproute,dnsendpoint",
+        "--zone",
+        "example.org",
+        "--kube-source-default-names",
+        "cluster.example.org",
+        "--reverse-zone",
+        "192.0.2.0/24",
+    ];
+    let m = manifests.to_str().unwrap().to_string();
+    tokio::task::spawn_blocking(move || {
+        let mut live_args = vec!["--kubernetes", "--kubeconfig", kubeconfig.as_str()];
+        live_args.extend(common);
+        let live = Meshdns::serve(&live_args);
+        let mut file_args = vec!["--manifests", m.as_str()];
+        file_args.extend(common);
+        let files = Meshdns::serve(&file_args);
+        wait_for(&live, "app.example.org", "192.0.2.30");
+        let asked = [
+            ("web.example.org", "A"),
+            ("web.example.org", "AAAA"),
+            ("both.example.org", "A"),
+            ("web.shop.cluster.example.org", "A"),
+            ("cache.shop.cluster.example.org", "A"),
+            ("cache-0.cache.shop.cluster.example.org", "A"),
+            ("shop.example.org", "CNAME"),
+            ("app.example.org", "A"),
+            ("txt.example.org", "TXT"),
+            ("example.org", "MX"),
+            ("10.2.0.192.in-addr.arpa", "PTR"),
+            ("nothing.example.org", "A"),
+        ];
+        let answer = |m: &Meshdns, name: &str, t: &str| {
+            let out = dig(m.dns, &[name, t, "+noall", "+answer", "+comments"]);
+            let status = out
+                .lines()
+                .find_map(|l| l.split("status: ").nth(1))
+                .map(|s| s.split(',').next().unwrap_or("").to_string())
+                .unwrap_or_default();
+            let mut lines: Vec<String> = out
+                .lines()
+                .filter(|l| !l.starts_with(';') && !l.trim().is_empty())
+                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+                .collect();
+            lines.sort();
+            (status, lines)
+        };
+        for (name, t) in asked {
+            let (a, b) = (answer(&live, name, t), answer(&files, name, t));
+            assert_eq!(a, b, "{name} {t}: live vs files");
+            if name != "nothing.example.org" {
+                assert!(!a.1.is_empty(), "{name} {t} answered: {a:?}");
+            }
+        }
+    })
+    .await
+    .unwrap();
+}
+
 /// A kind the API server will not list (here: no RBAC for Services) is reported and the
 /// others are served: the DNSZones' records answer, and the pod becomes ready.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
