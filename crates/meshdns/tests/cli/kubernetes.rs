@@ -215,6 +215,46 @@ async fn two_replicas_write_dns_operators_status_once() {
     rbac::assert_all_exercised(&policy, |role| role.ends_with("-election"));
 }
 
+/// Fails the lists and watches of `paths` (503s, a 2 s stall ending 504, 500s), then drops
+/// every watch silently and expires it (410 Gone: list again) `rounds` times, while `name`
+/// is asked over and over: every answer must be `want`, the last good one.
+async fn through_api_faults(
+    fake: &FakeKube,
+    paths: &[&str],
+    m: Meshdns,
+    name: &'static str,
+    want: &'static str,
+    rounds: usize,
+) -> Meshdns {
+    for path in paths {
+        fake.fail("GET", path, 503, 4);
+        fake.stall("GET", path, Duration::from_secs(2), 1);
+        fake.fail("GET", path, 500, 2);
+    }
+    let asking = tokio::task::spawn_blocking(move || {
+        let mut asked = 0;
+        let deadline = std::time::Instant::now() + Duration::from_millis(800 * rounds as u64 + 800);
+        while std::time::Instant::now() < deadline {
+            let got = dig(m.dns, &[name, "A", "+short"]);
+            assert_eq!(got.trim(), want, "answer {asked} during the faults");
+            asked += 1;
+        }
+        (m, asked)
+    });
+    for i in 0..rounds {
+        fake.disconnect_watches();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        // History moves on (an unrelated object), then is compacted: watches must list again.
+        fake.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("noise-{i}"), "namespace": "default"}}));
+        fake.expire_watches();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    let (m, asked) = asking.await.unwrap();
+    assert!(asked > 10, "{asked}");
+    m
+}
+
 /// The API server fails (503 on lists, 2 s stalls ending 504, watches dropped silently and
 /// ended 410 Gone) while `serve --kubernetes` runs: the last good records are answered on
 /// every query throughout, and a change made while the API misbehaved is served once it
@@ -237,33 +277,15 @@ async fn the_last_good_records_are_served_through_api_faults() {
     .await
     .unwrap();
 
-    for path in ["/dnszones", "/dnsrecordsets"] {
-        fake.fail("GET", path, 503, 4);
-        fake.stall("GET", path, Duration::from_secs(2), 1);
-        fake.fail("GET", path, 500, 2);
-    }
-    let asking = tokio::task::spawn_blocking(move || {
-        // Every answer during the faults is the last good one.
-        let mut asked = 0;
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while std::time::Instant::now() < deadline {
-            let got = dig(m.dns, &["ceph-1.mesh.example.org", "A", "+short"]);
-            assert_eq!(got.trim(), "100.66.0.1", "answer {asked} during the faults");
-            asked += 1;
-        }
-        (m, asked)
-    });
-    for i in 0..4 {
-        fake.disconnect_watches();
-        tokio::time::sleep(Duration::from_millis(400)).await;
-        // History moves on (an unrelated object), then is compacted: watches must list again.
-        fake.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": format!("noise-{i}"), "namespace": "default"}}));
-        fake.expire_watches();
-        tokio::time::sleep(Duration::from_millis(400)).await;
-    }
-    let (m, asked) = asking.await.unwrap();
-    assert!(asked > 10, "{asked}");
+    let m = through_api_faults(
+        &fake,
+        &["/dnszones", "/dnsrecordsets"],
+        m,
+        "ceph-1.mesh.example.org",
+        "100.66.0.1",
+        4,
+    )
+    .await;
     // A change made after the faults is followed: the watches came back.
     let mut rs = fake
         .get(DNS, "DNSRecordSet", Some("kilo"), "nodes")
@@ -346,31 +368,8 @@ async fn cluster_objects_ride_out_api_faults_floods_and_oversized_objects() {
     .await
     .unwrap();
 
-    for path in ["/services", "/ingresses", "/endpointslices"] {
-        fake.fail("GET", path, 503, 4);
-        fake.stall("GET", path, Duration::from_secs(2), 1);
-        fake.fail("GET", path, 500, 2);
-    }
-    let asking = tokio::task::spawn_blocking(move || {
-        let mut asked = 0;
-        let deadline = std::time::Instant::now() + Duration::from_secs(4);
-        while std::time::Instant::now() < deadline {
-            let got = dig(m.dns, &["huge.example.org", "A", "+short"]);
-            assert_eq!(got.trim(), "192.0.2.50", "answer {asked} during the faults");
-            asked += 1;
-        }
-        (m, asked)
-    });
-    for i in 0..3 {
-        fake.disconnect_watches();
-        tokio::time::sleep(Duration::from_millis(400)).await;
-        fake.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": format!("noise-{i}"), "namespace": "default"}}));
-        fake.expire_watches();
-        tokio::time::sleep(Duration::from_millis(400)).await;
-    }
-    let (m, asked) = asking.await.unwrap();
-    assert!(asked > 10, "{asked}");
+    let paths = ["/services", "/ingresses", "/endpointslices"];
+    let m = through_api_faults(&fake, &paths, m, "huge.example.org", "192.0.2.50", 3).await;
 
     // A flood of changes to one Service: every answer meanwhile is one of its addresses, and
     // the last one is served.
