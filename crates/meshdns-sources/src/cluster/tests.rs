@@ -686,3 +686,71 @@ status:
     let app = read.verdicts.iter().find(|v| v.name == "app").unwrap();
     assert_eq!(app.problems[0].reason, super::Reason::NotAttached);
 }
+
+#[test]
+fn bad_gateway_addresses_and_targets_are_reported_alone() {
+    let text = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: infra}
+spec:
+  gatewayClassName: envoy
+  listeners: [{name: web, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}]
+status:
+  addresses:
+  - {type: Hostname, value: "not a host!"}
+  - {type: NamedAddress, value: pool-1}
+  - {value: 192.0.2.300}
+  - {value: 192.0.2.31}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: app, namespace: shop}
+spec:
+  parentRefs: [{name: edge, namespace: infra}]
+  hostnames: [app.example.org]
+status:
+  parents:
+  - parentRef: {name: edge, namespace: infra}
+    conditions: [{type: Accepted, status: "True"}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: shop
+  namespace: shop
+  annotations: {external-dns.kubernetes.io/target: "192.0.2.40,bad target!"}
+spec: {rules: [{host: shop.example.org}]}
+"#;
+    let read = read(
+        "m",
+        &objects(text),
+        &settings(&[Kind::HttpRoute, Kind::Ingress]),
+    );
+    assert_eq!(
+        lines(&read),
+        [
+            "app.example.org. 60 A 192.0.2.31",
+            "shop.example.org. 60 A 192.0.2.40",
+        ]
+    );
+    let p = problems(&read);
+    for want in [
+        "m: HTTPRoute shop/app Gateway infra/edge status.addresses[0]: \"not a host!\" is not a host name",
+        "m: HTTPRoute shop/app Gateway infra/edge status.addresses[1]: an address of type NamedAddress is not served",
+        "m: HTTPRoute shop/app Gateway infra/edge status.addresses[2]: \"192.0.2.300\" is not an IP address",
+        "m: Ingress shop/shop metadata.annotations[external-dns.kubernetes.io/target]: \"badtarget!\"",
+    ] {
+        assert!(p.iter().any(|l| l.starts_with(want)), "{want}\n{p:#?}");
+    }
+    let app = read.verdicts.iter().find(|v| v.name == "app").unwrap();
+    let reasons: Vec<_> = app.problems.iter().map(|p| p.reason).collect();
+    assert_eq!(
+        reasons,
+        [
+            super::Reason::InvalidField,
+            super::Reason::Unsupported,
+            super::Reason::InvalidField
+        ]
+    );
+}
