@@ -7,6 +7,7 @@
 //! `serve`, `check` and `render`; [`watch`] is the one loop that watches them and publishes
 //! snapshots; [`pkarr`] keeps published packets.
 
+pub mod catalog;
 pub mod cluster;
 pub mod content;
 pub mod feed;
@@ -35,7 +36,9 @@ pub fn pkarr_dht_buckets() -> &'static [f64] {
 pub use pkarr::{ChangePage, Epoch, PkarrConfig, PkarrStore, PutError, StoredPacket};
 pub use read::{load_source, read_manifests};
 pub use records::parse;
-pub use snapshot::{CompiledSource, Loaded, SourceInput, assemble, compile, load, load_parsed};
+pub use snapshot::{
+    CompiledSource, Generated, Loaded, SourceInput, assemble, compile, load, load_parsed,
+};
 pub use watch::{
     FileSource, FileSources, Poker, SourceConfig, SourceCounters, SourceStatus, WatchHandle,
     spawn_watcher,

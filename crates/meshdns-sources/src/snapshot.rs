@@ -137,9 +137,10 @@ pub struct SourceInput<'a> {
 pub fn assemble(
     inputs: &[SourceInput<'_>],
     declared: &[Name],
-    reverse: &[Cidr],
+    generated: &Generated,
     defaults: BuildDefaults,
 ) -> (Catalog, Vec<Problem>) {
+    let reverse = &generated.reverse[..];
     let mut by_origin: BTreeMap<Name, Vec<(usize, &Arc<Zone>)>> = BTreeMap::new();
     let reverse_zones: std::collections::BTreeSet<Name> =
         reverse.iter().flat_map(crate::reverse::zones_of).collect();
@@ -220,6 +221,9 @@ pub fn assemble(
     if !reverse.is_empty() {
         add_reverse(&mut zones, reverse, &reverse_zones, defaults, &mut problems);
     }
+    if let Some(origin) = &generated.catalog {
+        add_catalog(&mut zones, origin, defaults, &mut problems);
+    }
     let mut catalog = Catalog::from_zones(zones);
     for input in inputs {
         if let Some(overlay) = &input.compiled.overlay {
@@ -229,6 +233,48 @@ pub fn assemble(
         }
     }
     (catalog, problems)
+}
+
+/// The zones meshdns makes itself beside its sources': the reverse zones of ranges
+/// (`--reverse-zone`) and the catalog zone (`--catalog-zone`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Generated {
+    /// Ranges whose reverse zones are served, with a PTR for each address served.
+    pub reverse: Vec<Cidr>,
+    /// The catalog zone's origin (RFC 9432): every other zone served is a member.
+    pub catalog: Option<Name>,
+}
+
+/// Adds the catalog zone `origin` listing every zone of `zones` (after every other zone: the
+/// reverse zones are members too). A source that serves that origin itself keeps it, and
+/// that is reported.
+fn add_catalog(
+    zones: &mut Vec<Arc<Zone>>,
+    origin: &Name,
+    defaults: BuildDefaults,
+    problems: &mut Vec<Problem>,
+) {
+    if zones.iter().any(|z| z.origin() == origin) {
+        problems.push(Problem::new(
+            "--catalog-zone",
+            origin.to_string(),
+            "a source serves this zone: it is not made a catalog (choose an origin no source gives)",
+        ));
+        return;
+    }
+    let records = crate::catalog::records(
+        origin,
+        zones.iter().map(|z| z.origin()),
+        defaults.default_ttl,
+    );
+    let mut builder = CatalogBuilder::new(defaults);
+    builder.declare(origin);
+    for record in records {
+        // Inside the zone by construction: nothing to refuse.
+        let _ = builder.add(origin, record, 0);
+    }
+    let (built, _) = builder.build_zones();
+    zones.extend(built.into_iter().map(Arc::new));
 }
 
 /// Rebuilds each reverse zone among `zones` that has addresses to name, with a PTR for each
@@ -410,7 +456,7 @@ mod tests {
                 compiled: &b,
             },
         ];
-        let (cat, problems) = assemble(&inputs, &[], &[], DEFAULTS);
+        let (cat, problems) = assemble(&inputs, &[], &Generated::default(), DEFAULTS);
         assert_eq!(problems.len(), 1);
         assert_eq!(
             problems[0].to_string(),
@@ -430,7 +476,12 @@ mod tests {
             label: "a.yaml",
             compiled: &a,
         }];
-        let (cat, _) = assemble(&inputs, &["example.net.".parse().unwrap()], &[], DEFAULTS);
+        let (cat, _) = assemble(
+            &inputs,
+            &["example.net.".parse().unwrap()],
+            &Generated::default(),
+            DEFAULTS,
+        );
         assert!(Arc::ptr_eq(
             cat.zone(&"example.org.".parse().unwrap()).unwrap(),
             &a.zones[0]
@@ -503,7 +554,7 @@ mod tests {
                 compiled: &cluster,
             },
         ];
-        let (cat, problems) = assemble(&inputs, &[], &[], DEFAULTS);
+        let (cat, problems) = assemble(&inputs, &[], &Generated::default(), DEFAULTS);
         let a = |name: &[u8], zone: &[u8]| -> Vec<String> {
             let zone = cat.find_zone(zone).unwrap();
             zone.node(name)
@@ -551,7 +602,7 @@ mod tests {
                 compiled: &fixed,
             },
         ];
-        let (cat2, problems2) = assemble(&two, &[], &[], DEFAULTS);
+        let (cat2, problems2) = assemble(&two, &[], &Generated::default(), DEFAULTS);
         assert!(
             cat2.find_zone(b"\x03www\x05fixed\x03org\x00")
                 .unwrap()
@@ -607,7 +658,7 @@ mod tests {
                 compiled: &objects,
             },
         ];
-        let (cat, problems) = assemble(&inputs, &[], &[], DEFAULTS);
+        let (cat, problems) = assemble(&inputs, &[], &Generated::default(), DEFAULTS);
         let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
         assert_eq!(text.len(), 2, "{text:?}");
         assert!(

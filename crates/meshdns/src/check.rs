@@ -71,7 +71,7 @@ pub fn check(settings: &ServeConfig) -> Result<bool> {
         })
         .collect();
     let declared = settings.declared_zones();
-    let (catalog, refused) = assemble(&inputs, &declared, &settings.reverse_zones, defaults);
+    let (catalog, refused) = assemble(&inputs, &declared, &settings.generated(), defaults);
     for problem in &refused {
         println!("{problem}");
     }

@@ -205,7 +205,11 @@ pub fn render_zone(
         label: "manifests",
         compiled: &loaded.compiled,
     };
-    let (catalog, refused) = meshdns_sources::assemble(&[input], declared, reverse, defaults);
+    let generated = meshdns_sources::Generated {
+        reverse: reverse.to_vec(),
+        catalog: None,
+    };
+    let (catalog, refused) = meshdns_sources::assemble(&[input], declared, &generated, defaults);
     problems.extend(refused.iter().map(ToString::to_string));
     let mut zones: Vec<&meshdns_zone::Zone> = catalog.zones();
     zones.sort_by_key(|z| z.origin().to_string());

@@ -111,7 +111,7 @@ impl TestServer {
                     ..ParseSettings::default()
                 },
                 zones,
-                reverse: Vec::new(),
+                generated: Default::default(),
                 poll_interval: Duration::from_secs(3600),
                 debounce: Duration::from_millis(20),
             },

@@ -75,9 +75,9 @@ pub struct SourceConfig {
     pub files: Vec<FileSource>,
     /// Zones served even when no file gives them records (`--zone`).
     pub zones: Vec<Name>,
-    /// Ranges whose reverse zones are served, with a PTR for each address served
-    /// (`--reverse-zone`).
-    pub reverse: Vec<meshdns_zone::Cidr>,
+    /// The zones meshdns makes itself: reverse zones (`--reverse-zone`), the catalog zone
+    /// (`--catalog-zone`).
+    pub generated: crate::snapshot::Generated,
     /// Parsing settings (default TTL, Tailscale zones).
     pub settings: ParseSettings,
     /// How often files are checked without an inotify event.
@@ -321,8 +321,12 @@ impl FileSources {
                 compiled: s.kept.last_good.as_ref().unwrap_or(&empty),
             })
             .collect();
-        let (mut catalog, refused) =
-            assemble(&inputs, &self.config.zones, &self.config.reverse, defaults);
+        let (mut catalog, refused) = assemble(
+            &inputs,
+            &self.config.zones,
+            &self.config.generated,
+            defaults,
+        );
         if let Some(primary) = &self.primary {
             for (zone, serial) in primary.update(&mut catalog, unix_now() as u32) {
                 info!(%zone, serial, "zone serial");
@@ -582,7 +586,7 @@ mod tests {
         let config = SourceConfig {
             files,
             zones: Vec::new(),
-            reverse: Vec::new(),
+            generated: Default::default(),
             settings: ParseSettings::default(),
             poll_interval: Duration::from_secs(3600),
             debounce: Duration::from_millis(20),

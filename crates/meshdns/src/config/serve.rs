@@ -119,6 +119,12 @@ pub struct ServeConfig {
     #[arg(long = "reverse-zone", value_name = "CIDR", value_parser = values::cidr, help_heading = "Records")]
     #[serde(default, rename = "reverseZones", deserialize_with = "de::list")]
     pub reverse_zones: Vec<meshdns_zone::Cidr>,
+    /// Serve a catalog zone (RFC 9432, version 2) at this origin listing every other zone
+    /// served, so secondaries configured with it alone follow zones as they come and go
+    /// [default: none].
+    #[arg(long = "catalog-zone", value_name = "ORIGIN", value_parser = values::name, help_heading = "Records")]
+    #[serde(default, rename = "catalogZone", deserialize_with = "de::name")]
+    pub catalog_zone: Option<Name>,
     /// TTL of records that give none, in seconds or with units (30, 1m) [default: 5].
     #[arg(long, value_name = "TTL", value_parser = values::ttl, help_heading = "Records")]
     #[serde(default, deserialize_with = "de::ttl")]
@@ -509,6 +515,7 @@ impl ServeConfig {
                 manifests,
                 zones,
                 reverse_zones,
+                catalog_zone,
                 default_ttl,
                 poll_interval,
                 kubernetes,
@@ -641,6 +648,14 @@ impl ServeConfig {
         let default_names = self.kube_source_default_names.iter();
         let names = self.zones.iter().chain(&self.pkarr).chain(default_names);
         names.cloned().collect()
+    }
+
+    /// The zones meshdns makes itself: reverse zones and the catalog zone.
+    pub fn generated(&self) -> meshdns_sources::Generated {
+        meshdns_sources::Generated {
+            reverse: self.reverse_zones.clone(),
+            catalog: self.catalog_zone.clone(),
+        }
     }
 
     /// Whether zone transfers are served (some client is allowed, or a secondary notified).

@@ -541,7 +541,7 @@ fn sources(settings: &ServeConfig) -> SourceConfig {
     SourceConfig {
         files: settings.files(),
         zones: settings.declared_zones(),
-        reverse: settings.reverse_zones.clone(),
+        generated: settings.generated(),
         settings: settings.parse_settings(),
         poll_interval: settings.poll_interval.unwrap_or(defaults::POLL_INTERVAL),
         debounce: defaults::DEBOUNCE,

@@ -8,6 +8,7 @@
 
 mod absent;
 mod acme;
+mod catalog;
 mod check;
 mod configmap;
 mod controller;

@@ -112,6 +112,35 @@ impl Secondary {
         }
     }
 
+    /// Knot configured with one zone only, the catalog `catalog` from the primary at
+    /// `primary` (`catalog-role: interpret`): every member it lists is a zone Knot transfers
+    /// from that primary, as members come and go.
+    pub fn knot_catalog(
+        dir: &Path,
+        port: u16,
+        primary: SocketAddr,
+        catalog: &str,
+        source: &str,
+    ) -> Secondary {
+        let d = dir.display();
+        std::fs::create_dir_all(dir.join("db")).unwrap();
+        let secondary = "    master: primary\n    acl: notify_from_primary\n    storage: {d}\n    zonefile-sync: -1\n    zonefile-load: none\n    journal-content: all\n    semantic-checks: off\n";
+        let conf = format!(
+            "server:\n  listen: 127.0.0.1@{port}\n  rundir: {d}\n  user: root\nlog:\n  - target: {d}/knot.log\n    any: info\ndatabase:\n  storage: {d}/db\nremote:\n  - id: primary\n    address: {ip}@{pp}\n    via: {source}\nacl:\n  - id: notify_from_primary\n    address: {ip}\n    action: notify\ntemplate:\n  - id: default\n{t}  - id: member\n{t}zone:\n  - domain: {catalog}\n    catalog-role: interpret\n    catalog-template: member\n",
+            ip = primary.ip(),
+            pp = primary.port(),
+            t = secondary.replace("{d}", &d.to_string()),
+        );
+        std::fs::write(dir.join("knot.conf"), conf).unwrap();
+        let child = spawn("knotd", &["-c"], &dir.join("knot.conf"));
+        Secondary {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            log: dir.join("knot.log"),
+            name: "knot",
+        }
+    }
+
     /// The secondary's log.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
