@@ -15,7 +15,9 @@
 //! - [`notify`]: the NOTIFY message (RFC 1996) and its acknowledgement;
 //! - [`secondary`]: checking the reply to a secondary's SOA query, reading transfer replies,
 //!   applying differences;
-//! - [`throttle`]: warnings about peers' requests, one line per cause per interval.
+//! - [`throttle`]: warnings about peers' requests, one line per cause per interval;
+//! - [`update`]: dynamic UPDATE (RFC 2136): its sections read, prerequisites checked, updates
+//!   applied to a zone's records, purely.
 //!
 //! No sockets here: the server crate sends and receives.
 
@@ -29,6 +31,7 @@ pub mod secondary;
 pub mod serial;
 pub mod throttle;
 pub mod tsig;
+pub mod update;
 
 pub use primary::{Ixfr, Primary};
 pub use respond::{

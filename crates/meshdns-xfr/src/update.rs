@@ -1,0 +1,557 @@
+//! Dynamic UPDATE (RFC 2136): what an UPDATE message asks, checked and applied to a zone's
+//! records, purely. The caller has authenticated the request (TSIG, RFC 3007) and chosen the
+//! zone; this module reads the sections ([`read`]), checks the prerequisites (§3.2), prescans
+//! the updates (§3.4.1) and applies them (§3.4.2) to a copy, so that nothing is applied unless
+//! everything is accepted.
+//!
+//! The zone's records are kept as [`Rrsets`]: by owner (lower-cased wire) and type, each RRset's
+//! TTL and its RDATAs (uncompressed wire, in the order added). The apex SOA is the server's (its
+//! serial is raised once per accepted UPDATE, as for every zone it serves): an SOA in an update
+//! is ignored, and the apex is always a name in use.
+
+use std::collections::BTreeMap;
+
+use meshdns_zone::RType;
+
+use crate::message::{CLASS_ANY, Message, Record};
+
+/// Class NONE (RFC 2136 §1.3).
+pub const CLASS_NONE: u16 = 254;
+
+/// Response codes of RFC 2136 (and RFC 1035's) that an UPDATE is answered with.
+pub mod rcode {
+    /// Accepted (or nothing to do).
+    pub const NOERROR: u8 = 0;
+    /// The message is malformed.
+    pub const FORMERR: u8 = 1;
+    /// A name that should exist does not.
+    pub const NXDOMAIN: u8 = 3;
+    /// The operation is refused by policy.
+    pub const REFUSED: u8 = 5;
+    /// A name that should not exist does.
+    pub const YXDOMAIN: u8 = 6;
+    /// An RRset that should not exist does.
+    pub const YXRRSET: u8 = 7;
+    /// An RRset that should exist does not (or differs).
+    pub const NXRRSET: u8 = 8;
+    /// Not authoritative for the zone (or TSIG failed, RFC 8945).
+    pub const NOTAUTH: u8 = 9;
+    /// A name outside the zone.
+    pub const NOTZONE: u8 = 10;
+}
+
+/// A zone's records: (owner wire, type) → (TTL, RDATAs).
+pub type Rrsets = BTreeMap<(Vec<u8>, u16), (u32, Vec<Vec<u8>>)>;
+
+/// One record of the prerequisite or update section, its RDATA decompressed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    /// Owner, lower-cased wire.
+    pub owner: Vec<u8>,
+    /// Type.
+    pub rtype: u16,
+    /// Class: IN, ANY or NONE.
+    pub class: u16,
+    /// TTL.
+    pub ttl: u32,
+    /// RDATA, uncompressed (empty for the ANY and NONE forms that carry none).
+    pub rdata: Vec<u8>,
+}
+
+/// An UPDATE's sections.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// The zone named (lower-cased wire).
+    pub zone: Vec<u8>,
+    /// The zone section's class.
+    pub class: u16,
+    /// Prerequisites.
+    pub prerequisites: Vec<Item>,
+    /// Updates.
+    pub updates: Vec<Item>,
+}
+
+/// Meta types an update may not add (§3.4.1.2): ANY, AXFR, IXFR, MAILA, MAILB.
+fn is_meta(rtype: u16) -> bool {
+    matches!(rtype, 251..=255)
+}
+
+fn item(msg: &Message<'_>, r: &Record) -> Option<Item> {
+    let rdata = if r.rdata_len == 0 {
+        Vec::new()
+    } else {
+        crate::secondary::record(msg, r)?.rdata.into_owned()
+    };
+    Some(Item {
+        owner: r.owner.clone(),
+        rtype: r.rtype,
+        class: r.class,
+        ttl: r.ttl,
+        rdata,
+    })
+}
+
+/// The sections of an UPDATE message (opcode 5): the zone (one, of type SOA), the
+/// prerequisites (the answer section) and the updates (the authority section). FORMERR when
+/// they are not of that shape.
+pub fn read(msg: &Message<'_>) -> Result<Request, u8> {
+    let zone_count = u16::from_be_bytes([msg.bytes[4], msg.bytes[5]]);
+    if zone_count != 1 || msg.qtype != RType::SOA.0 {
+        return Err(rcode::FORMERR);
+    }
+    let section = |records: &[Record]| -> Result<Vec<Item>, u8> {
+        records
+            .iter()
+            .map(|r| item(msg, r).ok_or(rcode::FORMERR))
+            .collect()
+    };
+    Ok(Request {
+        zone: msg.qname_lower.clone(),
+        class: msg.qclass,
+        prerequisites: section(&msg.answers)?,
+        updates: section(&msg.authority)?,
+    })
+}
+
+/// Whether `name` is `zone` or below it.
+fn in_zone(name: &[u8], zone: &[u8]) -> bool {
+    meshdns_zone::name::is_wire_subdomain(name, zone)
+}
+
+/// Whether `name` owns any record (the apex always: its SOA).
+fn in_use(rrsets: &Rrsets, zone: &[u8], name: &[u8]) -> bool {
+    name == zone
+        || rrsets
+            .range((name.to_vec(), 0)..=(name.to_vec(), u16::MAX))
+            .next()
+            .is_some()
+}
+
+/// Checks the prerequisites (§3.2) against the zone's records.
+pub fn check_prerequisites(req: &Request, rrsets: &Rrsets) -> Result<(), u8> {
+    // RRsets that must exist exactly (class IN), gathered first (§3.2.3).
+    let mut exact: BTreeMap<(Vec<u8>, u16), Vec<Vec<u8>>> = BTreeMap::new();
+    for p in &req.prerequisites {
+        if p.ttl != 0 {
+            return Err(rcode::FORMERR);
+        }
+        if !in_zone(&p.owner, &req.zone) {
+            return Err(rcode::NOTZONE);
+        }
+        let exists = |rtype: u16| {
+            (rtype == RType::SOA.0 && p.owner == req.zone)
+                || rrsets.contains_key(&(p.owner.clone(), rtype))
+        };
+        match p.class {
+            CLASS_ANY => {
+                if !p.rdata.is_empty() {
+                    return Err(rcode::FORMERR);
+                }
+                if p.rtype == 255 {
+                    if !in_use(rrsets, &req.zone, &p.owner) {
+                        return Err(rcode::NXDOMAIN);
+                    }
+                } else if !exists(p.rtype) {
+                    return Err(rcode::NXRRSET);
+                }
+            }
+            CLASS_NONE => {
+                if !p.rdata.is_empty() {
+                    return Err(rcode::FORMERR);
+                }
+                if p.rtype == 255 {
+                    if in_use(rrsets, &req.zone, &p.owner) {
+                        return Err(rcode::YXDOMAIN);
+                    }
+                } else if exists(p.rtype) {
+                    return Err(rcode::YXRRSET);
+                }
+            }
+            c if c == req.class => {
+                let set = exact.entry((p.owner.clone(), p.rtype)).or_default();
+                if !set.contains(&p.rdata) {
+                    set.push(p.rdata.clone());
+                }
+            }
+            _ => return Err(rcode::FORMERR),
+        }
+    }
+    for (key, want) in exact {
+        let have = rrsets.get(&key).map(|(_, r)| r.as_slice()).unwrap_or(&[]);
+        let same = have.len() == want.len() && want.iter().all(|w| have.contains(w));
+        if !same {
+            return Err(rcode::NXRRSET);
+        }
+    }
+    Ok(())
+}
+
+/// Prescans the updates (§3.4.1): every one inside the zone and of a form RFC 2136 allows.
+pub fn prescan(req: &Request) -> Result<(), u8> {
+    for u in &req.updates {
+        if !in_zone(&u.owner, &req.zone) {
+            return Err(rcode::NOTZONE);
+        }
+        let ok = match u.class {
+            c if c == req.class => !is_meta(u.rtype) && !u.rdata.is_empty(),
+            CLASS_ANY => u.ttl == 0 && u.rdata.is_empty() && (u.rtype == 255 || !is_meta(u.rtype)),
+            CLASS_NONE => u.ttl == 0 && !is_meta(u.rtype),
+            _ => false,
+        };
+        if !ok {
+            return Err(rcode::FORMERR);
+        }
+    }
+    Ok(())
+}
+
+/// Applies the updates (§3.4.2) to `rrsets`, in order; whether anything changed. The SOA is
+/// the server's (updates to it are ignored), the apex keeps at least one NS when it has some,
+/// and CNAMEs do not share a name with other data (an update that would break that is
+/// ignored, as the RFC says).
+pub fn apply(req: &Request, rrsets: &mut Rrsets) -> bool {
+    let before = rrsets.clone();
+    for u in &req.updates {
+        let key = (u.owner.clone(), u.rtype);
+        let at_apex = u.owner == req.zone;
+        if u.rtype == RType::SOA.0 {
+            continue;
+        }
+        match u.class {
+            CLASS_ANY if u.rtype == 255 => {
+                let range = (u.owner.clone(), 0)..=(u.owner.clone(), u16::MAX);
+                let doomed: Vec<_> = rrsets
+                    .range(range)
+                    .map(|(k, _)| k.clone())
+                    .filter(|(_, t)| !(at_apex && *t == RType::NS.0))
+                    .collect();
+                for k in doomed {
+                    rrsets.remove(&k);
+                }
+            }
+            CLASS_ANY => {
+                if !(at_apex && u.rtype == RType::NS.0) {
+                    rrsets.remove(&key);
+                }
+            }
+            CLASS_NONE => {
+                if let Some((_, set)) = rrsets.get_mut(&key) {
+                    let last_apex_ns = at_apex && u.rtype == RType::NS.0 && set.len() == 1;
+                    if !last_apex_ns {
+                        set.retain(|r| *r != u.rdata);
+                    }
+                    if set.is_empty() {
+                        rrsets.remove(&key);
+                    }
+                }
+            }
+            _ => {
+                let range = (u.owner.clone(), 0)..=(u.owner.clone(), u16::MAX);
+                let mut others = rrsets.range(range).map(|((_, t), _)| *t);
+                let cname = RType::CNAME.0;
+                let clash = if u.rtype == cname {
+                    others.any(|t| t != cname)
+                } else {
+                    others.any(|t| t == cname)
+                };
+                if clash {
+                    continue;
+                }
+                let (ttl, set) = rrsets.entry(key).or_insert_with(|| (u.ttl, Vec::new()));
+                // One TTL per RRset: the last one given (RFC 2181 §5.2).
+                *ttl = u.ttl;
+                if u.rtype == cname {
+                    // A name has one CNAME: a new one replaces it.
+                    set.clear();
+                }
+                if !set.contains(&u.rdata) {
+                    set.push(u.rdata.clone());
+                }
+            }
+        }
+    }
+    *rrsets != before
+}
+
+/// Checks and applies `req` to a copy of `rrsets`: the new records when everything is
+/// accepted (and whether they differ), else the rcode to answer; nothing is applied unless
+/// all is.
+pub fn process(req: &Request, rrsets: &Rrsets) -> Result<(Rrsets, bool), u8> {
+    check_prerequisites(req, rrsets)?;
+    prescan(req)?;
+    let mut next = rrsets.clone();
+    let changed = apply(req, &mut next);
+    Ok((next, changed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{CLASS_IN, MessageWriter, parse};
+    use meshdns_zone::{Name, RData};
+
+    fn wire(name: &str) -> Vec<u8> {
+        name.parse::<Name>().unwrap().wire().to_vec()
+    }
+
+    fn a(ip: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        RData::A(ip.parse().unwrap()).to_wire(&mut out);
+        out
+    }
+
+    fn it(owner: &str, rtype: RType, class: u16, ttl: u32, rdata: Vec<u8>) -> Item {
+        Item {
+            owner: wire(owner),
+            rtype: rtype.0,
+            class,
+            ttl,
+            rdata,
+        }
+    }
+
+    fn req(prerequisites: Vec<Item>, updates: Vec<Item>) -> Request {
+        Request {
+            zone: wire("example.org."),
+            class: CLASS_IN,
+            prerequisites,
+            updates,
+        }
+    }
+
+    fn zone() -> Rrsets {
+        let mut z = Rrsets::new();
+        z.insert((wire("www.example.org."), 1), (300, vec![a("192.0.2.1")]));
+        z
+    }
+
+    #[test]
+    fn adds_replace_and_deletes_follow_rfc_2136() {
+        let z = zone();
+        // Add a second address to www, and a new name.
+        let r = req(
+            vec![],
+            vec![
+                it("www.example.org.", RType::A, CLASS_IN, 60, a("192.0.2.2")),
+                it("new.example.org.", RType::A, CLASS_IN, 60, a("192.0.2.9")),
+            ],
+        );
+        let (z, changed) = process(&r, &z).unwrap();
+        assert!(changed);
+        assert_eq!(
+            z[&(wire("www.example.org."), 1)],
+            (60, vec![a("192.0.2.1"), a("192.0.2.2")])
+        );
+        // The same again changes nothing.
+        assert_eq!(process(&r, &z).unwrap().1, false);
+        // Delete one record (class NONE), then a whole RRset (class ANY), then a name.
+        let r = req(
+            vec![],
+            vec![it(
+                "www.example.org.",
+                RType::A,
+                CLASS_NONE,
+                0,
+                a("192.0.2.1"),
+            )],
+        );
+        let (z, _) = process(&r, &z).unwrap();
+        assert_eq!(z[&(wire("www.example.org."), 1)].1, vec![a("192.0.2.2")]);
+        let r = req(
+            vec![],
+            vec![it("www.example.org.", RType::A, CLASS_ANY, 0, vec![])],
+        );
+        let (z, _) = process(&r, &z).unwrap();
+        assert!(!z.contains_key(&(wire("www.example.org."), 1)));
+        let r = req(
+            vec![],
+            vec![it("new.example.org.", RType(255), CLASS_ANY, 0, vec![])],
+        );
+        let (z, _) = process(&r, &z).unwrap();
+        assert!(z.is_empty());
+    }
+
+    #[test]
+    fn each_prerequisite_answers_its_own_rcode_and_nothing_is_applied() {
+        let z = zone();
+        let add = it("x.example.org.", RType::A, CLASS_IN, 60, a("192.0.2.5"));
+        let cases = [
+            // Name in use / not in use.
+            (
+                it("nope.example.org.", RType(255), CLASS_ANY, 0, vec![]),
+                rcode::NXDOMAIN,
+            ),
+            (
+                it("www.example.org.", RType(255), CLASS_NONE, 0, vec![]),
+                rcode::YXDOMAIN,
+            ),
+            // RRset exists / does not.
+            (
+                it("www.example.org.", RType::AAAA, CLASS_ANY, 0, vec![]),
+                rcode::NXRRSET,
+            ),
+            (
+                it("www.example.org.", RType::A, CLASS_NONE, 0, vec![]),
+                rcode::YXRRSET,
+            ),
+            // RRset exists with exactly these values.
+            (
+                it("www.example.org.", RType::A, CLASS_IN, 0, a("192.0.2.7")),
+                rcode::NXRRSET,
+            ),
+            // Malformed: a TTL, data where none belongs; outside the zone.
+            (
+                it("www.example.org.", RType::A, CLASS_ANY, 5, vec![]),
+                rcode::FORMERR,
+            ),
+            (
+                it("www.example.org.", RType::A, CLASS_NONE, 0, a("192.0.2.1")),
+                rcode::FORMERR,
+            ),
+            (
+                it("www.example.net.", RType::A, CLASS_ANY, 0, vec![]),
+                rcode::NOTZONE,
+            ),
+        ];
+        for (pre, want) in cases {
+            let r = req(vec![pre.clone()], vec![add.clone()]);
+            assert_eq!(process(&r, &z).map(|_| ()), Err(want), "{pre:?}");
+        }
+        // The ones that hold.
+        let ok = [
+            it("www.example.org.", RType(255), CLASS_ANY, 0, vec![]),
+            it("example.org.", RType(255), CLASS_ANY, 0, vec![]),
+            it("nope.example.org.", RType(255), CLASS_NONE, 0, vec![]),
+            it("www.example.org.", RType::A, CLASS_ANY, 0, vec![]),
+            it("www.example.org.", RType::A, CLASS_IN, 0, a("192.0.2.1")),
+            it("example.org.", RType::SOA, CLASS_ANY, 0, vec![]),
+        ];
+        let r = req(ok.to_vec(), vec![add]);
+        assert!(process(&r, &z).unwrap().1);
+    }
+
+    #[test]
+    fn updates_outside_the_zone_or_of_meta_types_are_refused_whole() {
+        let z = zone();
+        let good = it("ok.example.org.", RType::A, CLASS_IN, 60, a("192.0.2.3"));
+        for (bad, want) in [
+            (
+                it("x.example.net.", RType::A, CLASS_IN, 60, a("192.0.2.3")),
+                rcode::NOTZONE,
+            ),
+            (
+                it("x.example.org.", RType(255), CLASS_IN, 60, vec![1]),
+                rcode::FORMERR,
+            ),
+            (
+                it("x.example.org.", RType(252), CLASS_ANY, 0, vec![]),
+                rcode::FORMERR,
+            ),
+            (
+                it("x.example.org.", RType::A, CLASS_ANY, 30, vec![]),
+                rcode::FORMERR,
+            ),
+            (
+                it("x.example.org.", RType::A, CLASS_NONE, 30, a("192.0.2.3")),
+                rcode::FORMERR,
+            ),
+            (
+                it("x.example.org.", RType::A, 3, 30, a("192.0.2.3")),
+                rcode::FORMERR,
+            ),
+        ] {
+            let r = req(vec![], vec![good.clone(), bad.clone()]);
+            assert_eq!(process(&r, &z).map(|_| ()), Err(want), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn cnames_stand_alone_the_soa_is_the_servers_and_the_apex_keeps_an_ns() {
+        let mut z = zone();
+        let ns = |n: &str| {
+            let mut out = Vec::new();
+            RData::Ns(n.parse().unwrap()).to_wire(&mut out);
+            out
+        };
+        z.insert(
+            (wire("example.org."), RType::NS.0),
+            (300, vec![ns("ns1.example.org.")]),
+        );
+        let cname = {
+            let mut out = Vec::new();
+            RData::Cname("elsewhere.example.net.".parse().unwrap()).to_wire(&mut out);
+            out
+        };
+        let r = req(
+            vec![],
+            vec![
+                // A CNAME where data is: ignored.
+                it(
+                    "www.example.org.",
+                    RType::CNAME,
+                    CLASS_IN,
+                    60,
+                    cname.clone(),
+                ),
+                // An SOA: ignored (the serial is the server's).
+                it("example.org.", RType::SOA, CLASS_IN, 60, vec![0; 22]),
+                // The apex's last NS: kept; its NS RRset: kept.
+                it(
+                    "example.org.",
+                    RType::NS,
+                    CLASS_NONE,
+                    0,
+                    ns("ns1.example.org."),
+                ),
+                it("example.org.", RType::NS, CLASS_ANY, 0, vec![]),
+                it("example.org.", RType(255), CLASS_ANY, 0, vec![]),
+            ],
+        );
+        let (after, changed) = process(&r, &z).unwrap();
+        assert!(!changed, "{after:?}");
+        // Data where a CNAME is: ignored.
+        let mut c = Rrsets::new();
+        c.insert(
+            (wire("alias.example.org."), RType::CNAME.0),
+            (60, vec![cname]),
+        );
+        let r = req(
+            vec![],
+            vec![it(
+                "alias.example.org.",
+                RType::A,
+                CLASS_IN,
+                60,
+                a("192.0.2.4"),
+            )],
+        );
+        assert!(!process(&r, &c).unwrap().1);
+    }
+
+    #[test]
+    fn an_update_message_is_read_section_by_section_with_names_decompressed() {
+        let zone = wire("example.org.");
+        let mut w = MessageWriter::new(7, 5 << 11, Some((&zone, RType::SOA.0, CLASS_IN)));
+        w.put_record(0, &wire("www.example.org."), RType(255), CLASS_ANY, 0, &[]);
+        let mut mx = Vec::new();
+        RData::Mx {
+            preference: 10,
+            exchange: "mail.example.org.".parse().unwrap(),
+        }
+        .to_wire(&mut mx);
+        w.put_record(1, &wire("Example.ORG."), RType::MX, CLASS_IN, 300, &mx);
+        w.put_record(1, &wire("old.example.org."), RType::A, CLASS_ANY, 0, &[]);
+        let bytes = w.finish();
+        let msg = parse(&bytes).unwrap();
+        let r = read(&msg).unwrap();
+        assert_eq!(r.zone, zone);
+        assert_eq!(r.prerequisites.len(), 1);
+        assert_eq!(r.updates[0].owner, zone, "owners lower-cased");
+        assert_eq!(r.updates[0].rdata, mx, "the exchange decompressed");
+        assert!(r.updates[1].rdata.is_empty());
+        // A zone section that is not one SOA question: FORMERR.
+        let w = MessageWriter::new(7, 5 << 11, Some((&zone, RType::A.0, CLASS_IN)));
+        let bytes = w.finish();
+        assert_eq!(read(&parse(&bytes).unwrap()), Err(rcode::FORMERR));
+    }
+}
