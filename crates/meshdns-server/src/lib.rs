@@ -68,6 +68,9 @@ pub struct ServerConfig {
     pub transfers: Option<Arc<xfr::Transfers>>,
     /// Who answers NOTIFY (the secondary zones); without one NOTIFY gets NOTIMP.
     pub notify: Option<NotifyHandler>,
+    /// Who answers dynamic UPDATE (RFC 2136; the update zones), with the same shape of
+    /// handler; without one UPDATE gets NOTIMP.
+    pub update: Option<NotifyHandler>,
     /// DNS over TLS (RFC 7858) on these addresses, sharing the TCP connection cap.
     pub dot: Vec<SocketAddr>,
     /// The certificates the DoT listeners present (required when `dot` is not empty).
@@ -96,6 +99,26 @@ pub(crate) fn is_notify(packet: &[u8]) -> bool {
     packet.len() > 3 && packet[2] & 0x80 == 0 && (packet[2] >> 3) & 0xF == 4
 }
 
+/// Whether `packet` is a request with opcode UPDATE (RFC 2136).
+pub(crate) fn is_update(packet: &[u8]) -> bool {
+    packet.len() > 3 && packet[2] & 0x80 == 0 && (packet[2] >> 3) & 0xF == 5
+}
+
+/// The handler for a request that `answer()` declined as NOTIMP: NOTIFY's or UPDATE's, when
+/// configured.
+pub(crate) fn opcode_handler<'a>(
+    config: &'a ServerConfig,
+    packet: &[u8],
+) -> Option<&'a NotifyHandler> {
+    if is_notify(packet) {
+        config.notify.as_ref()
+    } else if is_update(packet) {
+        config.update.as_ref()
+    } else {
+        None
+    }
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
@@ -107,6 +130,7 @@ impl Default for ServerConfig {
             answer: AnswerConfig::default(),
             transfers: None,
             notify: None,
+            update: None,
             dot: Vec::new(),
             tls: None,
             rrl: None,
@@ -588,8 +612,7 @@ where
         // NOTIFY and transfers (which answer() declines) are answered here, and counted with
         // the rcode they got.
         if outcome.rcode == meshdns_zone::rcode::NOTIMP
-            && is_notify(&msg)
-            && let Some(handler) = &shared.config.notify
+            && let Some(handler) = opcode_handler(&shared.config, &msg)
             && let Some(reply) = (handler.0)(&msg, peer.ip())
         {
             let counted = replied(outcome, &reply);

@@ -69,12 +69,10 @@ fn handle(
         return false;
     }
     // NOTIFY and IXFR (which answer() declines) are answered here when configured.
-    let special = if outcome.rcode == meshdns_zone::rcode::NOTIMP && crate::is_notify(packet) {
-        shared
-            .config
-            .notify
-            .as_ref()
-            .and_then(|h| peer().and_then(|ip| (h.0)(packet, ip)))
+    let special = if outcome.rcode == meshdns_zone::rcode::NOTIMP
+        && let Some(h) = crate::opcode_handler(&shared.config, packet)
+    {
+        peer().and_then(|ip| (h.0)(packet, ip))
     } else if outcome.qtype == Some(meshdns_zone::RType::IXFR) {
         // IXFR over UDP (RFC 1995 §2): the current SOA, or the whole reply if it is one message.
         shared.config.transfers.as_ref().and_then(|t| {

@@ -22,6 +22,7 @@ pub mod secondary;
 pub mod snapshot;
 pub mod status;
 pub mod tailscale;
+pub mod update;
 pub mod watch;
 pub mod zonefile;
 

@@ -349,7 +349,7 @@ fn reply_flags(request: &Message<'_>, rcode: u8) -> u16 {
     0x8000 | 0x0400 | (request.flags & 0x7900) | u16::from(rcode)
 }
 
-fn header_only(request: &Message<'_>, rcode: u8) -> Vec<u8> {
+pub(crate) fn header_only(request: &Message<'_>, rcode: u8) -> Vec<u8> {
     MessageWriter::new(
         request.id,
         reply_flags(request, rcode) & !0x0400,
@@ -360,7 +360,7 @@ fn header_only(request: &Message<'_>, rcode: u8) -> Vec<u8> {
 
 /// NOTAUTH with TSIG error `e`: unsigned for BADKEY and BADSIG, signed for BADTIME
 /// (RFC 8945 §5.2).
-fn tsig_error(
+pub(crate) fn tsig_error(
     request: &Message<'_>,
     e: u16,
     signer: Option<Verified>,
@@ -425,7 +425,12 @@ pub fn sign_answer_with(
     }
 }
 
-fn error(request: &Message<'_>, rcode: u8, verified: Option<&Verified>, now: u64) -> Vec<u8> {
+pub(crate) fn error(
+    request: &Message<'_>,
+    rcode: u8,
+    verified: Option<&Verified>,
+    now: u64,
+) -> Vec<u8> {
     let mut m = header_only(request, rcode);
     if let Some(v) = verified {
         Signer::reply(v, now).sign(&mut m, 0, &[]);

@@ -284,6 +284,84 @@ pub fn process(req: &Request, rrsets: &Rrsets) -> Result<(Rrsets, bool), u8> {
     Ok((next, changed))
 }
 
+/// What the server holds of the zone an UPDATE names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ZoneIs {
+    /// An update zone: UPDATE writes it.
+    Updatable,
+    /// Served from another source (a records file, a DNSZone): REFUSED.
+    ServedOtherwise,
+    /// Not served: NOTAUTH.
+    NotServed,
+}
+
+/// Who may update what: the TSIG keys, and each key granted for one zone (`Some`) or every
+/// update zone (`None`).
+#[derive(Debug, Clone, Default)]
+pub struct UpdatePolicy {
+    /// Every key the server knows.
+    pub keys: Vec<crate::tsig::Key>,
+    /// (key name, zone) grants.
+    pub grants: Vec<(meshdns_zone::Name, Option<meshdns_zone::Name>)>,
+}
+
+/// Answers an UPDATE request: the reply (signed when the request verified) and its rcode.
+/// `zone_is` says what the zone named is; `admit` is asked once for a verified, granted key
+/// (a rate limit: `false` is REFUSED); `apply` checks and applies the request to the zone
+/// (durably, before it returns `Ok`). Nothing is applied unless the request is signed by a
+/// key granted for its zone, and every prerequisite and update is accepted.
+pub fn respond(
+    policy: &UpdatePolicy,
+    packet: &[u8],
+    now: u64,
+    zone_is: impl Fn(&[u8]) -> ZoneIs,
+    admit: impl FnOnce(&meshdns_zone::Name) -> bool,
+    apply: impl FnOnce(&Request) -> Result<(), u8>,
+) -> Option<(Vec<u8>, u8)> {
+    use crate::respond::{error, tsig_error};
+    use crate::tsig::{Check, check};
+    let msg = crate::message::parse(packet).ok()?;
+    if msg.is_response() {
+        return None;
+    }
+    let verified = match check(&msg, &policy.keys, now) {
+        Check::Signed(v) => v,
+        Check::Unsigned => return Some((error(&msg, rcode::REFUSED, None, now), rcode::REFUSED)),
+        Check::Malformed => return Some((error(&msg, rcode::FORMERR, None, now), rcode::FORMERR)),
+        Check::Failed {
+            error: e,
+            signer,
+            tsig,
+        } => {
+            return Some((tsig_error(&msg, e, signer, &tsig, now), rcode::NOTAUTH));
+        }
+    };
+    let answer = |rc: u8| Some((error(&msg, rc, Some(&verified), now), rc));
+    let req = match read(&msg) {
+        Ok(r) => r,
+        Err(rc) => return answer(rc),
+    };
+    match zone_is(&req.zone) {
+        ZoneIs::Updatable => {}
+        ZoneIs::ServedOtherwise => return answer(rcode::REFUSED),
+        ZoneIs::NotServed => return answer(rcode::NOTAUTH),
+    }
+    let key = &verified.key.name;
+    let granted = policy.grants.iter().any(|(k, zone)| {
+        k == key
+            && zone
+                .as_ref()
+                .is_none_or(|z| z.wire() == req.zone.as_slice())
+    });
+    if !granted || !admit(key) {
+        return answer(rcode::REFUSED);
+    }
+    match apply(&req) {
+        Ok(()) => answer(rcode::NOERROR),
+        Err(rc) => answer(rc),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

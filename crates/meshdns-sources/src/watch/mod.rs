@@ -35,6 +35,7 @@ mod objects;
 mod pkarr;
 mod secondary;
 mod source;
+mod update;
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -213,6 +214,15 @@ impl FileSources {
     pub fn with_feed(self, feed: Arc<ManifestFeed>) -> FileSources {
         let label = feed.label().to_string();
         self.insert(Source::new(label, objects::ObjectFeed::new(feed)))
+    }
+
+    /// Serves the zones written by dynamic UPDATE, after the files and the live feeds (their
+    /// (name, type) win) and before pkarr publishes.
+    pub fn with_updates(self, store: Arc<crate::update::UpdateStore>) -> FileSources {
+        self.insert(Source::new(
+            "update".to_string(),
+            update::UpdateZones::new(store),
+        ))
     }
 
     /// Places a source after every source of its rank or a lower one.

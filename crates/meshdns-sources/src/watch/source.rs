@@ -20,13 +20,14 @@ use crate::snapshot::{CompiledSource, Loaded, load_parsed};
 
 /// Where an input kind goes in precedence order (a (name, type) given twice is won by the
 /// source listed first): files, then ConfigMap keys, then secondary zones, then the live
-/// manifest feeds, then the pkarr store.
+/// manifest feeds, then the zones written by UPDATE, then the pkarr store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Rank {
     File,
     Bytes,
     Secondary,
     Feed,
+    Update,
     Pkarr,
 }
 

@@ -371,6 +371,17 @@ pub struct ServeConfig {
     #[arg(long = "allow-transfer-key", value_name = "NAME", value_parser = values::name, help_heading = "Zone transfers")]
     #[serde(default, deserialize_with = "de::list")]
     pub allow_transfer_keys: Vec<Name>,
+    /// A zone written by dynamic UPDATE (RFC 2136) signed with a granted TSIG key; served
+    /// with meshdns's SOA and NS before any update, kept in --data-dir (repeatable)
+    /// [default: none].
+    #[arg(long = "update-zone", value_name = "ORIGIN", value_parser = values::name, help_heading = "Dynamic UPDATE")]
+    #[serde(default, rename = "updateZones", deserialize_with = "de::list")]
+    pub update_zones: Vec<Name>,
+    /// Grants a TSIG key (from --tsig-keys) UPDATE of one update zone (KEY=ORIGIN) or of
+    /// every one (KEY); it does not grant transfers (repeatable) [default: none].
+    #[arg(long = "allow-update", value_name = "KEY[=ORIGIN]", value_parser = values::update_grant, help_heading = "Dynamic UPDATE")]
+    #[serde(default, rename = "allowUpdate", deserialize_with = "de::list")]
+    pub allow_update: Vec<values::UpdateGrant>,
     /// A secondary to send NOTIFY to when any zone's serial changes, HOST:PORT, optionally
     /// @KEYNAME to sign it (repeatable) [default: none].
     #[arg(long = "notify", value_name = "HOST:PORT[@KEY]", value_parser = values::notify_target, help_heading = "Zone transfers")]
@@ -560,6 +571,8 @@ impl ServeConfig {
                 pkarr_dht_republish,
                 allow_transfer,
                 allow_transfer_keys,
+                update_zones,
+                allow_update,
                 notify,
                 tsig_keys,
                 secondaries,

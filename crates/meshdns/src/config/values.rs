@@ -446,6 +446,38 @@ impl FromText for SecondaryArg {
     }
 }
 
+/// A TSIG key granted dynamic UPDATE: `KEY` (every update zone) or `KEY=ORIGIN` (one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpdateGrant {
+    /// The key's name.
+    pub key: Name,
+    /// The zone it may update (`None`: every update zone).
+    pub zone: Option<Name>,
+}
+
+/// Parses `KEY[=ORIGIN]`.
+pub fn update_grant(text: &str) -> Result<UpdateGrant, String> {
+    let (key, zone) = match text.trim().split_once('=') {
+        Some((k, z)) => (k, Some(name(z)?)),
+        None => (text.trim(), None),
+    };
+    if key.is_empty() {
+        return Err(format!(
+            "{text:?}: expected KEY or KEY=ORIGIN (a key of --tsig-keys, a zone of --update-zone)"
+        ));
+    }
+    Ok(UpdateGrant {
+        key: name(key)?,
+        zone,
+    })
+}
+
+impl FromText for UpdateGrant {
+    fn from_text(text: &str) -> Result<Self, String> {
+        update_grant(text)
+    }
+}
+
 /// An address or prefix (`10.0.0.0/8`, `2001:db8::/32`, `192.0.2.7`).
 pub fn cidr(text: &str) -> Result<meshdns_zone::Cidr, String> {
     text.trim().parse()

@@ -6,6 +6,7 @@ pub mod plan;
 mod tls;
 
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use arc_swap::ArcSwap;
@@ -19,12 +20,13 @@ use meshdns_server::{
 };
 use meshdns_sources::manifests::ManifestFeed;
 use meshdns_sources::secondary::{NotifyCounts, NotifyPolicy, SecondaryFeed, SecondarySpec};
+use meshdns_sources::update::UpdateStore;
 use meshdns_sources::{
     BytesFeed, FileKind, FileSources, PkarrDht, PkarrStore, Poker, SourceStatus, WatchHandle,
     spawn_watcher,
 };
 use meshdns_xfr::Primary;
-use meshdns_zone::Catalog;
+use meshdns_zone::{Catalog, Name};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -43,6 +45,8 @@ struct Shared {
     status: Arc<SourceStatus>,
     primary: Arc<Primary>,
     pkarr: Option<Arc<PkarrStore>>,
+    /// The zones written by dynamic UPDATE, with the watcher's poke once it runs.
+    updates: Option<(Arc<UpdateStore>, Arc<OnceLock<Poker>>)>,
     metrics: Arc<DnsMetrics>,
 }
 
@@ -102,6 +106,9 @@ pub async fn run(mut plan: ServePlan) -> Result<()> {
     .await?;
     let watcher = spawn_watcher(sources).context("cannot start the file watcher")?;
     if let Some(poker) = &pkarr_poker {
+        let _ = poker.set(watcher.poker());
+    }
+    if let Some((_, poker)) = &shared.updates {
         let _ = poker.set(watcher.poker());
     }
     let secondary_feeds: Vec<Arc<SecondaryFeed>> =
@@ -254,11 +261,29 @@ fn open_stores(plan: &ServePlan) -> Result<Shared> {
             Some(Arc::new(store))
         }
     };
+    let updates = match &plan.updates {
+        None => None,
+        Some(u) => {
+            let dir = plan.data_dir.clone().unwrap_or_default();
+            let store = UpdateStore::open(&dir, &u.zones)
+                .map_err(|e| anyhow::anyhow!("cannot open the update zones' journals: {e}"))?;
+            let poker = Arc::new(OnceLock::<Poker>::new());
+            let p = poker.clone();
+            store.on_change(move || {
+                if let Some(p) = p.get() {
+                    p.poke();
+                }
+            });
+            info!(zones = u.zones.len(), "dynamic UPDATE on");
+            Some((store, poker))
+        }
+    };
     Ok(Shared {
         catalog: Arc::new(ArcSwap::from_pointee(Catalog::empty())),
         status: Arc::new(SourceStatus::default()),
         primary,
         pkarr,
+        updates,
         metrics: Arc::new(DnsMetrics::default()),
     })
 }
@@ -316,6 +341,9 @@ fn sources(
         feed.load_kept(plan.data_dir.as_deref());
         sources = sources.with_secondary(feed.clone());
     }
+    if let Some((store, _)) = &shared.updates {
+        sources = sources.with_updates(store.clone());
+    }
     let Some(store) = &shared.pkarr else {
         return (sources, None);
     };
@@ -334,6 +362,64 @@ fn sources(
             .load_published(store.overlay().entries().into_iter().collect());
     }
     (sources.with_pkarr(store.clone()), Some(poker))
+}
+
+/// UPDATEs accepted per key and second, in a burst and then steadily: one key cannot hold the
+/// writer (each accepted UPDATE is synced to disk before its reply).
+const UPDATE_BURST: f64 = 200.0;
+const UPDATES_PER_SECOND: f64 = 100.0;
+
+/// Answers dynamic UPDATE (RFC 2136) for the update zones: each request checked by
+/// `meshdns_xfr::update::respond` (TSIG, grant, rate, prerequisites), applied durably, and
+/// answered once a snapshot holding it is live (at most 2 s later), so a query after the reply
+/// sees it.
+fn update_handler(
+    plan: &crate::serve::plan::UpdatePlan,
+    store: Arc<UpdateStore>,
+    catalog: SharedCatalog,
+) -> NotifyHandler {
+    use meshdns_xfr::update::ZoneIs;
+    let policy = plan.policy.clone();
+    // Per key: (tokens, when last refilled).
+    let budgets: std::sync::Mutex<std::collections::HashMap<Name, (f64, Instant)>> =
+        std::sync::Mutex::default();
+    NotifyHandler(Arc::new(move |packet, peer| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let zone_is = |zone: &[u8]| {
+            if store.has(zone) {
+                return ZoneIs::Updatable;
+            }
+            let served = Name::from_wire(zone).is_some_and(|n| catalog.load().zone(&n).is_some());
+            if served {
+                ZoneIs::ServedOtherwise
+            } else {
+                ZoneIs::NotServed
+            }
+        };
+        let admit = |key: &Name| {
+            let mut b = budgets.lock().unwrap_or_else(|e| e.into_inner());
+            let (tokens, at) = b
+                .entry(key.clone())
+                .or_insert((UPDATE_BURST, Instant::now()));
+            *tokens = (*tokens + at.elapsed().as_secs_f64() * UPDATES_PER_SECOND).min(UPDATE_BURST);
+            *at = Instant::now();
+            (*tokens >= 1.0).then(|| *tokens -= 1.0).is_some()
+        };
+        let apply = |req: &meshdns_xfr::update::Request| match store.update(req) {
+            Ok(Some(version)) => {
+                store.wait_served(version, Duration::from_secs(2));
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(rc) => Err(rc),
+        };
+        let (reply, rcode) =
+            meshdns_xfr::update::respond(&policy, packet, now, zone_is, admit, apply)?;
+        info!(%peer, rcode, "UPDATE answered");
+        Some(reply)
+    }))
 }
 
 /// Binds the DNS listeners (UDP, TCP, DoT). With the default addresses, IPv6 is optional.
@@ -360,6 +446,12 @@ async fn bind_dns(
             meshdns_sources::secondary::answer_notify(&policy, packet, peer)
         }))
     });
+    let update = match (&plan.updates, &shared.updates) {
+        (Some(u), Some((store, _))) => {
+            Some(update_handler(u, store.clone(), shared.catalog.clone()))
+        }
+        _ => None,
+    };
     let rrl = p.rrl.clone().map(|config| {
         info!(rate = config.rate, "response rate limiting on (UDP)");
         Arc::new(meshdns_server::rrl::Rrl::new(config))
@@ -376,6 +468,7 @@ async fn bind_dns(
         answer: p.answer,
         transfers,
         notify,
+        update,
         dot: p.dot.clone(),
         tls: certs,
         rrl,

@@ -81,6 +81,8 @@ pub struct ServePlan {
     pub journal_records: usize,
     /// Zone transfers out and NOTIFY, when on.
     pub transfers: Option<TransfersPlan>,
+    /// Dynamic UPDATE: the update zones and who may write them, when any is named.
+    pub updates: Option<UpdatePlan>,
     /// The pkarr relay's store, when a pkarr origin is set.
     pub pkarr: Option<PkarrConfig>,
     /// Replication with the relay's other replicas, when peers are named.
@@ -99,6 +101,14 @@ pub struct ServePlan {
     pub shutdown_grace: Duration,
     /// Settings that start but deserve a word in the log.
     pub warnings: Vec<String>,
+}
+
+/// Dynamic UPDATE (`--update-zone`, `--allow-update`).
+pub struct UpdatePlan {
+    /// The zones written by UPDATE.
+    pub zones: Vec<Name>,
+    /// The keys, and which each may update.
+    pub policy: meshdns_xfr::update::UpdatePolicy,
 }
 
 /// `--kubernetes`.
@@ -188,6 +198,7 @@ pub fn resolve(settings: &ServeConfig) -> Result<ServePlan, Refused> {
     let keys = problems.take(tsig_keys(settings));
     let transfers = transfers(settings, keys.as_deref(), &mut problems);
     let secondaries = secondaries(settings, keys.as_deref(), &mut problems);
+    let updates = updates(settings, keys.as_deref(), &mut problems);
     if !settings.allow_notify.is_empty() && settings.secondaries.is_empty() {
         problems.0.push(
             "--allow-notify (allowNotify) says who may NOTIFY a secondary zone: it needs \
@@ -228,6 +239,7 @@ pub fn resolve(settings: &ServeConfig) -> Result<ServePlan, Refused> {
             .ixfr_journal_records
             .unwrap_or(defaults::IXFR_JOURNAL_RECORDS),
         transfers,
+        updates,
         pkarr: pkarr(settings).map(|mut p| {
             p.lookups = dht.is_some();
             p
@@ -382,6 +394,56 @@ fn transfers(
     })
 }
 
+fn updates(
+    settings: &ServeConfig,
+    keys: Option<&[Key]>,
+    problems: &mut Problems,
+) -> Option<UpdatePlan> {
+    let flag = "--allow-update (allowUpdate)";
+    if settings.update_zones.is_empty() {
+        if !settings.allow_update.is_empty() {
+            problems.0.push(format!(
+                "{flag} grants UPDATE of update zones: it needs --update-zone (updateZones)"
+            ));
+        }
+        return None;
+    }
+    if settings.allow_update.is_empty() {
+        problems.0.push(
+            "--update-zone (updateZones) is written only by UPDATEs signed with a granted key:              it needs --allow-update KEY[=ORIGIN] (allowUpdate) and --tsig-keys (tsigKeys)"
+                .into(),
+        );
+    }
+    for g in &settings.allow_update {
+        key(keys, &g.key, flag, problems);
+        if let Some(zone) = &g.zone
+            && !settings.update_zones.contains(zone)
+        {
+            problems.0.push(format!(
+                "{flag} {}={zone}: {zone} is not an update zone (--update-zone: {})",
+                g.key,
+                settings
+                    .update_zones
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    Some(UpdatePlan {
+        zones: settings.update_zones.clone(),
+        policy: meshdns_xfr::update::UpdatePolicy {
+            keys: keys.unwrap_or_default().to_vec(),
+            grants: settings
+                .allow_update
+                .iter()
+                .map(|g| (g.key.clone(), g.zone.clone()))
+                .collect(),
+        },
+    })
+}
+
 fn secondaries(
     settings: &ServeConfig,
     keys: Option<&[Key]>,
@@ -471,7 +533,8 @@ fn data_dir(settings: &ServeConfig) -> Option<PathBuf> {
     let keeps = settings.transfers()
         || !settings.pkarr.is_empty()
         || !settings.secondaries.is_empty()
-        || !settings.acme_domains.is_empty();
+        || !settings.acme_domains.is_empty()
+        || !settings.update_zones.is_empty();
     settings
         .data_dir
         .clone()
