@@ -241,3 +241,75 @@ fn nsupdate_writes_and_every_refusal_has_its_rcode() {
         "192.0.2.20"
     );
 }
+
+/// An update zone is transferred like any zone: external-dns's rfc2136 sequence (an AXFR
+/// signed with its key to read, then UPDATE to write) works with the key granted both, and an
+/// NSD secondary follows each accepted update by NOTIFY and IXFR.
+#[test]
+fn an_nsd_secondary_follows_updates_and_external_dns_reads_by_axfr() {
+    use crate::secondaries::{Secondary, free_port};
+    let dir = tempfile::tempdir().unwrap();
+    let keys = keys(dir.path());
+    let data = dir.path().join("data");
+    let nsd_port = free_port();
+    let m = Meshdns::serve(&[
+        "--update-zone",
+        "dyn.example",
+        "--allow-update",
+        "upd.",
+        "--allow-transfer-key",
+        "upd.",
+        "--allow-transfer",
+        "127.0.0.2",
+        "--tsig-keys",
+        &keys,
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--notify",
+        &format!("127.0.0.1:{nsd_port}"),
+    ]);
+    let upd = format!("hmac-sha256:upd.:{SECRET}");
+    let (ok, out) = nsupdate(
+        &m,
+        Some(&upd),
+        "zone dyn.example\nupdate add www.dyn.example 60 A 192.0.2.10",
+    );
+    assert!(ok, "{out}");
+    // external-dns reads the zone with an AXFR signed by its key.
+    let axfr = dig(
+        m.dns,
+        &["-y", &upd, "dyn.example", "AXFR", "+noall", "+answer"],
+    );
+    assert!(axfr.contains("192.0.2.10"), "{axfr}");
+    let unsigned = dig(m.dns, &["dyn.example", "AXFR"]);
+    assert!(!unsigned.contains("192.0.2.10"), "{unsigned}");
+
+    let nsd_dir = dir.path().join("nsd");
+    std::fs::create_dir(&nsd_dir).unwrap();
+    let nsd = Secondary::nsd(&nsd_dir, nsd_port, m.dns, &["dyn.example"], "127.0.0.2");
+    nsd.wait_answer(&["www.dyn.example", "A"], "192.0.2.10", 20);
+    for i in 0..3 {
+        let (ok, out) = nsupdate(
+            &m,
+            Some(&upd),
+            &format!(
+                "zone dyn.example\nupdate delete www.dyn.example A\nupdate add www.dyn.example 60 A 192.0.2.{}",
+                20 + i
+            ),
+        );
+        assert!(ok, "{out}");
+        let took = nsd.wait_answer(
+            &["www.dyn.example", "A"],
+            &format!("192.0.2.{}", 20 + i),
+            10,
+        );
+        eprintln!("nsd: update {i} answered after {took:?}");
+    }
+    let log = m.log_text();
+    assert!(
+        log.lines().any(|l| l.contains("peer=127.0.0.2")
+            && l.contains("zone=dyn.example.")
+            && l.contains("kind=\"ixfr\"")),
+        "nsd took an IXFR:\n{log}"
+    );
+}
