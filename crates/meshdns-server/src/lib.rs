@@ -611,10 +611,22 @@ where
         };
         // NOTIFY and transfers (which answer() declines) are answered here, and counted with
         // the rcode they got.
-        if outcome.rcode == meshdns_zone::rcode::NOTIMP
-            && let Some(handler) = opcode_handler(&shared.config, &msg)
-            && let Some(reply) = (handler.0)(&msg, peer.ip())
-        {
+        let special = match opcode_handler(&shared.config, &msg) {
+            Some(handler) if outcome.rcode == meshdns_zone::rcode::NOTIMP => {
+                if is_update(&msg) {
+                    // Synced to disk and answered once served: off the runtime's workers.
+                    let (handler, packet, ip) = (handler.clone(), msg.to_vec(), peer.ip());
+                    tokio::task::spawn_blocking(move || (handler.0)(&packet, ip))
+                        .await
+                        .ok()
+                        .flatten()
+                } else {
+                    (handler.0)(&msg, peer.ip())
+                }
+            }
+            _ => None,
+        };
+        if let Some(reply) = special {
             let counted = replied(outcome, &reply);
             shared.metrics.record(proto, &counted, started.elapsed());
             bounded.write_message(&mut writer, &reply).await?;

@@ -172,6 +172,56 @@ fn deferred(
     });
 }
 
+/// Answers an UPDATE (RFC 2136) on the runtime's blocking pool, not on the receiving thread:
+/// an accepted update is synced to disk and its reply waits until it is served, which must
+/// not hold the queries behind it. Whether `packet` was taken (an UPDATE, with a handler).
+/// Bounded as the lookups are: beyond [`MAX_DEFERRED`] in flight, it is dropped (the client
+/// retries).
+fn update_later(
+    shared: &Arc<Shared>,
+    sock: &Arc<UdpSocket>,
+    packet: &[u8],
+    peer: std::net::SocketAddr,
+) -> bool {
+    let (Some(handler), Some(runtime)) = (&shared.config.update, &shared.runtime) else {
+        return false;
+    };
+    if !crate::is_update(packet) {
+        return false;
+    }
+    if shared.deferred.fetch_add(1, Relaxed) >= MAX_DEFERRED {
+        shared.deferred.fetch_sub(1, Relaxed);
+        shared.metrics.dropped(Proto::Udp);
+        return true;
+    }
+    let (handler, shared, sock, packet) = (
+        handler.clone(),
+        shared.clone(),
+        sock.clone(),
+        packet.to_vec(),
+    );
+    let started = Instant::now();
+    runtime.spawn_blocking(move || {
+        let _place = Place(&shared.deferred);
+        let Some(mut reply) = (handler.0)(&packet, peer.ip()) else {
+            return;
+        };
+        let outcome = meshdns_zone::Outcome {
+            reply: true,
+            rcode: u16::from(reply.get(3).map_or(0, |b| b & 0x0F)),
+            qtype: Some(meshdns_zone::RType::SOA),
+            truncated: false,
+            padding: false,
+            touched: None,
+        };
+        shared
+            .metrics
+            .record(Proto::Udp, &outcome, started.elapsed());
+        send_later(&shared, &sock, &packet, peer, true, &mut reply);
+    });
+    true
+}
+
 /// Sends `out`, the reply to `packet` decided away from the receiving thread, through RRL as
 /// any answer, without blocking (a full send buffer drops it, as it would any datagram).
 fn send_later(
@@ -280,6 +330,8 @@ mod simple {
             let catalog = shared.catalog.load();
             let replied = if len > RECV_BUF {
                 oversized(&shared, &buf[..RECV_BUF], &mut out)
+            } else if update_later(&shared, &sock, &buf[..len], peer) {
+                false
             } else {
                 handle(
                     &shared,
@@ -452,6 +504,15 @@ mod batched {
                 let replied = if h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
                     // Longer than any query we answer: FORMERR, a bare header.
                     oversized(&shared, &b.data[i], &mut b.replies[i])
+                } else if let Some(ip) = source_ip(addr)
+                    && update_later(
+                        &shared,
+                        &sock,
+                        &b.data[i][..len],
+                        std::net::SocketAddr::new(ip, source_port(addr)),
+                    )
+                {
+                    false
                 } else {
                     let packet = &b.data[i][..len];
                     handle(

@@ -22,7 +22,13 @@ fn keys(dir: &std::path::Path) -> String {
 
 /// Runs nsupdate with `key` (`None`: unsigned) on `script`: (exit success, stdout + stderr).
 fn nsupdate(m: &Meshdns, key: Option<&str>, script: &str) -> (bool, String) {
+    nsupdate_with(m, key, &[], script)
+}
+
+/// [`nsupdate`] with more arguments (`-v`: over TCP).
+fn nsupdate_with(m: &Meshdns, key: Option<&str>, args: &[&str], script: &str) -> (bool, String) {
     let mut cmd = Command::new("nsupdate");
+    cmd.args(args);
     if let Some(k) = key {
         cmd.args(["-y", k]);
     }
@@ -188,6 +194,19 @@ fn nsupdate_writes_and_every_refusal_has_its_rcode() {
         "zone other.example\nupdate add x.other.example 60 A 192.0.2.20",
     );
     assert!(ok, "{out}");
+
+    // Over TCP too.
+    let (ok, out) = nsupdate_with(
+        &m,
+        Some(&upd),
+        &["-v"],
+        "zone dyn.example\nupdate add tcp.dyn.example 60 A 192.0.2.31",
+    );
+    assert!(ok, "{out}");
+    assert_eq!(
+        dig(m.dns, &["tcp.dyn.example", "A", "+short"]).trim(),
+        "192.0.2.31"
+    );
 
     // knsupdate (Knot's client) too.
     let mut child = Command::new("knsupdate")
