@@ -23,8 +23,8 @@ pub fn member_label(zone: &Name) -> String {
     digest[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The catalog's records at `origin` for the zones `members` (the catalog itself left out),
-/// each at `ttl`; the SOA is the caller's (synthesised like any zone's).
+/// The catalog's records at `origin` for the zones `members` (the catalog itself, and any zone
+/// below it, left out), each at `ttl`; the SOA is the caller's (synthesised like any zone's).
 pub fn records<'a>(
     origin: &Name,
     members: impl IntoIterator<Item = &'a Name>,
@@ -45,7 +45,12 @@ pub fn records<'a>(
             data: RData::Txt(vec![Box::from(&b"2"[..])]),
         },
     ];
-    for zone in members.into_iter().filter(|z| *z != origin) {
+    // A member at or below the catalog would shadow its names: left out (the caller reports
+    // it).
+    let members = members
+        .into_iter()
+        .filter(|z| !meshdns_zone::name::is_wire_subdomain(z.wire(), origin.wire()));
+    for zone in members {
         out.push(Record {
             name: at(&format!("{}.zones", member_label(zone))),
             ttl,

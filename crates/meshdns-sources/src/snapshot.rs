@@ -262,6 +262,19 @@ fn add_catalog(
         ));
         return;
     }
+    for below in zones
+        .iter()
+        .map(|z| z.origin())
+        .filter(|z| *z != origin && meshdns_zone::name::is_wire_subdomain(z.wire(), origin.wire()))
+    {
+        problems.push(Problem::new(
+            "--catalog-zone",
+            below.to_string(),
+            format!(
+                "a zone below the catalog {origin} is not listed in it (it would hide the catalog's names)"
+            ),
+        ));
+    }
     let records = crate::catalog::records(
         origin,
         zones.iter().map(|z| z.origin()),

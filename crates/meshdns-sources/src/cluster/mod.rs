@@ -652,7 +652,7 @@ fn decide<'r>(read: &[Object<'_>], readings: &'r [Arc<Reading>]) -> Decided<'r> 
             conflicts[i].push(ObjectProblem {
                 reason: Reason::Conflict,
                 field: name.to_string(),
-                why,
+                why: clip(why),
             });
         }
     };

@@ -28,7 +28,11 @@ pub(super) fn slices_by_service(objects: &[Manifest]) -> Slices<'_> {
         let Some(service) = meta["labels"][SERVICE_NAME_LABEL].as_str() else {
             continue;
         };
-        let ns = meta["namespace"].as_str().unwrap_or_default();
+        // An object of a file without a namespace is in `default`, as for its Service.
+        let ns = meta["namespace"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .unwrap_or("default");
         out.entry((ns, service)).or_default().push(o);
     }
     out

@@ -331,12 +331,20 @@ impl FileSources {
                 compiled: s.kept.last_good.as_ref().unwrap_or(&empty),
             })
             .collect();
-        let (mut catalog, refused) = assemble(
-            &inputs,
-            &self.config.zones,
-            &self.config.generated,
-            defaults,
-        );
+        // The catalog zone lists the zones served: until every source has loaded, it would
+        // list too few, and a consumer removes a zone its catalog drops (RFC 9432). Withheld
+        // until then (consumers keep the last one they have).
+        let withheld;
+        let generated = if self.config.generated.catalog.is_some() && !self.all_loaded() {
+            withheld = crate::snapshot::Generated {
+                reverse: self.config.generated.reverse.clone(),
+                catalog: None,
+            };
+            &withheld
+        } else {
+            &self.config.generated
+        };
+        let (mut catalog, refused) = assemble(&inputs, &self.config.zones, generated, defaults);
         if let Some(primary) = &self.primary {
             for (zone, serial) in primary.update(&mut catalog, unix_now() as u32) {
                 info!(%zone, serial, "zone serial");
@@ -375,6 +383,13 @@ impl FileSources {
         }
         drop(old);
         release_free_memory();
+    }
+
+    /// Whether every source has loaded and none holds readiness back.
+    fn all_loaded(&self) -> bool {
+        self.sources
+            .iter()
+            .all(|s| s.input.not_loaded(&s.kept).is_none() && s.input.not_ready().is_none())
     }
 
     fn update_readiness(&self) {
