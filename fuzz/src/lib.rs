@@ -235,8 +235,12 @@ pub fn records(data: &[u8]) {
         compiled: &loaded.compiled,
     };
     let declared = [name("example.org."), name("cluster.example.org.")];
-    let (catalog, _) =
-        meshdns_sources::assemble(&[input], &declared, &reverse_ranges(), defaults());
+    // The reverse zones, and a catalog zone listing every zone.
+    let generated = meshdns_sources::Generated {
+        reverse: reverse_ranges(),
+        catalog: Some(name("catalog.invalid.")),
+    };
+    let (catalog, _) = meshdns_sources::assemble(&[input], &declared, &generated, defaults());
     let mut queried = 0;
     for zone in &loaded.compiled.zones {
         for (owner, qtype) in zone_names(zone) {
@@ -358,6 +362,7 @@ pub fn xfr(data: &[u8]) {
             let _ = secondary::soa_serial(&rr.rdata);
         }
     }
+    update(data, &msg);
     for asked in [None, Some(1)] {
         let mut reader = secondary::ReplyReader::new();
         if reader.feed(&msg, asked).is_err() {
@@ -374,6 +379,34 @@ pub fn xfr(data: &[u8]) {
             _ => {}
         }
     }
+}
+
+/// An UPDATE (RFC 2136): its sections read, checked and applied to a zone of one record (and
+/// to the result again), and answered whole under a policy granting the fuzz key.
+fn update(data: &[u8], msg: &meshdns_xfr::message::Message<'_>) {
+    use meshdns_xfr::update::{self, Rrsets, UpdatePolicy, ZoneIs};
+    let zone = |origin: &[u8]| {
+        let mut z = Rrsets::new();
+        z.insert((origin.to_vec(), 1), (60, vec![vec![192, 0, 2, 1]]));
+        z
+    };
+    if let Ok(req) = update::read(msg)
+        && let Ok((next, _)) = update::process(&req, &zone(&req.zone))
+    {
+        let _ = update::process(&req, &next);
+    }
+    let policy = UpdatePolicy {
+        keys: vec![TSIG_KEY.clone()],
+        grants: vec![(TSIG_KEY.name.clone(), None)],
+    };
+    let _ = update::respond(
+        &policy,
+        data,
+        1_700_000_000,
+        |_| ZoneIs::Updatable,
+        |_| true,
+        |req| update::process(req, &zone(&req.zone)).map(|_| ()),
+    );
 }
 
 /// A TSIG key file (`key "name" { algorithm …; secret "…"; };`): read twice, the same answer.
@@ -438,10 +471,10 @@ pub fn iroh_plan(data: &[u8]) {
 /// JSON: planned twice with the same result, then the Peers for every target (merged and
 /// enriched), the node record sets and the status, as the controller and `render mesh` use them.
 pub fn mesh_plan(data: &[u8]) {
+    use meshdns_mesh::MeshSpec;
     use meshdns_mesh::plan::{
         ClusterNodes, discovered_endpoints, enrich, merge_same_key, plan_meshes,
     };
-    use meshdns_mesh::MeshSpec;
     use meshdns_objects::ClusterMeshSpec;
     use meshdns_objects::core::Node;
     let Ok(Value::Object(top)) = serde_json::from_slice::<Value>(data) else {

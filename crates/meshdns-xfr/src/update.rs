@@ -40,7 +40,7 @@ pub mod rcode {
     pub const NOTZONE: u8 = 10;
 }
 
-/// A zone's records: (owner wire, type) → (TTL, RDATAs).
+/// A zone's records: (owner wire, type) → (TTL, RDATAs, sorted).
 pub type Rrsets = BTreeMap<(Vec<u8>, u16), (u32, Vec<Vec<u8>>)>;
 
 /// One record of the prerequisite or update section, its RDATA decompressed.
@@ -264,8 +264,10 @@ pub fn apply(req: &Request, rrsets: &mut Rrsets) -> bool {
                     // A name has one CNAME: a new one replaces it.
                     set.clear();
                 }
-                if !set.contains(&u.rdata) {
-                    set.push(u.rdata.clone());
+                // Kept sorted: an RRset is a set, and the same records in another order are
+                // no change (the serial does not move).
+                if let Err(at) = set.binary_search(&u.rdata) {
+                    set.insert(at, u.rdata.clone());
                 }
             }
         }
