@@ -35,6 +35,8 @@ pub const IXFR_JOURNAL_RECORDS: usize = 100_000;
 pub const XFR_MAX_CONCURRENT: usize = 16;
 /// A burst of change notifications ends after this much quiet.
 pub const DEBOUNCE: Duration = Duration::from_millis(20);
+/// UPDATEs accepted per second from one key (`--update-rate`).
+pub const UPDATE_RATE: u32 = 100;
 /// DNS over HTTPS on the HTTP listener.
 pub const DOH: bool = true;
 /// pkarr packets older than this are dropped.

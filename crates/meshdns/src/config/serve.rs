@@ -382,6 +382,11 @@ pub struct ServeConfig {
     #[arg(long = "allow-update", value_name = "KEY[=ORIGIN]", value_parser = values::update_grant, help_heading = "Dynamic UPDATE")]
     #[serde(default, rename = "allowUpdate", deserialize_with = "de::list")]
     pub allow_update: Vec<values::UpdateGrant>,
+    /// UPDATEs accepted per second from one key, after a burst of twice as many; beyond,
+    /// REFUSED [default: 100].
+    #[arg(long, value_name = "PER_SECOND", help_heading = "Dynamic UPDATE")]
+    #[serde(default, rename = "updateRate")]
+    pub update_rate: Option<u32>,
     /// A secondary to send NOTIFY to when any zone's serial changes, HOST:PORT, optionally
     /// @KEYNAME to sign it (repeatable) [default: none].
     #[arg(long = "notify", value_name = "HOST:PORT[@KEY]", value_parser = values::notify_target, help_heading = "Zone transfers")]
@@ -573,6 +578,7 @@ impl ServeConfig {
                 allow_transfer_keys,
                 update_zones,
                 allow_update,
+                update_rate,
                 notify,
                 tsig_keys,
                 secondaries,

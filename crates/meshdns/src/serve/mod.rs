@@ -269,9 +269,10 @@ fn open_stores(plan: &ServePlan) -> Result<Shared> {
                 .map_err(|e| anyhow::anyhow!("cannot open the update zones' journals: {e}"))?;
             let poker = Arc::new(OnceLock::<Poker>::new());
             let p = poker.clone();
+            // An UPDATE comes whole, and its reply waits for the snapshot: no debounce.
             store.on_change(move || {
                 if let Some(p) = p.get() {
-                    p.poke();
+                    p.poke_now();
                 }
             });
             info!(zones = u.zones.len(), "dynamic UPDATE on");
@@ -364,11 +365,6 @@ fn sources(
     (sources.with_pkarr(store.clone()), Some(poker))
 }
 
-/// UPDATEs accepted per key and second, in a burst and then steadily: one key cannot hold the
-/// writer (each accepted UPDATE is synced to disk before its reply).
-const UPDATE_BURST: f64 = 200.0;
-const UPDATES_PER_SECOND: f64 = 100.0;
-
 /// Answers dynamic UPDATE (RFC 2136) for the update zones: each request checked by
 /// `meshdns_xfr::update::respond` (TSIG, grant, rate, prerequisites), applied durably, and
 /// answered once a snapshot holding it is live (at most 2 s later), so a query after the reply
@@ -380,6 +376,10 @@ fn update_handler(
 ) -> NotifyHandler {
     use meshdns_xfr::update::ZoneIs;
     let policy = plan.policy.clone();
+    // Per key, a burst of twice the rate and then the rate: one key cannot hold the writer
+    // (each accepted UPDATE is synced to disk before its reply).
+    let rate = f64::from(plan.rate);
+    let burst = 2.0 * rate;
     // Per key: (tokens, when last refilled).
     let budgets: std::sync::Mutex<std::collections::HashMap<Name, (f64, Instant)>> =
         std::sync::Mutex::default();
@@ -400,10 +400,8 @@ fn update_handler(
         };
         let admit = |key: &Name| {
             let mut b = budgets.lock().unwrap_or_else(|e| e.into_inner());
-            let (tokens, at) = b
-                .entry(key.clone())
-                .or_insert((UPDATE_BURST, Instant::now()));
-            *tokens = (*tokens + at.elapsed().as_secs_f64() * UPDATES_PER_SECOND).min(UPDATE_BURST);
+            let (tokens, at) = b.entry(key.clone()).or_insert((burst, Instant::now()));
+            *tokens = (*tokens + at.elapsed().as_secs_f64() * rate).min(burst);
             *at = Instant::now();
             (*tokens >= 1.0).then(|| *tokens -= 1.0).is_some()
         };

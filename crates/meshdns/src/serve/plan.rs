@@ -107,6 +107,8 @@ pub struct ServePlan {
 pub struct UpdatePlan {
     /// The zones written by UPDATE.
     pub zones: Vec<Name>,
+    /// UPDATEs accepted per second from one key (after a burst of twice as many).
+    pub rate: u32,
     /// The keys, and which each may update.
     pub policy: meshdns_xfr::update::UpdatePolicy,
 }
@@ -431,8 +433,14 @@ fn updates(
             ));
         }
     }
+    if settings.update_rate == Some(0) {
+        problems
+            .0
+            .push("--update-rate (updateRate) 0 would refuse every UPDATE: at least 1".into());
+    }
     Some(UpdatePlan {
         zones: settings.update_zones.clone(),
+        rate: settings.update_rate.unwrap_or(defaults::UPDATE_RATE),
         policy: meshdns_xfr::update::UpdatePolicy {
             keys: keys.unwrap_or_default().to_vec(),
             grants: settings

@@ -122,6 +122,18 @@ fn every_refusal_of_serve_is_check_s_with_the_same_message_and_status() {
         ),
         ("  writeStatus: true\n", "--write-status (writeStatus)"),
         (
+            "  updateZones: [dyn.example]\n  dataDir: data\n",
+            "--update-zone (updateZones) is written only by UPDATEs signed with a granted key",
+        ),
+        (
+            "  allowUpdate: [k.]\n",
+            "--allow-update (allowUpdate) grants UPDATE of update zones: it needs --update-zone",
+        ),
+        (
+            "  tsigKeys: keys.conf\n  updateZones: [dyn.example]\n  allowUpdate: ['k.=other.example', 'nope.']\n  dataDir: data\n",
+            "--allow-update (allowUpdate) k.=other.example.: other.example. is not an update zone",
+        ),
+        (
             "  allowNotify: [10.0.0.0/8]\n",
             "--allow-notify (allowNotify) says who may NOTIFY a secondary zone",
         ),
