@@ -33,31 +33,15 @@ impl Input for SecondaryZone {
         };
         self.version = now;
         let zones = match records {
-            Some(rrs) => {
-                let mut records =
-                    Records::with_capacity(rrs.len(), rrs.iter().map(|r| r.rdata.len()).sum());
-                for r in rrs.iter() {
-                    let _ = records.push_with(&r.owner, r.rtype, r.ttl, |buf| {
-                        buf.extend_from_slice(&r.rdata);
-                        Ok::<(), ()>(())
-                    });
-                }
-                vec![ZoneContent {
-                    origin: self.feed.origin().clone(),
-                    soa: None,
-                    records,
-                }]
-            }
+            Some(rrs) => vec![zone_of(
+                self.feed.origin(),
+                rrs.iter()
+                    .map(|r| (&r.owner[..], r.rtype, r.ttl, &r.rdata[..])),
+            )],
             // Not transferred yet, or expired: the zone is not served.
             None => Vec::new(),
         };
-        let parsed = Parsed {
-            zones,
-            ..Parsed::default()
-        };
-        let loaded = load_parsed(&kept.label, parsed, loader.defaults());
-        loaded.problems.iter().for_each(log_skipped);
-        kept.succeed(loaded);
+        load_zones(kept, loader, zones);
         true
     }
 
@@ -69,4 +53,34 @@ impl Input for SecondaryZone {
     fn not_ready(&self) -> Option<String> {
         self.feed.not_ready()
     }
+}
+
+/// A zone of records given whole, in wire form (owner, type, TTL, uncompressed RDATA).
+pub(super) fn zone_of<'a>(
+    origin: &meshdns_zone::Name,
+    rrs: impl Iterator<Item = (&'a [u8], meshdns_zone::RType, u32, &'a [u8])>,
+) -> ZoneContent {
+    let mut records = Records::new();
+    for (owner, rtype, ttl, rdata) in rrs {
+        let _ = records.push_with(owner, rtype, ttl, |buf| {
+            buf.extend_from_slice(rdata);
+            Ok::<(), ()>(())
+        });
+    }
+    ZoneContent {
+        origin: origin.clone(),
+        soa: None,
+        records,
+    }
+}
+
+/// Loads zones given whole into `kept` (their problems logged).
+pub(super) fn load_zones(kept: &mut Kept, loader: &mut Loader, zones: Vec<ZoneContent>) {
+    let parsed = Parsed {
+        zones,
+        ..Parsed::default()
+    };
+    let loaded = load_parsed(&kept.label, parsed, loader.defaults());
+    loaded.problems.iter().for_each(log_skipped);
+    kept.succeed(loaded);
 }

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use meshdns_zone::{Catalog, Records};
+use meshdns_zone::{Catalog, RType};
 
-use super::source::{Input, Kept, Loader, Rank, log_skipped};
-use crate::content::{Parsed, Problem, ZoneContent};
-use crate::snapshot::load_parsed;
+use super::secondary::{load_zones, zone_of};
+use super::source::{Input, Kept, Loader, Rank};
+use crate::content::Problem;
 use crate::update::UpdateStore;
 
 /// The store and the version last taken.
@@ -33,31 +33,16 @@ impl Input for UpdateZones {
         };
         self.version = now;
         let zones = zones
-            .into_iter()
+            .iter()
             .map(|(origin, rrsets)| {
-                let mut records = Records::new();
-                for ((owner, rtype), (ttl, set)) in &rrsets {
-                    for rdata in set {
-                        let _ = records.push_with(owner, meshdns_zone::RType(*rtype), *ttl, |b| {
-                            b.extend_from_slice(rdata);
-                            Ok::<(), ()>(())
-                        });
-                    }
-                }
-                ZoneContent {
-                    origin,
-                    soa: None,
-                    records,
-                }
+                let rrs = rrsets.iter().flat_map(|((owner, rtype), (ttl, set))| {
+                    set.iter()
+                        .map(move |rdata| (&owner[..], RType(*rtype), *ttl, &rdata[..]))
+                });
+                zone_of(origin, rrs)
             })
             .collect();
-        let parsed = Parsed {
-            zones,
-            ..Parsed::default()
-        };
-        let loaded = load_parsed(&kept.label, parsed, loader.defaults());
-        loaded.problems.iter().for_each(log_skipped);
-        kept.succeed(loaded);
+        load_zones(kept, loader, zones);
         true
     }
 
