@@ -206,13 +206,21 @@ impl UpdateStore {
             return Err(rcode::REFUSED);
         }
         let e = entry(&req.updates);
-        // Not applied unless durable: a failed write is a failure to answer.
+        // Not applied unless durable: a failed write is a failure to answer, and what it left
+        // is cut off again, so that no torn entry sits before later ones (replay stops at one).
+        let before = zone.journal.metadata().map(|m| m.len());
         if zone
             .journal
             .write_all(&e)
             .and_then(|()| zone.journal.sync_data())
             .is_err()
         {
+            if let Ok(len) = before {
+                let _ = zone
+                    .journal
+                    .set_len(len)
+                    .and_then(|()| zone.journal.sync_data());
+            }
             return Err(2); // SERVFAIL
         }
         zone.rrsets = next;

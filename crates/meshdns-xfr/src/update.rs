@@ -71,9 +71,20 @@ pub struct Request {
     pub updates: Vec<Item>,
 }
 
-/// Meta types an update may not add (§3.4.1.2): ANY, AXFR, IXFR, MAILA, MAILB.
+/// Meta types an update may not add (§3.4.1.2): ANY, AXFR, IXFR, MAILA, MAILB, and the other
+/// meta and question types (OPT, TKEY, TSIG, 128 to 255).
 fn is_meta(rtype: u16) -> bool {
-    matches!(rtype, 251..=255)
+    rtype == 41 || (128..=255).contains(&rtype)
+}
+
+/// Whether an added record's data is what its type holds (a record meshdns could not serve or
+/// a secondary could not load is FORMERR, not stored).
+fn well_formed(rtype: u16, rdata: &[u8]) -> bool {
+    meshdns_zone::RData::from_wire(RType(rtype), rdata).is_some_and(|d| {
+        let mut back = Vec::new();
+        d.to_wire(&mut back);
+        back == rdata
+    })
 }
 
 fn item(msg: &Message<'_>, r: &Record) -> Option<Item> {
@@ -138,8 +149,9 @@ pub fn check_prerequisites(req: &Request, rrsets: &Rrsets) -> Result<(), u8> {
         if !in_zone(&p.owner, &req.zone) {
             return Err(rcode::NOTZONE);
         }
+        // The apex's SOA and NS are the server's: always there.
         let exists = |rtype: u16| {
-            (rtype == RType::SOA.0 && p.owner == req.zone)
+            ((rtype == RType::SOA.0 || rtype == RType::NS.0) && p.owner == req.zone)
                 || rrsets.contains_key(&(p.owner.clone(), rtype))
         };
         match p.class {
@@ -192,8 +204,12 @@ pub fn prescan(req: &Request) -> Result<(), u8> {
         if !in_zone(&u.owner, &req.zone) {
             return Err(rcode::NOTZONE);
         }
+        // A name is at most 255 bytes (RFC 1035 §3.1).
+        if u.owner.len() > 255 {
+            return Err(rcode::FORMERR);
+        }
         let ok = match u.class {
-            c if c == req.class => !is_meta(u.rtype) && !u.rdata.is_empty(),
+            c if c == req.class => !is_meta(u.rtype) && well_formed(u.rtype, &u.rdata),
             CLASS_ANY => u.ttl == 0 && u.rdata.is_empty() && (u.rtype == 255 || !is_meta(u.rtype)),
             CLASS_NONE => u.ttl == 0 && !is_meta(u.rtype),
             _ => false,
@@ -249,8 +265,9 @@ pub fn apply(req: &Request, rrsets: &mut Rrsets) -> bool {
                 let range = (u.owner.clone(), 0)..=(u.owner.clone(), u16::MAX);
                 let mut others = rrsets.range(range).map(|((_, t), _)| *t);
                 let cname = RType::CNAME.0;
+                // The apex has its SOA and NS (the server's): no CNAME there.
                 let clash = if u.rtype == cname {
-                    others.any(|t| t != cname)
+                    at_apex || others.any(|t| t != cname)
                 } else {
                     others.any(|t| t == cname)
                 };
@@ -343,6 +360,10 @@ pub fn respond(
         Ok(r) => r,
         Err(rc) => return answer(rc),
     };
+    // Only class IN zones are served.
+    if req.class != crate::message::CLASS_IN {
+        return answer(rcode::NOTAUTH);
+    }
     match zone_is(&req.zone) {
         ZoneIs::Updatable => {}
         ZoneIs::ServedOtherwise => return answer(rcode::REFUSED),
@@ -633,5 +654,46 @@ mod tests {
         let w = MessageWriter::new(7, 5 << 11, Some((&zone, RType::A.0, CLASS_IN)));
         let bytes = w.finish();
         assert_eq!(read(&parse(&bytes).unwrap()), Err(rcode::FORMERR));
+    }
+
+    #[test]
+    fn bad_data_meta_types_and_the_apex_are_held_to_the_rules() {
+        for (bad, want) in [
+            (
+                it("x.example.org.", RType::A, CLASS_IN, 30, vec![192, 0, 2]),
+                rcode::FORMERR,
+            ),
+            (
+                it("x.example.org.", RType(250), CLASS_IN, 30, vec![0]),
+                rcode::FORMERR,
+            ),
+            (
+                it("x.example.org.", RType(41), CLASS_IN, 30, vec![0]),
+                rcode::FORMERR,
+            ),
+        ] {
+            let r = req(vec![], vec![bad.clone()]);
+            assert_eq!(process(&r, &zone()).map(|_| ()), Err(want), "{bad:?}");
+        }
+        let mut cname = Vec::new();
+        RData::Cname("elsewhere.example.net.".parse().unwrap()).to_wire(&mut cname);
+        // A CNAME at the apex (its SOA and NS are there): ignored.
+        let r = req(
+            vec![],
+            vec![it("example.org.", RType::CNAME, CLASS_IN, 60, cname)],
+        );
+        assert!(!process(&r, &Rrsets::new()).unwrap().1);
+        // The apex NS exists for a prerequisite (the server's).
+        let r = req(
+            vec![it("example.org.", RType::NS, CLASS_ANY, 0, vec![])],
+            vec![it(
+                "ok.example.org.",
+                RType::A,
+                CLASS_IN,
+                60,
+                a("192.0.2.8"),
+            )],
+        );
+        assert!(process(&r, &Rrsets::new()).unwrap().1);
     }
 }

@@ -365,6 +365,22 @@ fn sources(
     (sources.with_pkarr(store.clone()), Some(poker))
 }
 
+/// UPDATEs applied or waiting to be served at once (each on a blocking thread).
+const UPDATES_IN_FLIGHT: usize = 32;
+
+/// Gives back one place of an in-flight count when dropped.
+struct Release<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn scopeguard(count: &std::sync::atomic::AtomicUsize) -> Release<'_> {
+    Release(count)
+}
+
 /// Answers dynamic UPDATE (RFC 2136) for the update zones: each request checked by
 /// `meshdns_xfr::update::respond` (TSIG, grant, rate, prerequisites), applied durably, and
 /// answered once a snapshot holding it is live (at most 2 s later), so a query after the reply
@@ -380,6 +396,9 @@ fn update_handler(
     // (each accepted UPDATE is synced to disk before its reply).
     let rate = f64::from(plan.rate);
     let burst = 2.0 * rate;
+    // UPDATEs being applied or waiting to be served at once, over UDP and TCP: beyond, REFUSED
+    // (each holds a blocking thread for up to the wait).
+    let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     // Per key: (tokens, when last refilled).
     let budgets: std::sync::Mutex<std::collections::HashMap<Name, (f64, Instant)>> =
         std::sync::Mutex::default();
@@ -398,7 +417,12 @@ fn update_handler(
                 ZoneIs::NotServed
             }
         };
+        let taken = in_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let _release = scopeguard(&in_flight);
         let admit = |key: &Name| {
+            if taken >= UPDATES_IN_FLIGHT {
+                return false;
+            }
             let mut b = budgets.lock().unwrap_or_else(|e| e.into_inner());
             let (tokens, at) = b.entry(key.clone()).or_insert((burst, Instant::now()));
             *tokens = (*tokens + at.elapsed().as_secs_f64() * rate).min(burst);
