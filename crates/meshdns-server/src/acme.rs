@@ -1,6 +1,7 @@
 //! ACME (RFC 8555): certificates for the TLS listeners from Let's Encrypt or any ACME CA,
-//! validated by TLS-ALPN-01 (RFC 8737, on the HTTPS listener) or HTTP-01 (on the HTTP
-//! listener), cached in the data directory and renewed before they expire.
+//! validated by TLS-ALPN-01 (RFC 8737, on the HTTPS listener), HTTP-01 (on the HTTP
+//! listener) or DNS-01 (a TXT record in meshdns's own answers, [`Dns01Records`]; wildcard
+//! names need it), cached in the data directory and renewed before they expire.
 //!
 //! Written by hand rather than with an ACME crate: the ones on crates.io bring their own HTTP
 //! stacks (reqwest), date and X.509 libraries; the protocol is a handful of signed JSON POSTs,
@@ -12,7 +13,7 @@
 //! A restart with a cached certificate that covers the domains and is not due for renewal
 //! serves it at once and asks the CA for nothing.
 //!
-//! Decisions are pure ([`renew_at`], [`key_authorization`], [`jose`]); [`Acme::run`] is the
+//! Decisions are pure ([`renew_at`], [`key_authorization`], [`dns01_value`], [`jose`]); [`Acme::run`] is the
 //! loop that talks to the CA.
 
 use std::collections::HashMap;
@@ -48,6 +49,10 @@ pub enum Challenge {
     /// HTTP-01: the CA fetches `http://<name>/.well-known/acme-challenge/<token>` on port 80
     /// (the `--http` listener).
     Http01,
+    /// DNS-01 (RFC 8555 §8.4): the CA asks for the TXT records at `_acme-challenge.<name>`,
+    /// which meshdns puts into its own answers ([`Dns01Records`]). The only challenge a
+    /// wildcard name can be validated by.
+    Dns01,
 }
 
 impl Challenge {
@@ -56,6 +61,7 @@ impl Challenge {
         match self {
             Challenge::TlsAlpn01 => "tls-alpn-01",
             Challenge::Http01 => "http-01",
+            Challenge::Dns01 => "dns-01",
         }
     }
 }
@@ -99,6 +105,34 @@ impl Http01Tokens {
             None => m.remove(token),
         };
     }
+}
+
+/// Where DNS-01 challenge records go: the answers of the server that runs the client.
+pub trait Dns01Records: Send + Sync {
+    /// Puts (`present`) or removes the TXT record `value` at `name` (`_acme-challenge.<domain>`).
+    fn set(&self, name: &str, value: &str, present: bool);
+    /// Why the record is not answered yet (`None`: it is, on this server and everywhere else
+    /// the CA may ask).
+    fn not_served(&self, name: &str, value: &str) -> Option<String>;
+}
+
+/// How challenges are answered: HTTP-01 tokens on `--http`, DNS-01 records in the answers.
+#[derive(Clone)]
+pub struct Responders {
+    /// The HTTP-01 key authorizations the HTTP listener serves.
+    pub http01: Arc<Http01Tokens>,
+    /// Where DNS-01 records go (`None`: DNS-01 not in use).
+    pub dns01: Option<Arc<dyn Dns01Records>>,
+}
+
+/// How long a DNS-01 record may take to be answered before the order fails: the watcher
+/// serves it within milliseconds, secondaries within their NOTIFY and IXFR.
+pub const DNS01_PROPAGATION: Duration = Duration::from_secs(60);
+
+/// The TXT value of a DNS-01 challenge (RFC 8555 §8.4): base64url of the key authorization's
+/// SHA-256.
+pub fn dns01_value(key_authorization: &str) -> String {
+    jose::b64(ring::digest::digest(&ring::digest::SHA256, key_authorization.as_bytes()).as_ref())
 }
 
 /// When a certificate valid from `not_before` to `not_after` (unix seconds) is renewed: once a
@@ -230,7 +264,7 @@ pub struct Acme {
     config: AcmeConfig,
     http: Https,
     certs: Arc<Certificates>,
-    tokens: Arc<Http01Tokens>,
+    responders: Responders,
 }
 
 /// The account in use for a session of requests.
@@ -243,12 +277,15 @@ struct Session {
 }
 
 impl Acme {
-    /// An ACME client installing into `certs`, answering HTTP-01 through `tokens`.
+    /// An ACME client installing into `certs`, answering challenges through `responders`.
     pub fn new(
         config: AcmeConfig,
         certs: Arc<Certificates>,
-        tokens: Arc<Http01Tokens>,
+        responders: Responders,
     ) -> Result<Acme, AcmeError> {
+        if config.challenge == Challenge::Dns01 && responders.dns01.is_none() {
+            return Err(err("DNS-01 needs somewhere to put its records"));
+        }
         let mut roots = rustls::RootCertStore::empty();
         let native = rustls_native_certs::load_native_certs();
         for cert in native.certs {
@@ -278,7 +315,7 @@ impl Acme {
             config,
             http,
             certs,
-            tokens,
+            responders,
         })
     }
 
@@ -618,14 +655,21 @@ impl Acme {
             .ok_or_else(|| err(format!("{domain}: challenge without a URL")))?
             .to_string();
         let key_auth = key_authorization(&token, &jose::thumbprint(&s.jwk));
-        match self.config.challenge {
-            Challenge::TlsAlpn01 => {
+        let txt = (format!("_acme-challenge.{domain}"), dns01_value(&key_auth));
+        let dns01 = self.responders.dns01.as_deref();
+        match (self.config.challenge, dns01) {
+            (Challenge::TlsAlpn01, _) => {
                 let cert = alpn_challenge_cert(&domain, &key_auth)?;
                 self.certs.start_challenge(&domain, cert);
             }
-            Challenge::Http01 => self.tokens.set(&token, Some(key_auth)),
+            (Challenge::Http01, _) => self.responders.http01.set(&token, Some(key_auth)),
+            (Challenge::Dns01, Some(records)) => records.set(&txt.0, &txt.1, true),
+            (Challenge::Dns01, None) => unreachable!("checked by Acme::new"),
         }
         let validated = async {
+            if let (Challenge::Dns01, Some(records)) = (self.config.challenge, dns01) {
+                wait_served(records, &txt.0, &txt.1).await?;
+            }
             self.post(s, &challenge_url, Some(&json!({}))).await?;
             self.poll(
                 s,
@@ -637,11 +681,15 @@ impl Acme {
             .await
         }
         .await;
-        match self.config.challenge {
-            Challenge::TlsAlpn01 => self.certs.end_challenge(&domain),
-            Challenge::Http01 => self.tokens.set(&token, None),
+        match (self.config.challenge, dns01) {
+            (Challenge::TlsAlpn01, _) => self.certs.end_challenge(&domain),
+            (Challenge::Http01, _) => self.responders.http01.set(&token, None),
+            (Challenge::Dns01, Some(records)) => records.set(&txt.0, &txt.1, false),
+            (Challenge::Dns01, None) => {}
         }
-        validated.map(|_| ())
+        validated?;
+        info!(%domain, challenge = wanted, "ACME authorization valid");
+        Ok(())
     }
 
     /// POST-as-GET `url` until its status is one of `done` (returned) or `failed` (an error
@@ -682,6 +730,27 @@ impl Acme {
     }
 }
 
+/// Waits until the DNS-01 record is answered (the CA is told only then: a query before would
+/// find nothing, and a resolver could keep that for the SOA minimum), for at most
+/// [`DNS01_PROPAGATION`].
+async fn wait_served(records: &dyn Dns01Records, name: &str, value: &str) -> Result<(), AcmeError> {
+    let deadline = tokio::time::Instant::now() + DNS01_PROPAGATION;
+    let mut pause = Duration::from_millis(10);
+    loop {
+        let Some(why) = records.not_served(name, value) else {
+            return Ok(());
+        };
+        if tokio::time::Instant::now() > deadline {
+            return Err(err(format!(
+                "{name} TXT not answered after {} s: {why}",
+                DNS01_PROPAGATION.as_secs()
+            )));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(500));
+    }
+}
+
 /// The TLS-ALPN-01 certificate (RFC 8737 §3): self-signed for `domain`, with the critical
 /// acmeIdentifier extension holding SHA-256 of the key authorization.
 fn alpn_challenge_cert(
@@ -703,7 +772,13 @@ fn covers(leaf: &[u8], domains: &[String]) -> bool {
         return false;
     };
     domains.iter().all(|d| {
-        rustls::pki_types::ServerName::try_from(d.trim_end_matches('.'))
+        // A wildcard name is covered when a name it matches is.
+        let d = d.trim_end_matches('.');
+        let d = match d.strip_prefix("*.") {
+            Some(parent) => format!("acme-wildcard-check.{parent}"),
+            None => d.to_string(),
+        };
+        rustls::pki_types::ServerName::try_from(d)
             .is_ok_and(|name| cert.verify_is_valid_for_subject_name(&name).is_ok())
     })
 }

@@ -8,6 +8,7 @@
 //! snapshots; [`pkarr`] keeps published packets.
 
 pub mod catalog;
+pub mod challenges;
 pub mod cluster;
 pub mod content;
 pub mod feed;

@@ -27,6 +27,7 @@
 //! The catalog is rebuilt aside on this thread and swapped in whole; queries never see half a
 //! reload.
 
+mod challenges;
 mod configmap;
 mod file;
 mod health;
@@ -222,6 +223,14 @@ impl FileSources {
         self.insert(Source::new(
             "update".to_string(),
             update::UpdateZones::new(store),
+        ))
+    }
+
+    /// Serves the ACME DNS-01 challenge records of `store` (`--acme-challenge dns-01`).
+    pub fn with_challenges(self, store: Arc<crate::challenges::Dns01Challenges>) -> FileSources {
+        self.insert(Source::new(
+            "acme".to_string(),
+            challenges::Challenges::new(store),
         ))
     }
 

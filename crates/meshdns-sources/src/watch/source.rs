@@ -19,10 +19,12 @@ use crate::records::parse;
 use crate::snapshot::{CompiledSource, Loaded, load_parsed};
 
 /// Where an input kind goes in precedence order (a (name, type) given twice is won by the
-/// source listed first): files, then ConfigMap keys, then secondary zones, then the live
+/// source listed first): ACME challenges (which give no zone, only names placed ahead of the
+/// cluster's objects'), files, then ConfigMap keys, then secondary zones, then the live
 /// manifest feeds, then the zones written by UPDATE, then the pkarr store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Rank {
+    Challenge,
     File,
     Bytes,
     Secondary,

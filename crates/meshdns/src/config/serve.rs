@@ -68,7 +68,8 @@ pub struct ServeConfig {
     #[serde(skip)]
     pub no_tls_self_signed: bool,
     /// A name to get a certificate for from an ACME CA, renewed before it expires; the account
-    /// and certificates are kept in --data-dir (repeatable) [default: none].
+    /// and certificates are kept in --data-dir (repeatable; a wildcard such as '*.example.org'
+    /// needs --acme-challenge dns-01) [default: none].
     #[arg(long = "acme-domain", value_name = "NAME", value_parser = values::name, help_heading = "TLS")]
     #[serde(default, deserialize_with = "de::list")]
     pub acme_domains: Vec<Name>,
@@ -81,8 +82,9 @@ pub struct ServeConfig {
     /// https://acme-v02.api.letsencrypt.org/directory].
     #[arg(long, value_name = "URL", help_heading = "TLS")]
     pub acme_directory: Option<String>,
-    /// How the CA validates the names: tls-alpn-01 on --https (reached on port 443) or http-01
-    /// on --http (reached on port 80) [default: tls-alpn-01].
+    /// How the CA validates the names: tls-alpn-01 on --https (reached on port 443), http-01
+    /// on --http (reached on port 80), or dns-01 by a TXT record in a zone served here
+    /// [default: tls-alpn-01].
     #[arg(long, value_enum, value_name = "TYPE", help_heading = "TLS")]
     pub acme_challenge: Option<values::AcmeChallenge>,
     /// CA certificates (PEM) to trust for the ACME directory's own HTTPS, beside the system's
@@ -740,6 +742,17 @@ impl ServeConfig {
                     );
                 }
                 _ => {}
+            }
+            if challenge != values::AcmeChallenge::Dns01
+                && let Some(wild) = self
+                    .acme_domains
+                    .iter()
+                    .find(|d| d.wire().starts_with(b"\x01*"))
+            {
+                return Err(format!(
+                    "--acme-domain {wild}: a CA validates a wildcard name by DNS-01 only: add \
+                     --acme-challenge dns-01 (its zone must be served here)"
+                ));
             }
             Some(TlsSource::Acme {
                 challenge,

@@ -105,6 +105,11 @@ pub enum AcmeChallenge {
     #[value(name = "http-01")]
     #[serde(rename = "http-01")]
     Http01,
+    /// DNS-01, a TXT record at _acme-challenge.<name> in meshdns's own answers (the name must
+    /// be in a zone it serves); the only one for wildcard names.
+    #[value(name = "dns-01")]
+    #[serde(rename = "dns-01")]
+    Dns01,
 }
 
 /// A zone file as `FILE` or `ORIGIN=FILE`.

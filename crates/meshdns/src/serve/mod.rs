@@ -34,10 +34,12 @@ use tracing::{info, warn};
 
 use crate::pkarr_http::{DhtLookups, PkarrHttp, PkarrPeers};
 use crate::{controller_cmd, telemetry, wait_for_signal};
+use meshdns_server::acme::{Challenge, Responders};
 use meshdns_server::lookups::Lookups;
 use meshdns_server::replicate::Replicator;
+use meshdns_sources::challenges::Dns01Challenges;
 pub use plan::{EXIT_REFUSED, Refused, ServePlan};
-use plan::{HttpPlan, KubernetesPlan};
+use plan::{HttpPlan, KubernetesPlan, TlsPlan};
 
 /// What the sources fill and every listener reads.
 struct Shared {
@@ -47,6 +49,8 @@ struct Shared {
     pkarr: Option<Arc<PkarrStore>>,
     /// The zones written by dynamic UPDATE, with the watcher's poke once it runs.
     updates: Option<(Arc<UpdateStore>, Arc<OnceLock<Poker>>)>,
+    /// The ACME DNS-01 challenge records (`--acme-challenge dns-01`), with the watcher's poke.
+    challenges: Option<(Arc<Dns01Challenges>, Arc<OnceLock<Poker>>)>,
     metrics: Arc<DnsMetrics>,
 }
 
@@ -80,7 +84,14 @@ pub async fn run(mut plan: ServePlan) -> Result<()> {
         warn!(%reason, "starting without every records file; /readyz reports 503 until they load");
     }
     let http01 = Arc::new(meshdns_server::acme::Http01Tokens::default());
-    let tls = tls::certificates(plan.tls.take(), &http01)?;
+    let responders = Responders {
+        http01: http01.clone(),
+        dns01: shared
+            .challenges
+            .as_ref()
+            .map(|(store, _)| tls::own_answers(store.clone(), shared.catalog.clone())),
+    };
+    let tls = tls::certificates(plan.tls.take(), responders)?;
     let certs = tls.as_ref().map(|t| t.certs.clone());
     let transfers = plan.transfers.as_ref().map(|t| {
         Arc::new(Transfers::new(
@@ -108,7 +119,13 @@ pub async fn run(mut plan: ServePlan) -> Result<()> {
     if let Some(poker) = &pkarr_poker {
         let _ = poker.set(watcher.poker());
     }
-    if let Some((_, poker)) = &shared.updates {
+    for poker in [
+        &shared.updates.as_ref().map(|u| &u.1),
+        &shared.challenges.as_ref().map(|c| &c.1),
+    ]
+    .into_iter()
+    .flatten()
+    {
         let _ = poker.set(watcher.poker());
     }
     let secondary_feeds: Vec<Arc<SecondaryFeed>> =
@@ -279,12 +296,27 @@ fn open_stores(plan: &ServePlan) -> Result<Shared> {
             Some((store, poker))
         }
     };
+    let challenges = plan.tls.as_ref().and_then(|t| match t {
+        TlsPlan::Acme(config, _) if config.challenge == Challenge::Dns01 => {
+            let store = meshdns_sources::challenges::shared();
+            let poker = Arc::new(OnceLock::<Poker>::new());
+            let p = poker.clone();
+            store.on_change(move || {
+                if let Some(p) = p.get() {
+                    p.poke_now();
+                }
+            });
+            Some((store, poker))
+        }
+        _ => None,
+    });
     Ok(Shared {
         catalog: Arc::new(ArcSwap::from_pointee(Catalog::empty())),
         status: Arc::new(SourceStatus::default()),
         primary,
         pkarr,
         updates,
+        challenges,
         metrics: Arc::new(DnsMetrics::default()),
     })
 }
@@ -344,6 +376,9 @@ fn sources(
     }
     if let Some((store, _)) = &shared.updates {
         sources = sources.with_updates(store.clone());
+    }
+    if let Some((store, _)) = &shared.challenges {
+        sources = sources.with_challenges(store.clone());
     }
     let Some(store) = &shared.pkarr else {
         return (sources, None);

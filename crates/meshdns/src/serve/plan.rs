@@ -602,6 +602,7 @@ fn acme(settings: &ServeConfig, challenge: AcmeChallenge, data_dir: &Path) -> Ac
         challenge: match challenge {
             AcmeChallenge::TlsAlpn01 => Challenge::TlsAlpn01,
             AcmeChallenge::Http01 => Challenge::Http01,
+            AcmeChallenge::Dns01 => Challenge::Dns01,
         },
         cache: data_dir.join("acme"),
         ca_roots: settings.acme_ca.clone(),

@@ -3,8 +3,11 @@
 use std::sync::Arc;
 
 use anyhow::Result;
-use meshdns_server::acme::{Acme, Http01Tokens};
+use meshdns_server::SharedCatalog;
+use meshdns_server::acme::{Acme, Dns01Records, Responders};
 use meshdns_server::tls::{CertFiles, Certificates, PemPair};
+use meshdns_sources::challenges::{Dns01Challenges, served};
+use meshdns_zone::Name;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
@@ -41,7 +44,7 @@ fn self_signed(certs: &Certificates) -> Result<()> {
 }
 
 /// The certificate to serve first (`None` without a TLS listener).
-pub fn certificates(plan: Option<TlsPlan>, http01: &Arc<Http01Tokens>) -> Result<Option<Tls>> {
+pub fn certificates(plan: Option<TlsPlan>, responders: Responders) -> Result<Option<Tls>> {
     let Some(plan) = plan else {
         return Ok(None);
     };
@@ -58,7 +61,7 @@ pub fn certificates(plan: Option<TlsPlan>, http01: &Arc<Http01Tokens>) -> Result
         }
         TlsPlan::Acme(config, self_signed_first) => {
             let domains = config.domains.clone();
-            let acme = Acme::new(*config, certs.clone(), http01.clone())
+            let acme = Acme::new(*config, certs.clone(), responders)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             let due = acme.load_cached();
             if due.is_none() {
@@ -71,6 +74,46 @@ pub fn certificates(plan: Option<TlsPlan>, http01: &Arc<Http01Tokens>) -> Result
         }
     };
     Ok(Some(Tls { certs, renewal }))
+}
+
+/// DNS-01 records put into the watcher's challenge store, and looked for in the answers
+/// served.
+struct OwnAnswers {
+    store: Arc<Dns01Challenges>,
+    catalog: SharedCatalog,
+}
+
+/// Where the ACME client puts its DNS-01 records: this server's own answers.
+pub fn own_answers(store: Arc<Dns01Challenges>, catalog: SharedCatalog) -> Arc<dyn Dns01Records> {
+    Arc::new(OwnAnswers { store, catalog })
+}
+
+impl Dns01Records for OwnAnswers {
+    fn set(&self, name: &str, value: &str, present: bool) {
+        // The CA's identifier, checked by the plan as a --acme-domain: a valid name.
+        if let Ok(name) = format!("{name}.").parse::<Name>() {
+            self.store.set(name, value.to_string(), present);
+        }
+    }
+
+    fn not_served(&self, name: &str, value: &str) -> Option<String> {
+        let Ok(at) = format!("{name}.").parse::<Name>() else {
+            return Some(format!("{name} is not a domain name"));
+        };
+        let catalog = self.catalog.load();
+        if served(&catalog, &at, value) {
+            return None;
+        }
+        Some(match catalog.find_zone(at.wire()) {
+            None => {
+                format!("no zone served here holds {at} (serve its zone to validate by DNS-01)")
+            }
+            Some(zone) => format!(
+                "not in zone {} (a zone from a zone file or a secondary keeps its own records; the log says why)",
+                zone.origin()
+            ),
+        })
+    }
 }
 
 impl Tls {

@@ -1,6 +1,7 @@
 //! ACME against Debian's `pebble` (Let's Encrypt's test CA) on loopback: a certificate obtained
 //! by TLS-ALPN-01, served on DoT and HTTPS, renewed before it expires, loaded from the cache
-//! after a restart without a new order; and one obtained by HTTP-01.
+//! after a restart without a new order; one obtained by HTTP-01; and one for a plain and a
+//! wildcard name obtained by DNS-01, its TXT records put into meshdns's own answers.
 //!
 //! pebble resolves the name through meshdns itself (`-dnsserver`), which serves its A record.
 //! Its own HTTPS uses a certificate from the test CA that meshdns is told to trust
@@ -94,14 +95,24 @@ fn presented(
     root: &CertificateDer<'static>,
     alpn: &[u8],
 ) -> CertificateDer<'static> {
+    presented_for(addr, root, alpn, DOMAIN)
+}
+
+/// The certificate the TLS listener at `addr` presents for `name`, verified against `root`.
+fn presented_for(
+    addr: SocketAddr,
+    root: &CertificateDer<'static>,
+    alpn: &[u8],
+    name: &str,
+) -> CertificateDer<'static> {
     let config = crate::tls::client_config(root.clone(), &[alpn]);
-    let mut conn =
-        rustls::ClientConnection::new(config, ServerName::try_from(DOMAIN).unwrap()).unwrap();
+    let server_name = ServerName::try_from(name.to_string()).unwrap();
+    let mut conn = rustls::ClientConnection::new(config, server_name).unwrap();
     let mut tcp = TcpStream::connect(addr).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     while conn.is_handshaking() {
         conn.complete_io(&mut tcp)
-            .unwrap_or_else(|e| panic!("handshake with {addr} for {DOMAIN}: {e}"));
+            .unwrap_or_else(|e| panic!("handshake with {addr} for {name}: {e}"));
     }
     conn.peer_certificates().unwrap()[0].clone()
 }
@@ -222,4 +233,80 @@ fn acme_obtains_serves_renews_and_caches_certificates_from_pebble() {
     assert_ne!(cert, renewed);
     let answer = dig(m.dns, &["dot.meshdns.test", "A"]);
     assert!(answer.contains("127.0.0.1"), "{answer}");
+}
+
+/// DNS-01: no HTTP or HTTPS listener at all (so no other challenge could be answered), a plain
+/// name and a wildcard in one order, their `_acme-challenge` TXT records put into the zone of
+/// a records file, answered while pebble validates and gone after; the wildcard certificate
+/// served for any name under it, and loaded from the cache after a restart.
+#[test]
+fn acme_dns01_obtains_a_wildcard_certificate_through_its_own_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new();
+    let ca_file = write(dir.path(), "ca.pem", &ca.pem);
+    let records = write(
+        dir.path(),
+        "meshdns.yaml",
+        "zones:\n  - origin: meshdns.test.\n    records:\n      - { name: dot, type: A, values: [127.0.0.1] }\n",
+    );
+    let dns: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    // pebble would validate HTTP-01 and TLS-ALPN-01 on these ports: nothing listens there.
+    let pebble = Pebble::start(dir.path(), &ca, dns, free_port(), free_port());
+    let data = dir.path().join("data");
+    let listen = dns.to_string();
+    let serve = || {
+        Meshdns::serve(&[
+            "--records",
+            &records,
+            "--listen",
+            &listen,
+            "--dot",
+            "127.0.0.1:0",
+            "--acme-challenge",
+            "dns-01",
+            "--acme-domain",
+            DOMAIN,
+            "--acme-domain",
+            "*.meshdns.test",
+            "--acme-directory",
+            &pebble.directory,
+            "--acme-ca",
+            &ca_file,
+            "--data-dir",
+            data.to_str().unwrap(),
+        ])
+    };
+    let m = serve();
+    wait_count(&m, "ACME certificate issued and in service", 1, 40, &pebble);
+    let root = pebble.root(&ca_file);
+    let cert = presented(m.dot.unwrap(), &root, b"dot");
+    assert_eq!(
+        presented_for(m.dot.unwrap(), &root, b"dot", "anything.meshdns.test"),
+        cert,
+        "the wildcard name is on the certificate"
+    );
+    for domain in [DOMAIN, "meshdns.test"] {
+        let line = format!("ACME authorization valid domain={domain} challenge=\"dns-01\"");
+        assert!(m.log_text().contains(&line), "{line}: {}", m.log_text());
+    }
+    // Validated, the challenge records are gone from the answers; the zone's own are there.
+    for name in [
+        "_acme-challenge.dot.meshdns.test",
+        "_acme-challenge.meshdns.test",
+    ] {
+        let answer = dig(m.dns, &[name, "TXT"]);
+        assert!(answer.contains("NXDOMAIN"), "{name}: {answer}");
+    }
+    assert!(dig(m.dns, &["dot.meshdns.test", "A"]).contains("127.0.0.1"));
+    drop(m);
+
+    // The cached certificate covers the wildcard: a restart orders nothing.
+    let m = serve();
+    assert!(
+        m.log_text()
+            .contains("ACME certificate loaded from the cache"),
+        "{}",
+        m.log_text()
+    );
+    assert_eq!(presented(m.dot.unwrap(), &root, b"dot"), cert);
 }
