@@ -113,7 +113,11 @@ pub trait Dns01Records: Send + Sync {
     fn set(&self, name: &str, value: &str, present: bool);
     /// Why the record is not answered yet (`None`: it is, on this server and everywhere else
     /// the CA may ask).
-    fn not_served(&self, name: &str, value: &str) -> Option<String>;
+    fn not_served<'a>(
+        &'a self,
+        name: &'a str,
+        value: &'a str,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Option<String>> + Send + 'a>>;
 }
 
 /// How challenges are answered: HTTP-01 tokens on `--http`, DNS-01 records in the answers.
@@ -737,7 +741,7 @@ async fn wait_served(records: &dyn Dns01Records, name: &str, value: &str) -> Res
     let deadline = tokio::time::Instant::now() + DNS01_PROPAGATION;
     let mut pause = Duration::from_millis(10);
     loop {
-        let Some(why) = records.not_served(name, value) else {
+        let Some(why) = records.not_served(name, value).await else {
             return Ok(());
         };
         if tokio::time::Instant::now() > deadline {

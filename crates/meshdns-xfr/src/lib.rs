@@ -26,6 +26,7 @@ pub mod journal;
 pub mod message;
 pub mod notify;
 pub mod primary;
+pub mod probe;
 pub mod respond;
 pub mod secondary;
 pub mod serial;

@@ -500,6 +500,17 @@ fn tls_settings_come_from_flags_or_the_file_and_are_checked_together() {
             &[
                 "--dot",
                 "127.0.0.1:1",
+                "--https",
+                "127.0.0.1:2",
+                "--acme-domain",
+                "*.a.example",
+            ],
+            "--acme-domain *.a.example.: a CA validates a wildcard name by DNS-01 only",
+        ),
+        (
+            &[
+                "--dot",
+                "127.0.0.1:1",
                 "--tls-self-signed",
                 "--acme-contact",
                 "x@y",

@@ -84,12 +84,16 @@ pub async fn run(mut plan: ServePlan) -> Result<()> {
         warn!(%reason, "starting without every records file; /readyz reports 503 until they load");
     }
     let http01 = Arc::new(meshdns_server::acme::Http01Tokens::default());
+    // DNS-01 records are awaited here and on every secondary NOTIFYd, which the CA may ask.
+    let secondaries = plan.transfers.as_ref().map_or_else(Vec::new, |t| {
+        t.notify.iter().map(|n| n.address.clone()).collect()
+    });
     let responders = Responders {
         http01: http01.clone(),
         dns01: shared
             .challenges
             .as_ref()
-            .map(|(store, _)| tls::own_answers(store.clone(), shared.catalog.clone())),
+            .map(|(store, _)| tls::own_answers(store.clone(), shared.catalog.clone(), secondaries)),
     };
     let tls = tls::certificates(plan.tls.take(), responders)?;
     let certs = tls.as_ref().map(|t| t.certs.clone());

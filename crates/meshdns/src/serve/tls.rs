@@ -1,13 +1,17 @@
 //! The certificate of the TLS listeners, from the plan, and what keeps it fresh.
 
+use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Result;
 use meshdns_server::SharedCatalog;
 use meshdns_server::acme::{Acme, Dns01Records, Responders};
 use meshdns_server::tls::{CertFiles, Certificates, PemPair};
-use meshdns_sources::challenges::{Dns01Challenges, served};
-use meshdns_zone::Name;
+use meshdns_sources::challenges::{Dns01Challenges, record as challenge_record, served};
+use meshdns_xfr::probe;
+use meshdns_zone::{Name, RType};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
@@ -81,11 +85,66 @@ pub fn certificates(plan: Option<TlsPlan>, responders: Responders) -> Result<Opt
 struct OwnAnswers {
     store: Arc<Dns01Challenges>,
     catalog: SharedCatalog,
+    /// The secondaries NOTIFYd of changes (`--notify`), which the CA may ask too.
+    secondaries: Vec<String>,
 }
 
-/// Where the ACME client puts its DNS-01 records: this server's own answers.
-pub fn own_answers(store: Arc<Dns01Challenges>, catalog: SharedCatalog) -> Arc<dyn Dns01Records> {
-    Arc::new(OwnAnswers { store, catalog })
+/// Where the ACME client puts its DNS-01 records: this server's own answers, followed by the
+/// `secondaries` it NOTIFYs.
+pub fn own_answers(
+    store: Arc<Dns01Challenges>,
+    catalog: SharedCatalog,
+    secondaries: Vec<String>,
+) -> Arc<dyn Dns01Records> {
+    Arc::new(OwnAnswers {
+        store,
+        catalog,
+        secondaries,
+    })
+}
+
+/// How long a secondary has to answer one probe.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Whether the server at `address` (host:port) answers `value` at `name` now.
+async fn probe(address: &str, name: &Name, value: &str) -> Result<bool, String> {
+    let to = tokio::net::lookup_host(address)
+        .await
+        .map_err(|e| e.to_string())?
+        .next()
+        .ok_or("no address")?;
+    let local: SocketAddr = if to.is_ipv4() {
+        ([0, 0, 0, 0], 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let socket = tokio::net::UdpSocket::bind(local)
+        .await
+        .map_err(|e| e.to_string())?;
+    let id = meshdns_xfr::message::random_id();
+    let mut wanted = Vec::new();
+    challenge_record(name, value).data.to_wire(&mut wanted);
+    socket
+        .send_to(&probe::request(id, name, RType::TXT), to)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut buf = vec![0; 65535];
+    tokio::time::timeout(PROBE_TIMEOUT, async {
+        loop {
+            let (n, from) = socket
+                .recv_from(&mut buf)
+                .await
+                .map_err(|e| e.to_string())?;
+            // Anything else (a stray or forged datagram) is read past.
+            if from == to
+                && let Ok(held) = probe::answers(&buf[..n], id, name, RType::TXT, &wanted)
+            {
+                return Ok(held);
+            }
+        }
+    })
+    .await
+    .map_err(|_| "no reply within a second".to_string())?
 }
 
 impl Dns01Records for OwnAnswers {
@@ -96,22 +155,42 @@ impl Dns01Records for OwnAnswers {
         }
     }
 
-    fn not_served(&self, name: &str, value: &str) -> Option<String> {
-        let Ok(at) = format!("{name}.").parse::<Name>() else {
-            return Some(format!("{name} is not a domain name"));
-        };
-        let catalog = self.catalog.load();
-        if served(&catalog, &at, value) {
-            return None;
-        }
-        Some(match catalog.find_zone(at.wire()) {
-            None => {
-                format!("no zone served here holds {at} (serve its zone to validate by DNS-01)")
+    fn not_served<'a>(
+        &'a self,
+        name: &'a str,
+        value: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Option<String>> + Send + 'a>> {
+        Box::pin(async move {
+            let Ok(at) = format!("{name}.").parse::<Name>() else {
+                return Some(format!("{name} is not a domain name"));
+            };
+            {
+                let catalog = self.catalog.load();
+                if !served(&catalog, &at, value) {
+                    return Some(match catalog.find_zone(at.wire()) {
+                        None => format!(
+                            "no zone served here holds {at} (serve its zone to validate by DNS-01)"
+                        ),
+                        Some(zone) => format!(
+                            "not in zone {} (a zone from a zone file or a secondary keeps its own \
+                             records; the log says why)",
+                            zone.origin()
+                        ),
+                    });
+                }
             }
-            Some(zone) => format!(
-                "not in zone {} (a zone from a zone file or a secondary keeps its own records; the log says why)",
-                zone.origin()
-            ),
+            for secondary in &self.secondaries {
+                match probe(secondary, &at, value).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        return Some(format!(
+                            "the secondary {secondary} (--notify) does not answer it yet"
+                        ));
+                    }
+                    Err(e) => return Some(format!("the secondary {secondary} (--notify): {e}")),
+                }
+            }
+            None
         })
     }
 }

@@ -310,3 +310,62 @@ fn acme_dns01_obtains_a_wildcard_certificate_through_its_own_answers() {
     );
     assert_eq!(presented(m.dot.unwrap(), &root, b"dot"), cert);
 }
+
+/// DNS-01 behind a hidden primary: pebble asks only the NSD secondary, which meshdns NOTIFYs
+/// (`--notify`), and which starts two seconds after meshdns has begun its order. The CA is
+/// told to look only once NSD answers the challenge record too, so the first order succeeds
+/// (told at once, pebble would have found no server and failed it).
+#[test]
+fn acme_dns01_waits_for_the_notified_secondary_the_ca_asks() {
+    use crate::secondaries::Secondary;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new();
+    let ca_file = write(dir.path(), "ca.pem", &ca.pem);
+    let records = write(
+        dir.path(),
+        "meshdns.yaml",
+        "zones:\n  - origin: meshdns.test.\n    records:\n      - { name: dot, type: A, values: [127.0.0.1] }\n",
+    );
+    let dns: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let nsd_port = free_port();
+    let pebble = Pebble::start(
+        dir.path(),
+        &ca,
+        ([127, 0, 0, 1], nsd_port).into(),
+        free_port(),
+        free_port(),
+    );
+    let m = Meshdns::serve(&[
+        "--records",
+        &records,
+        "--listen",
+        &dns.to_string(),
+        "--allow-transfer",
+        "127.0.0.2",
+        "--notify",
+        &format!("127.0.0.1:{nsd_port}"),
+        "--dot",
+        "127.0.0.1:0",
+        "--acme-challenge",
+        "dns-01",
+        "--acme-domain",
+        DOMAIN,
+        "--acme-directory",
+        &pebble.directory,
+        "--acme-ca",
+        &ca_file,
+        "--data-dir",
+        dir.path().join("data").to_str().unwrap(),
+    ]);
+    std::thread::sleep(Duration::from_secs(2));
+    let nsd_dir = dir.path().join("nsd");
+    std::fs::create_dir(&nsd_dir).unwrap();
+    let nsd = Secondary::nsd(&nsd_dir, nsd_port, dns, &["meshdns.test"], "127.0.0.2");
+    wait_count(&m, "ACME certificate issued and in service", 1, 60, &pebble);
+    let root = pebble.root(&ca_file);
+    presented(m.dot.unwrap(), &root, b"dot");
+    // Taken out again, on the secondary too.
+    nsd.wait_answer(&["_acme-challenge.dot.meshdns.test", "TXT"], "", 20);
+    let failed = count(&m, "ACME order failed");
+    assert_eq!(failed, 0, "{}", m.log_text());
+}

@@ -85,6 +85,10 @@ fn every_refusal_of_serve_is_check_s_with_the_same_message_and_status() {
             "answered on --http",
         ),
         (
+            "  dot: ['127.0.0.1:0']\n  http: 127.0.0.1:0\n  acmeDomains: ['*.example.org']\n  acmeChallenge: http-01\n",
+            "a CA validates a wildcard name by DNS-01 only: add --acme-challenge dns-01",
+        ),
+        (
             "  dot: ['127.0.0.1:0']\n  tlsSelfSigned: true\n  acmeContacts: [ops@example.org]\n",
             "need --acme-domain",
         ),
