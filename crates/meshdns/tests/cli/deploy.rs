@@ -1342,16 +1342,30 @@ fn every_shipped_alert_is_explained_in_operating_md() {
 }
 
 /// `docs/transfers.md`'s hidden-primary steps finish: every zone the secondaries overlay
-/// asks for is a DNSZone the hidden-primary overlay ships (a secondary is ready only once each
-/// of its zones is transferred).
+/// asks for is a DNSZone or an update zone the hidden-primary overlay ships (a secondary is
+/// ready only once each of its zones is transferred).
 #[test]
 fn the_secondaries_ask_only_for_zones_the_hidden_primary_serves() {
     let primary = kustomize(&deploy().join("overlays/hidden-primary"));
-    let served: Vec<String> = primary
+    let mut served: Vec<String> = primary
         .iter()
         .filter(|o| o["kind"] == "DNSZone")
         .map(|o| format!("{}.", o["spec"]["domainName"].as_str().unwrap()))
         .collect();
+    let primary_config: Value = serde_yaml::from_str(
+        primary
+            .iter()
+            .find_map(|o| o["data"]["config.yaml"].as_str())
+            .unwrap(),
+    )
+    .unwrap();
+    served.extend(
+        primary_config["serve"]["updateZones"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|z| z.as_str().unwrap().to_string()),
+    );
     let secondaries = kustomize(&deploy().join("overlays/secondaries"));
     let config = secondaries
         .iter()
