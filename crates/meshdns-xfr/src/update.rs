@@ -38,6 +38,33 @@ pub mod rcode {
     pub const NOTAUTH: u8 = 9;
     /// A name outside the zone.
     pub const NOTZONE: u8 = 10;
+
+    /// The names of the rcodes an UPDATE is answered with (0 to 10), as metrics label them.
+    pub const NAMES: [&str; 11] = [
+        "NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED", "YXDOMAIN", "YXRRSET",
+        "NXRRSET", "NOTAUTH", "NOTZONE",
+    ];
+}
+
+/// UPDATEs answered, by rcode.
+#[derive(Debug, Default)]
+pub struct UpdateCounts([std::sync::atomic::AtomicU64; rcode::NAMES.len()]);
+
+impl UpdateCounts {
+    /// Counts one reply with `rc` (rcodes past NOTZONE are not given to an UPDATE).
+    pub fn add(&self, rc: u8) {
+        if let Some(c) = self.0.get(usize::from(rc)) {
+            c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Each rcode's name with its count.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        rcode::NAMES
+            .iter()
+            .zip(&self.0)
+            .map(|(name, c)| (*name, c.load(std::sync::atomic::Ordering::Relaxed)))
+    }
 }
 
 /// A zone's records: (owner wire, type) → (TTL, RDATAs, sorted).
@@ -339,7 +366,9 @@ pub fn respond(
 ) -> Option<(Vec<u8>, u8)> {
     use crate::respond::{error, tsig_error};
     use crate::tsig::{Check, check};
-    let msg = crate::message::parse(packet).ok()?;
+    let Ok(msg) = crate::message::parse(packet) else {
+        return header_only_formerr(packet).map(|reply| (reply, rcode::FORMERR));
+    };
     if msg.is_response() {
         return None;
     }
@@ -383,6 +412,22 @@ pub fn respond(
         Ok(()) => answer(rcode::NOERROR),
         Err(rc) => answer(rc),
     }
+}
+
+/// FORMERR for a request that cannot be read (more than one zone, RFC 2136 §3.1.1; a section
+/// cut short): its header alone, with its ID and opcode, and every count zero. `None` for what
+/// has no header or is itself a response.
+fn header_only_formerr(packet: &[u8]) -> Option<Vec<u8>> {
+    let header = packet.get(..crate::message::HEADER_LEN)?;
+    if header[2] & 0x80 != 0 {
+        return None;
+    }
+    let mut reply = vec![0; crate::message::HEADER_LEN];
+    reply[..2].copy_from_slice(&header[..2]);
+    // QR, the opcode as asked; RD echoed as RFC 1035 does; rcode FORMERR.
+    reply[2] = 0x80 | (header[2] & 0x79);
+    reply[3] = rcode::FORMERR;
+    Some(reply)
 }
 
 #[cfg(test)]
@@ -695,5 +740,57 @@ mod tests {
             )],
         );
         assert!(process(&r, &Rrsets::new()).unwrap().1);
+    }
+}
+
+#[cfg(test)]
+mod unreadable {
+    use super::*;
+
+    fn respond_to(packet: &[u8]) -> Option<(Vec<u8>, u8)> {
+        let policy = UpdatePolicy {
+            keys: Vec::new(),
+            grants: Vec::new(),
+        };
+        respond(
+            &policy,
+            packet,
+            0,
+            |_| ZoneIs::NotServed,
+            |_| true,
+            |_| Ok(()),
+        )
+    }
+
+    #[test]
+    fn two_zones_or_a_cut_section_get_formerr_with_the_header_alone() {
+        // ID 0x1234, opcode UPDATE, ZOCOUNT 2: RFC 2136 §3.1.1 wants exactly one zone.
+        let mut two = vec![0x12, 0x34, 0x28, 0x00, 0, 2, 0, 0, 0, 0, 0, 0];
+        for _ in 0..2 {
+            two.extend_from_slice(b"\x07example\x00\x00\x06\x00\x01");
+        }
+        let (reply, rc) = respond_to(&two).unwrap();
+        assert_eq!(rc, rcode::FORMERR);
+        assert_eq!(reply, [0x12, 0x34, 0xA8, 0x01, 0, 0, 0, 0, 0, 0, 0, 0]);
+        // An update section that claims a record it does not hold.
+        let mut cut = vec![0xAB, 0xCD, 0x28, 0x00, 0, 1, 0, 0, 0, 1, 0, 0];
+        cut.extend_from_slice(b"\x07example\x00\x00\x06\x00\x01");
+        assert_eq!(respond_to(&cut).unwrap().0[..4], [0xAB, 0xCD, 0xA8, 0x01]);
+        // No header, or a response: nothing.
+        assert!(respond_to(&[0x12, 0x34, 0x28]).is_none());
+        let mut response = two.clone();
+        response[2] |= 0x80;
+        assert!(respond_to(&response).is_none());
+    }
+
+    #[test]
+    fn counts_go_by_rcode() {
+        let counts = UpdateCounts::default();
+        counts.add(rcode::NOERROR);
+        counts.add(rcode::NOTZONE);
+        counts.add(rcode::NOTZONE);
+        counts.add(200);
+        let all: Vec<_> = counts.iter().filter(|(_, n)| *n > 0).collect();
+        assert_eq!(all, [("NOERROR", 1), ("NOTZONE", 2)]);
     }
 }

@@ -26,6 +26,8 @@ pub struct Sources<'a> {
     pub secondaries: &'a [std::sync::Arc<meshdns_sources::secondary::SecondaryFeed>],
     /// NOTIFY requests answered, by outcome (with secondary zones).
     pub notify: &'a meshdns_sources::secondary::NotifyCounts,
+    /// UPDATEs answered, by rcode (with update zones).
+    pub updates: Option<&'a meshdns_xfr::update::UpdateCounts>,
     /// The TLS listeners' certificates, when on.
     pub tls: Option<&'a meshdns_server::tls::Certificates>,
     /// Replication with the pkarr relay's peers, when on.
@@ -57,6 +59,20 @@ pub fn render(m: &Sources<'_>) -> String {
             let _ = writeln!(
                 out,
                 "meshdns_notify_received_total{{outcome=\"{outcome}\"}} {n}"
+            );
+        }
+    }
+    if let Some(updates) = m.updates {
+        header(
+            &mut out,
+            "meshdns_update_requests_total",
+            "Dynamic UPDATE requests answered, by rcode.",
+            "counter",
+        );
+        for (rcode, n) in updates.iter() {
+            let _ = writeln!(
+                out,
+                "meshdns_update_requests_total{{rcode=\"{rcode}\"}} {n}"
             );
         }
     }

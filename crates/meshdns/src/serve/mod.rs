@@ -26,6 +26,7 @@ use meshdns_sources::{
     spawn_watcher,
 };
 use meshdns_xfr::Primary;
+use meshdns_xfr::update::UpdateCounts;
 use meshdns_zone::{Catalog, Name};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -49,6 +50,8 @@ struct Shared {
     pkarr: Option<Arc<PkarrStore>>,
     /// The zones written by dynamic UPDATE, with the watcher's poke once it runs.
     updates: Option<(Arc<UpdateStore>, Arc<OnceLock<Poker>>)>,
+    /// UPDATEs answered, by rcode (reported with update zones).
+    update_counts: Arc<UpdateCounts>,
     /// The ACME DNS-01 challenge records (`--acme-challenge dns-01`), with the watcher's poke.
     challenges: Option<(Arc<Dns01Challenges>, Arc<OnceLock<Poker>>)>,
     metrics: Arc<DnsMetrics>,
@@ -288,14 +291,9 @@ fn open_stores(plan: &ServePlan) -> Result<Shared> {
             let dir = plan.data_dir.clone().unwrap_or_default();
             let store = UpdateStore::open(&dir, &u.zones)
                 .map_err(|e| anyhow::anyhow!("cannot open the update zones' journals: {e}"))?;
-            let poker = Arc::new(OnceLock::<Poker>::new());
-            let p = poker.clone();
             // An UPDATE comes whole, and its reply waits for the snapshot: no debounce.
-            store.on_change(move || {
-                if let Some(p) = p.get() {
-                    p.poke_now();
-                }
-            });
+            let (poker, poke) = poke_now_hook();
+            store.on_change(poke);
             info!(zones = u.zones.len(), "dynamic UPDATE on");
             Some((store, poker))
         }
@@ -303,18 +301,15 @@ fn open_stores(plan: &ServePlan) -> Result<Shared> {
     let challenges = plan.tls.as_ref().and_then(|t| match t {
         TlsPlan::Acme(config, _) if config.challenge == Challenge::Dns01 => {
             let store = meshdns_sources::challenges::shared();
-            let poker = Arc::new(OnceLock::<Poker>::new());
-            let p = poker.clone();
-            store.on_change(move || {
-                if let Some(p) = p.get() {
-                    p.poke_now();
-                }
-            });
+            // The ACME client waits for the record to be served: no debounce.
+            let (poker, poke) = poke_now_hook();
+            store.on_change(poke);
             Some((store, poker))
         }
         _ => None,
     });
     Ok(Shared {
+        update_counts: Arc::default(),
         catalog: Arc::new(ArcSwap::from_pointee(Catalog::empty())),
         status: Arc::new(SourceStatus::default()),
         primary,
@@ -322,6 +317,18 @@ fn open_stores(plan: &ServePlan) -> Result<Shared> {
         updates,
         challenges,
         metrics: Arc::new(DnsMetrics::default()),
+    })
+}
+
+/// A cell for the watcher's poker (set once it runs), and a hook that pokes it at once: for
+/// inputs that come whole and whose callers wait until they are served.
+fn poke_now_hook() -> (Arc<OnceLock<Poker>>, impl Fn() + Send + Sync + 'static) {
+    let poker = Arc::new(OnceLock::<Poker>::new());
+    let p = poker.clone();
+    (poker, move || {
+        if let Some(p) = p.get() {
+            p.poke_now();
+        }
     })
 }
 
@@ -416,10 +423,6 @@ impl Drop for Release<'_> {
     }
 }
 
-fn scopeguard(count: &std::sync::atomic::AtomicUsize) -> Release<'_> {
-    Release(count)
-}
-
 /// Answers dynamic UPDATE (RFC 2136) for the update zones: each request checked by
 /// `meshdns_xfr::update::respond` (TSIG, grant, rate, prerequisites), applied durably, and
 /// answered once a snapshot holding it is live (at most 2 s later), so a query after the reply
@@ -428,6 +431,7 @@ fn update_handler(
     plan: &crate::serve::plan::UpdatePlan,
     store: Arc<UpdateStore>,
     catalog: SharedCatalog,
+    counts: Arc<UpdateCounts>,
 ) -> NotifyHandler {
     use meshdns_xfr::update::ZoneIs;
     let policy = plan.policy.clone();
@@ -456,17 +460,23 @@ fn update_handler(
                 ZoneIs::NotServed
             }
         };
-        let taken = in_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let _release = scopeguard(&in_flight);
+        // Held from admission to the reply: only UPDATEs within their key's rate count, so a
+        // flood refused by its rate never takes the places of other keys' UPDATEs.
+        let mut place = None;
         let admit = |key: &Name| {
-            if taken >= UPDATES_IN_FLIGHT {
+            let within_rate = {
+                let mut b = budgets.lock().unwrap_or_else(|e| e.into_inner());
+                let (tokens, at) = b.entry(key.clone()).or_insert((burst, Instant::now()));
+                *tokens = (*tokens + at.elapsed().as_secs_f64() * rate).min(burst);
+                *at = Instant::now();
+                (*tokens >= 1.0).then(|| *tokens -= 1.0).is_some()
+            };
+            if !within_rate {
                 return false;
             }
-            let mut b = budgets.lock().unwrap_or_else(|e| e.into_inner());
-            let (tokens, at) = b.entry(key.clone()).or_insert((burst, Instant::now()));
-            *tokens = (*tokens + at.elapsed().as_secs_f64() * rate).min(burst);
-            *at = Instant::now();
-            (*tokens >= 1.0).then(|| *tokens -= 1.0).is_some()
+            let taken = in_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            place = Some(Release(&in_flight));
+            taken < UPDATES_IN_FLIGHT
         };
         let apply = |req: &meshdns_xfr::update::Request| match store.update(req) {
             Ok(Some(version)) => {
@@ -478,6 +488,7 @@ fn update_handler(
         };
         let (reply, rcode) =
             meshdns_xfr::update::respond(&policy, packet, now, zone_is, admit, apply)?;
+        counts.add(rcode);
         info!(%peer, rcode, "UPDATE answered");
         Some(reply)
     }))
@@ -508,9 +519,12 @@ async fn bind_dns(
         }))
     });
     let update = match (&plan.updates, &shared.updates) {
-        (Some(u), Some((store, _))) => {
-            Some(update_handler(u, store.clone(), shared.catalog.clone()))
-        }
+        (Some(u), Some((store, _))) => Some(update_handler(
+            u,
+            store.clone(),
+            shared.catalog.clone(),
+            shared.update_counts.clone(),
+        )),
         _ => None,
     };
     let rrl = p.rrl.clone().map(|config| {
@@ -667,6 +681,7 @@ fn http_state(
     plan: &ServePlan,
 ) -> HttpState {
     let metrics = {
+        let updates = plan.updates.is_some().then(|| shared.update_counts.clone());
         let (metrics, catalog, status, pkarr, certs, replication, dht) = (
             shared.metrics.clone(),
             shared.catalog.clone(),
@@ -685,6 +700,7 @@ fn http_state(
                 transfers: transfers.as_deref(),
                 secondaries: &secondaries,
                 notify: &notify,
+                updates: updates.as_deref(),
                 tls: certs.as_deref(),
                 replication: replication.as_deref(),
                 dht: dht.as_deref(),

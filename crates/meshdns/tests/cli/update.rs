@@ -78,6 +78,8 @@ fn serve(dir: &std::path::Path, data: &str) -> Meshdns {
         &keys,
         "--data-dir",
         data,
+        "--http",
+        "127.0.0.1:0",
     ])
 }
 
@@ -187,6 +189,18 @@ fn nsupdate_writes_and_every_refusal_has_its_rcode() {
     }
     assert!(dig(m.dns, &["new.dyn.example", "A"]).contains("status: NXDOMAIN"));
     assert!(dig(m.dns, &["a.example.org", "A"]).contains("status: NXDOMAIN"));
+    // Each reply counted by its rcode.
+    let (_, metrics) = m.get("/metrics");
+    for (rcode, n) in [
+        ("NOTAUTH", 2),
+        ("REFUSED", 3),
+        ("NOTZONE", 1),
+        ("YXDOMAIN", 1),
+        ("NXRRSET", 2),
+    ] {
+        let line = format!("meshdns_update_requests_total{{rcode=\"{rcode}\"}} {n}\n");
+        assert!(metrics.contains(&line), "{line}{metrics}");
+    }
     // The other key writes its own zone.
     let (ok, out) = nsupdate(
         &m,

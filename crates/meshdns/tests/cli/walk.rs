@@ -27,16 +27,61 @@ enum Listener {
     Https,
     /// Zone transfers, on the TCP listener.
     Xfr,
+    /// Dynamic UPDATE signed with a granted key, in datagrams on the UDP listener.
+    UpdateUdp,
+    /// Dynamic UPDATE signed with a granted key, on the TCP listener.
+    UpdateTcp,
 }
 
-const LISTENERS: [Listener; 6] = [
+const LISTENERS: [Listener; 8] = [
     Listener::Udp,
     Listener::Tcp,
     Listener::Dot,
     Listener::Http,
     Listener::Https,
     Listener::Xfr,
+    Listener::UpdateUdp,
+    Listener::UpdateTcp,
 ];
+
+/// The key the crowds sign their UPDATEs with, and the fresh clients' (each key has its own
+/// rate budget; the crowd's is spent).
+const CROWD_KEY: (&str, &str) = ("crowd.", "Y3Jvd2Qta2V5LWZvci10aGUtaG9zdGlsZS13YWxrISE=");
+const PROBE_KEY: (&str, &str) = ("upd.", "cHJvYmUta2V5LWZvci10aGUtaG9zdGlsZS13YWxrISE=");
+
+/// An UPDATE of dyn.example signed with the crowd's key: the same record added each time (one
+/// change, then none), so the journal does not grow with the flood.
+fn update() -> Vec<u8> {
+    use meshdns_xfr::message::{CLASS_IN, MessageWriter};
+    let mut w = MessageWriter::new(0x4747, 5 << 11, Some((b"\x03dyn\x07example\x00", 6, 1)));
+    // The update section is the authority section: one record to add.
+    let mut rdata = Vec::new();
+    meshdns_zone::RData::A([192, 0, 2, 99].into()).to_wire(&mut rdata);
+    w.put_record(
+        2,
+        b"\x05flood\x03dyn\x07example\x00",
+        meshdns_zone::RType::A,
+        CLASS_IN,
+        60,
+        &rdata,
+    );
+    let mut msg = w.finish();
+    let key = meshdns_xfr::tsig::parse_key_file("walk", &key_file(&[CROWD_KEY])).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    meshdns_xfr::tsig::Signer::request(&key[0], now).sign(&mut msg, 0, &[]);
+    msg
+}
+
+fn key_file(keys: &[(&str, &str)]) -> String {
+    keys.iter()
+        .map(|(name, secret)| {
+            format!("key \"{name}\" {{ algorithm hmac-sha256; secret \"{secret}\"; }};\n")
+        })
+        .collect()
+}
 
 #[derive(Debug, Clone, Copy)]
 enum Behaviour {
@@ -85,7 +130,19 @@ impl Server {
             "example.org.zone",
             &format!("{SMALL_ZONE}{big}"),
         );
+        let keys = write(dir.path(), "tsig.conf", &key_file(&[CROWD_KEY, PROBE_KEY]));
+        let data = dir.path().join("data");
         let m = Meshdns::serve(&[
+            "--update-zone",
+            "dyn.example",
+            "--allow-update",
+            &format!("{}=dyn.example", CROWD_KEY.0),
+            "--allow-update",
+            &format!("{}=dyn.example", PROBE_KEY.0),
+            "--tsig-keys",
+            &keys,
+            "--data-dir",
+            data.to_str().unwrap(),
             "--zone-file",
             &zone,
             "--http",
@@ -118,7 +175,11 @@ impl Server {
 
     fn addr(&self, l: Listener) -> SocketAddr {
         match l {
-            Listener::Udp | Listener::Tcp | Listener::Xfr => self.m.dns,
+            Listener::Udp
+            | Listener::Tcp
+            | Listener::Xfr
+            | Listener::UpdateUdp
+            | Listener::UpdateTcp => self.m.dns,
             Listener::Dot => self.m.dot.unwrap(),
             Listener::Http => self.m.http.unwrap(),
             Listener::Https => self.m.https.unwrap(),
@@ -154,6 +215,8 @@ fn request(l: Listener) -> Vec<u8> {
             )
             .finish(),
         ),
+        Listener::UpdateUdp => update(),
+        Listener::UpdateTcp => framed(&update()),
         Listener::Http | Listener::Https => {
             b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n".to_vec()
         }
@@ -163,7 +226,7 @@ fn request(l: Listener) -> Vec<u8> {
 /// A request with a large reply (about 1 KB or more), for clients that do not read.
 fn request_large_reply(l: Listener) -> Vec<u8> {
     match l {
-        Listener::Udp | Listener::Xfr => request(l),
+        Listener::Udp | Listener::Xfr | Listener::UpdateUdp | Listener::UpdateTcp => request(l),
         Listener::Tcp | Listener::Dot => framed(
             &meshdns_xfr::message::MessageWriter::new(
                 0x4646,
@@ -183,6 +246,17 @@ fn request_large_reply(l: Listener) -> Vec<u8> {
 fn oversized(l: Listener) -> Vec<u8> {
     match l {
         Listener::Udp => vec![0xAB; 60_000],
+        // A signed UPDATE padded to the most a datagram carries or a TCP message holds.
+        Listener::UpdateUdp => {
+            let mut u = update();
+            u.resize(60_000, 0);
+            u
+        }
+        Listener::UpdateTcp => {
+            let mut u = update();
+            u.resize(65_535, 0);
+            framed(&u)
+        }
         Listener::Tcp | Listener::Dot | Listener::Xfr => framed(&[0xAB; 65_535]),
         Listener::Http | Listener::Https => {
             let mut r = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: ".to_vec();
@@ -301,7 +375,7 @@ impl Crowd {
 fn crowd(s: &Server, l: Listener, b: Behaviour) -> Crowd {
     let mut c = Crowd::new();
     let addr = s.addr(l);
-    if l == Listener::Udp {
+    if matches!(l, Listener::Udp | Listener::UpdateUdp) {
         // No connections: silent and trickling clients do not exist; the others send datagrams.
         let payload = match b {
             Behaviour::Silent | Behaviour::Trickling => return c,
@@ -491,6 +565,38 @@ fn probe(s: &Server, l: Listener) -> Result<(), String> {
                 Ok(())
             } else {
                 Err(format!("GET /healthz: {out:?}"))
+            }
+        }
+        Listener::UpdateUdp | Listener::UpdateTcp => {
+            let mut args = vec![
+                "-y".to_string(),
+                format!("hmac-sha256:{}:{}", PROBE_KEY.0, PROBE_KEY.1),
+            ];
+            if l == Listener::UpdateTcp {
+                args.push("-v".into());
+            }
+            let mut child = std::process::Command::new("nsupdate")
+                .args(&args)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("nsupdate (apt-get install dnsutils)");
+            let script = format!(
+                "server {} {}\nzone dyn.example\nupdate add probe.dyn.example 60 A 192.0.2.1\nsend\n",
+                addr.ip(),
+                addr.port()
+            );
+            let _ = child.stdin.take().unwrap().write_all(script.as_bytes());
+            let out = child.wait_with_output().unwrap();
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "nsupdate {args:?}: {}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                ))
             }
         }
         Listener::Xfr => {
