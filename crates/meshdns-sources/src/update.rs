@@ -5,8 +5,10 @@
 //! The journal of zone `example.org.` is `<data-dir>/updates/example.org.journal`: a sequence
 //! of entries, each `u32` length (big-endian) then the records of one accepted UPDATE's update
 //! section as [`meshdns_xfr::update::Item`]s, replayed in order with the same rules at start. A
-//! torn last entry (a crash in mid-write) is dropped. At start the journal is rewritten as one
-//! entry holding the zone as it is (written beside it, synced, renamed over it).
+//! torn last entry (a crash in mid-write) is dropped; an entry that is whole but unreadable ends
+//! the replay, and the journal is first kept as it was beside it (`….journal.unreadable-<unix
+//! time>`). At start the journal is rewritten as one entry holding the zone as it is (written
+//! beside it, synced, renamed over it).
 //!
 //! The watcher serves the zones like any source ([`crate::watch`]); [`UpdateStore::wait_served`]
 //! lets the UPDATE's reply wait until a snapshot holding it is live, so a query right after
@@ -21,6 +23,13 @@ use std::time::Duration;
 use meshdns_xfr::message::CLASS_IN;
 use meshdns_xfr::update::{Item, Request, Rrsets, apply, process, rcode};
 use meshdns_zone::Name;
+use tracing::{error, warn};
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
 
 /// The most records one update zone holds; an UPDATE that would go beyond is REFUSED.
 pub const MAX_RECORDS: usize = 100_000;
@@ -107,14 +116,29 @@ fn entry(items: &[Item]) -> Vec<u8> {
     out
 }
 
-/// Replays a journal's entries into records (a torn or unreadable tail ends it).
-fn replay(origin: &Name, bytes: &[u8]) -> Rrsets {
+/// Where replaying a journal stopped before its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stopped {
+    /// At a last entry cut short: a crash in mid-write, whose UPDATE was never answered.
+    Torn { at: usize },
+    /// At an entry that is whole but cannot be read (the file was damaged).
+    Unreadable { at: usize },
+}
+
+/// Replays a journal's entries into records, up to the first entry it cannot use.
+fn replay(origin: &Name, bytes: &[u8]) -> (Rrsets, Option<Stopped>) {
     let mut rrsets = Rrsets::new();
     let mut at = 0;
-    while let Some(len) = bytes.get(at..at + 4) {
+    while at < bytes.len() {
+        let Some(len) = bytes.get(at..at + 4) else {
+            return (rrsets, Some(Stopped::Torn { at }));
+        };
         let len = u32::from_be_bytes(len.try_into().expect("4 bytes")) as usize;
-        let Some(items) = bytes.get(at + 4..at + 4 + len).and_then(decode) else {
-            break;
+        let Some(entry) = bytes.get(at + 4..at + 4 + len) else {
+            return (rrsets, Some(Stopped::Torn { at }));
+        };
+        let Some(items) = decode(entry) else {
+            return (rrsets, Some(Stopped::Unreadable { at }));
         };
         let req = Request {
             zone: origin.wire().to_vec(),
@@ -125,7 +149,7 @@ fn replay(origin: &Name, bytes: &[u8]) -> Rrsets {
         apply(&req, &mut rrsets);
         at += 4 + len;
     }
-    rrsets
+    (rrsets, None)
 }
 
 fn journal_path(dir: &Path, origin: &Name) -> PathBuf {
@@ -159,7 +183,29 @@ impl UpdateStore {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
                 Err(e) => return Err(format!("{}: {e}", path.display())),
             };
-            let rrsets = replay(origin, &bytes);
+            let (rrsets, stopped) = replay(origin, &bytes);
+            match stopped {
+                None => {}
+                Some(Stopped::Torn { at }) => warn!(
+                    journal = %path.display(),
+                    dropped_bytes = bytes.len() - at,
+                    "a last entry cut short (a crash in mid-write, never answered) is dropped"
+                ),
+                Some(Stopped::Unreadable { at }) => {
+                    // Compaction would lose what follows for good: the file is kept as it was.
+                    let kept = path.with_extension(format!("journal.unreadable-{}", unix_now()));
+                    std::fs::write(&kept, &bytes)
+                        .map_err(|e| format!("{}: {e}", kept.display()))?;
+                    error!(
+                        journal = %path.display(),
+                        at_byte = at,
+                        not_replayed_bytes = bytes.len() - at,
+                        kept = %kept.display(),
+                        "an entry of the journal cannot be read: the updates before it are served, \
+                         the rest is not; the journal as it was is kept"
+                    );
+                }
+            }
             let journal =
                 compact(&dir, origin, &rrsets).map_err(|e| format!("{}: {e}", path.display()))?;
             zones.insert(origin.clone(), ZoneState { rrsets, journal });
@@ -323,5 +369,42 @@ mod tests {
         let bytes = std::fs::read(&path).unwrap();
         let len = u32::from_be_bytes(bytes[..4].try_into().unwrap()) as usize;
         assert_eq!(bytes.len(), 4 + len);
+    }
+
+    #[test]
+    fn a_damaged_entry_stops_the_replay_and_the_journal_is_kept_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let origin: Name = "example.org.".parse().unwrap();
+        let store = UpdateStore::open(dir.path(), std::slice::from_ref(&origin)).unwrap();
+        store.update(&add("a.example.org.", "192.0.2.1")).unwrap();
+        store.update(&add("b.example.org.", "192.0.2.2")).unwrap();
+        drop(store);
+        let path = dir.path().join("updates/example.org.journal");
+        let mut bytes = std::fs::read(&path).unwrap();
+        // The second entry (the first is the compacted, empty zone), which adds a: its item
+        // count says two items, where one follows.
+        let first = 4 + u32::from_be_bytes(bytes[..4].try_into().unwrap()) as usize;
+        bytes[first + 4 + 3] = 2;
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(
+            replay(&origin, &bytes).1,
+            Some(Stopped::Unreadable { at: first })
+        );
+        let store = UpdateStore::open(dir.path(), std::slice::from_ref(&origin)).unwrap();
+        let (_, zones) = store.take_if_newer(0).unwrap();
+        assert!(zones[0].1.is_empty(), "{zones:?}");
+        let kept: Vec<_> = std::fs::read_dir(dir.path().join("updates"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.starts_with("example.org.journal.unreadable-"))
+            .collect();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        let original = std::fs::read(dir.path().join("updates").join(&kept[0])).unwrap();
+        assert_eq!(original, bytes);
+        // A torn tail is told apart.
+        assert_eq!(
+            replay(&origin, &bytes[..first + 6]).1,
+            Some(Stopped::Torn { at: first })
+        );
     }
 }
