@@ -21,8 +21,10 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use meshdns_xfr::message::CLASS_IN;
-use meshdns_xfr::update::{Item, Request, Rrsets, apply, process, rcode};
-use meshdns_zone::Name;
+use meshdns_xfr::update::{Item, Request, Rrsets, apply, process_in_place, rcode};
+use meshdns_zone::{Name, RType, Records};
+
+use crate::content::ZoneContent;
 use tracing::{error, warn};
 
 fn unix_now() -> u64 {
@@ -37,6 +39,8 @@ pub const MAX_RECORDS: usize = 100_000;
 /// One update zone.
 struct ZoneState {
     rrsets: Rrsets,
+    /// Records in `rrsets`, kept as updates apply.
+    records: usize,
     journal: std::fs::File,
 }
 
@@ -152,6 +156,25 @@ fn replay(origin: &Name, bytes: &[u8]) -> (Rrsets, Option<Stopped>) {
     (rrsets, None)
 }
 
+/// A zone's records as a source hands them over.
+fn content(origin: &Name, rrsets: &Rrsets) -> ZoneContent {
+    let mut records = Records::new();
+    for ((owner, rtype), (ttl, set)) in rrsets {
+        for rdata in set {
+            // Checked when the UPDATE was read: names and data within their bounds.
+            let _ = records.push_with(owner, RType(*rtype), *ttl, |buf| {
+                buf.extend_from_slice(rdata);
+                Ok::<(), ()>(())
+            });
+        }
+    }
+    ZoneContent {
+        origin: origin.clone(),
+        soa: None,
+        records,
+    }
+}
+
 fn journal_path(dir: &Path, origin: &Name) -> PathBuf {
     dir.join(format!("{origin}journal"))
 }
@@ -208,7 +231,15 @@ impl UpdateStore {
             }
             let journal =
                 compact(&dir, origin, &rrsets).map_err(|e| format!("{}: {e}", path.display()))?;
-            zones.insert(origin.clone(), ZoneState { rrsets, journal });
+            let records = rrsets.values().map(|(_, set)| set.len()).sum();
+            zones.insert(
+                origin.clone(),
+                ZoneState {
+                    rrsets,
+                    records,
+                    journal,
+                },
+            );
         }
         Ok(Arc::new(UpdateStore {
             zones: Mutex::new(zones),
@@ -244,11 +275,14 @@ impl UpdateStore {
         let Some((_, zone)) = zones.iter_mut().find(|(o, _)| o.wire() == req.zone) else {
             return Err(rcode::NOTAUTH);
         };
-        let (next, changed) = process(req, &zone.rrsets)?;
-        if !changed {
+        let Some(undo) = process_in_place(req, &mut zone.rrsets)? else {
             return Ok(None);
-        }
-        if next.values().map(|(_, set)| set.len()).sum::<usize>() > MAX_RECORDS {
+        };
+        let records = zone
+            .records
+            .saturating_add_signed(undo.records_added(&zone.rrsets));
+        if records > MAX_RECORDS {
+            undo.restore(&mut zone.rrsets);
             return Err(rcode::REFUSED);
         }
         let e = entry(&req.updates);
@@ -267,9 +301,10 @@ impl UpdateStore {
                     .set_len(len)
                     .and_then(|()| zone.journal.sync_data());
             }
+            undo.restore(&mut zone.rrsets);
             return Err(2); // SERVFAIL
         }
-        zone.rrsets = next;
+        zone.records = records;
         drop(zones);
         let version = {
             let mut v = self.versions.lock().unwrap_or_else(|e| e.into_inner());
@@ -282,15 +317,13 @@ impl UpdateStore {
         Ok(Some(version))
     }
 
-    /// The current version and every zone's records, when the version differs from `seen`.
-    pub fn take_if_newer(&self, seen: u64) -> Option<(u64, Vec<(Name, Rrsets)>)> {
+    /// The current version and every zone's records (written straight into the flat buffers a
+    /// source hands over, with no copy of the RRsets), when the version differs from `seen`.
+    pub fn take_if_newer(&self, seen: u64) -> Option<(u64, Vec<ZoneContent>)> {
         let zones = self.lock();
         let version = self.versions.lock().unwrap_or_else(|e| e.into_inner()).0;
         (version != seen).then(|| {
-            let all = zones
-                .iter()
-                .map(|(o, z)| (o.clone(), z.rrsets.clone()))
-                .collect();
+            let all = zones.iter().map(|(o, z)| content(o, &z.rrsets)).collect();
             (version, all)
         })
     }
@@ -364,7 +397,7 @@ mod tests {
         drop(f);
         let store = UpdateStore::open(dir.path(), std::slice::from_ref(&origin)).unwrap();
         let (_, zones) = store.take_if_newer(0).unwrap();
-        assert_eq!(zones[0].1.len(), 2, "{zones:?}");
+        assert_eq!(zones[0].records.len(), 2, "{zones:?}");
         // Compacted: one entry.
         let bytes = std::fs::read(&path).unwrap();
         let len = u32::from_be_bytes(bytes[..4].try_into().unwrap()) as usize;
@@ -392,7 +425,7 @@ mod tests {
         );
         let store = UpdateStore::open(dir.path(), std::slice::from_ref(&origin)).unwrap();
         let (_, zones) = store.take_if_newer(0).unwrap();
-        assert!(zones[0].1.is_empty(), "{zones:?}");
+        assert!(zones[0].records.is_empty(), "{zones:?}");
         let kept: Vec<_> = std::fs::read_dir(dir.path().join("updates"))
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())

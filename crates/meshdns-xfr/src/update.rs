@@ -253,7 +253,71 @@ pub fn prescan(req: &Request) -> Result<(), u8> {
 /// and CNAMEs do not share a name with other data (an update that would break that is
 /// ignored, as the RFC says).
 pub fn apply(req: &Request, rrsets: &mut Rrsets) -> bool {
-    let before = rrsets.clone();
+    let undo = Undo::save(req, rrsets);
+    apply_updates(req, rrsets);
+    undo.changed(rrsets)
+}
+
+/// The RRsets at every owner an UPDATE names, as they were before it: what it can change
+/// (each rule of [`apply`] acts at the owner of its record), to tell whether it did and to
+/// put them back. Saving them costs what the update touches, not the zone.
+#[derive(Debug)]
+pub struct Undo {
+    owners: Vec<Vec<u8>>,
+    saved: Vec<((Vec<u8>, u16), (u32, Vec<Vec<u8>>))>,
+}
+
+fn at_owner<'a>(
+    rrsets: &'a Rrsets,
+    owner: &[u8],
+) -> impl Iterator<Item = (&'a (Vec<u8>, u16), &'a (u32, Vec<Vec<u8>>))> + 'a {
+    rrsets.range((owner.to_vec(), 0)..=(owner.to_vec(), u16::MAX))
+}
+
+impl Undo {
+    /// Saves the RRsets at the owners `req` names.
+    pub fn save(req: &Request, rrsets: &Rrsets) -> Undo {
+        let mut owners: Vec<Vec<u8>> = req.updates.iter().map(|u| u.owner.clone()).collect();
+        owners.sort();
+        owners.dedup();
+        let saved = owners
+            .iter()
+            .flat_map(|o| at_owner(rrsets, o).map(|(k, v)| (k.clone(), v.clone())))
+            .collect();
+        Undo { owners, saved }
+    }
+
+    /// Whether the RRsets at those owners differ from the saved ones.
+    pub fn changed(&self, rrsets: &Rrsets) -> bool {
+        let now = self.owners.iter().flat_map(|o| at_owner(rrsets, o));
+        !now.eq(self.saved.iter().map(|(k, v)| (k, v)))
+    }
+
+    /// Records at those owners now, less those saved.
+    pub fn records_added(&self, rrsets: &Rrsets) -> isize {
+        let now: usize = self
+            .owners
+            .iter()
+            .flat_map(|o| at_owner(rrsets, o))
+            .map(|(_, (_, set))| set.len())
+            .sum();
+        let before: usize = self.saved.iter().map(|(_, (_, set))| set.len()).sum();
+        now as isize - before as isize
+    }
+
+    /// Puts the saved RRsets back.
+    pub fn restore(self, rrsets: &mut Rrsets) {
+        for owner in &self.owners {
+            let now: Vec<_> = at_owner(rrsets, owner).map(|(k, _)| k.clone()).collect();
+            for k in now {
+                rrsets.remove(&k);
+            }
+        }
+        rrsets.extend(self.saved);
+    }
+}
+
+fn apply_updates(req: &Request, rrsets: &mut Rrsets) {
     for u in &req.updates {
         let key = (u.owner.clone(), u.rtype);
         let at_apex = u.owner == req.zone;
@@ -316,18 +380,26 @@ pub fn apply(req: &Request, rrsets: &mut Rrsets) -> bool {
             }
         }
     }
-    *rrsets != before
 }
 
 /// Checks and applies `req` to a copy of `rrsets`: the new records when everything is
 /// accepted (and whether they differ), else the rcode to answer; nothing is applied unless
 /// all is.
 pub fn process(req: &Request, rrsets: &Rrsets) -> Result<(Rrsets, bool), u8> {
+    let mut next = rrsets.clone();
+    let changed = process_in_place(req, &mut next)?.is_some();
+    Ok((next, changed))
+}
+
+/// Checks `req` and applies it to `rrsets` in place when everything is accepted: what undoes
+/// it when it changed anything (`None`: no change), else the rcode to answer, with nothing
+/// applied. Costs what the update touches, whatever the zone's size.
+pub fn process_in_place(req: &Request, rrsets: &mut Rrsets) -> Result<Option<Undo>, u8> {
     check_prerequisites(req, rrsets)?;
     prescan(req)?;
-    let mut next = rrsets.clone();
-    let changed = apply(req, &mut next);
-    Ok((next, changed))
+    let undo = Undo::save(req, rrsets);
+    apply_updates(req, rrsets);
+    Ok(undo.changed(rrsets).then_some(undo))
 }
 
 /// What the server holds of the zone an UPDATE names.
@@ -574,6 +646,30 @@ mod tests {
         ];
         let r = req(ok.to_vec(), vec![add]);
         assert!(process(&r, &z).unwrap().1);
+    }
+
+    #[test]
+    fn in_place_updates_count_their_records_and_undo_exactly() {
+        let z = zone();
+        let mut live = z.clone();
+        let r = req(
+            vec![],
+            vec![
+                it("www.example.org.", RType(255), CLASS_ANY, 0, vec![]),
+                it("new.example.org.", RType::A, CLASS_IN, 60, a("192.0.2.7")),
+                it("new.example.org.", RType::A, CLASS_IN, 60, a("192.0.2.8")),
+            ],
+        );
+        let undo = process_in_place(&r, &mut live).unwrap().expect("a change");
+        let before: usize = z.values().map(|(_, s)| s.len()).sum();
+        let after: usize = live.values().map(|(_, s)| s.len()).sum();
+        assert_eq!(undo.records_added(&live), after as isize - before as isize);
+        assert_eq!((live.clone(), true), process(&r, &z).unwrap());
+        undo.restore(&mut live);
+        assert_eq!(live, z);
+        // The same again on the result: no change, nothing to undo.
+        let mut twice = process(&r, &z).unwrap().0;
+        assert!(process_in_place(&r, &mut twice).unwrap().is_none());
     }
 
     #[test]

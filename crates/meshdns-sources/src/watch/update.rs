@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use meshdns_zone::{Catalog, RType};
+use meshdns_zone::Catalog;
 
-use super::secondary::{load_zones, zone_of};
+use super::secondary::load_zones;
 use super::source::{Input, Kept, Loader, Rank};
 use crate::content::Problem;
 use crate::update::UpdateStore;
@@ -32,16 +32,6 @@ impl Input for UpdateZones {
             return false;
         };
         self.version = now;
-        let zones = zones
-            .iter()
-            .map(|(origin, rrsets)| {
-                let rrs = rrsets.iter().flat_map(|((owner, rtype), (ttl, set))| {
-                    set.iter()
-                        .map(move |rdata| (&owner[..], RType(*rtype), *ttl, &rdata[..]))
-                });
-                zone_of(origin, rrs)
-            })
-            .collect();
         load_zones(kept, loader, zones);
         true
     }
