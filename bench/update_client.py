@@ -9,6 +9,10 @@ With FOLLOW (a secondary of ZONE), one UPDATE at a time, each followed by querie
 secondary every millisecond until it answers the new record: update -> secondary answering.
 """
 import base64, hmac, hashlib, random, socket, struct, sys, threading, time
+import os
+
+# The first record's number: runs against the same zone add new names, not the same again.
+START = int(os.environ.get("START", "0"))
 
 
 def wire(name):
@@ -90,7 +94,7 @@ def main():
         s.settimeout(5)
         mine, codes = [], {}
         for i in range(count // threads):
-            n = t * (count // threads) + i
+            n = START + t * (count // threads) + i
             mid, msg = update(zone, f"u{n}.{zone}", f"10.{n >> 16 & 255}.{n >> 8 & 255}.{n & 255}", key, secret)
             start = time.perf_counter()
             s.sendto(msg, (host, port))

@@ -67,8 +67,14 @@ impl UpdateCounts {
     }
 }
 
+/// An RRset's key: owner (lower-cased wire) and type.
+pub type RrsetKey = (Vec<u8>, u16);
+
+/// An RRset's TTL and its RDATAs, sorted.
+pub type RrsetData = (u32, Vec<Vec<u8>>);
+
 /// A zone's records: (owner wire, type) → (TTL, RDATAs, sorted).
-pub type Rrsets = BTreeMap<(Vec<u8>, u16), (u32, Vec<Vec<u8>>)>;
+pub type Rrsets = BTreeMap<RrsetKey, RrsetData>;
 
 /// One record of the prerequisite or update section, its RDATA decompressed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -264,13 +270,13 @@ pub fn apply(req: &Request, rrsets: &mut Rrsets) -> bool {
 #[derive(Debug)]
 pub struct Undo {
     owners: Vec<Vec<u8>>,
-    saved: Vec<((Vec<u8>, u16), (u32, Vec<Vec<u8>>))>,
+    saved: Vec<(RrsetKey, RrsetData)>,
 }
 
 fn at_owner<'a>(
     rrsets: &'a Rrsets,
     owner: &[u8],
-) -> impl Iterator<Item = (&'a (Vec<u8>, u16), &'a (u32, Vec<Vec<u8>>))> + 'a {
+) -> impl Iterator<Item = (&'a RrsetKey, &'a RrsetData)> + 'a {
     rrsets.range((owner.to_vec(), 0)..=(owner.to_vec(), u16::MAX))
 }
 
