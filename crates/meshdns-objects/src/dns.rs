@@ -125,7 +125,7 @@ pub struct RecordEntry {
     /// `CAA`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caa: Option<CaaData>,
-    /// `TLSA` (not served by meshdns).
+    /// `TLSA`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tlsa: Option<TlsaData>,
     /// `HTTPS` (not served by meshdns).

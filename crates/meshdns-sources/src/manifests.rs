@@ -20,7 +20,9 @@
 //!   presentation text; anything else becomes one record, split into 255-byte strings.
 //! - CNAME keeps the first entry per owner.
 //! - Host names in content are absolute with or without the trailing dot.
-//! - `ALIAS`, `TLSA`, `HTTPS` and `SVCB` are not served; they are reported.
+//! - TLSA is served from its `tlsa{usage, selector, matchingType, certData}` object (the data in
+//!   hexadecimal, checked as a zone file's). `ALIAS`, `HTTPS` and `SVCB` are not served; they
+//!   are reported.
 //!
 //! The objects come from YAML or JSON documents (several per file, `List` kinds expanded);
 //! other kinds are ignored. Each DNSZone and DNSRecordSet is read through its typed shape in
@@ -432,10 +434,10 @@ fn read_dns(file: &str, objects: &[Manifest]) -> (Parsed, Verdicts) {
         verdict.origin = Some(origin.clone());
         let type_text = set.spec.record_type.as_str();
         let rtype = match RType::from_mnemonic(type_text) {
-            Some(t) if RType::SERVED.contains(&t) && type_text != "ALIAS" => t,
+            Some(t) if (RType::SERVED.contains(&t) || t == TLSA) && type_text != "ALIAS" => t,
             _ => {
                 let why = format!(
-                    "{type_text:?} is not served (A, AAAA, CNAME, TXT, MX, SRV, CAA, NS, PTR, SOA are)"
+                    "{type_text:?} is not served (A, AAAA, CNAME, TXT, MX, SRV, CAA, NS, PTR, SOA, TLSA are)"
                 );
                 problems.push(Problem::new(
                     file,
@@ -680,9 +682,22 @@ fn record_data(rtype: RType, e: &RecordEntry, origin: &Name) -> Result<Option<RD
                 soa.ttl.unwrap_or(3600)
             ))
         }
+        TLSA => {
+            let tlsa = e.tlsa.as_ref().ok_or_else(missing)?;
+            parse(&format!(
+                "{} {} {} {}",
+                tlsa.usage,
+                tlsa.selector,
+                tlsa.matching_type,
+                tlsa.cert_data.trim()
+            ))
+        }
         _ => Err(format!("{rtype} is not served")),
     }
 }
+
+/// TLSA (RFC 6698), the one type past the RFC 1035 ones a DNSRecordSet gives meshdns serves.
+const TLSA: RType = meshdns_zone::rdata_other::TLSA;
 
 #[cfg(test)]
 mod tests {

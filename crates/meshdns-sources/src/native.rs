@@ -261,15 +261,14 @@ fn meshdns_record(
     if !name.is_subdomain_of(origin) {
         return Err(fail(format!("{name} is outside zone {origin}")));
     }
-    let served: Vec<String> = RType::SERVED.iter().map(ToString::to_string).collect();
-    let rtype = RType::from_mnemonic(type_text)
-        .filter(|t| RType::SERVED.contains(t))
-        .ok_or_else(|| {
-            fail(format!(
-                "unknown or unsupported type {type_text:?}; accepted: {}",
-                served.join(", ")
-            ))
-        })?;
+    let read: Vec<String> = RType::READ.iter().map(ToString::to_string).collect();
+    let rtype = RType::from_mnemonic(type_text).ok_or_else(|| {
+        fail(format!(
+            "unknown or unsupported type {type_text:?}; accepted: {}, or any type as TYPEnnn \
+             with its data in the RFC 3597 form (\\# LENGTH HEX)",
+            read.join(", ")
+        ))
+    })?;
     let ttl = match rec.get("ttl") {
         Some(v) => ttl_value(v).map_err(&fail)?,
         None => zone_ttl,

@@ -223,8 +223,7 @@ pub fn parse(
             );
             continue;
         }
-        let Some(rtype) = RType::from_mnemonic(type_tok.text).filter(|t| RType::SERVED.contains(t))
-        else {
+        let Some(rtype) = RType::from_mnemonic(type_tok.text) else {
             skip(
                 &mut problems,
                 format!(

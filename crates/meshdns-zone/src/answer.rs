@@ -341,9 +341,16 @@ fn resolve<'n>(
                 put_soa(w, zone);
                 return Resolved::done(rcode::NXDOMAIN, true);
             }
-            // DS belongs to the parent side of a cut (RFC 4035 §3.1.4.1); we hold none.
+            // DS belongs to the parent side of a cut (RFC 4035 §3.1.4.1): answered from the
+            // cut's node when the zone holds one, else no data.
             Lookup::Delegation { cut, .. } if qtype == RType::DS && cut == name => {
-                return nodata(w, zone);
+                return match zone.node(cut).and_then(|n| n.get(RType::DS)) {
+                    Some(ds) => {
+                        put_set(w, Section::Answer, owner, ds);
+                        Resolved::done(rcode::NOERROR, true)
+                    }
+                    None => nodata(w, zone),
+                };
             }
             Lookup::Delegation { cut, ns } => {
                 put_set(w, Section::Authority, Owner::Name(cut), ns);

@@ -10,6 +10,7 @@ pub mod answer;
 pub mod cidr;
 pub mod name;
 pub mod rdata;
+pub mod rdata_other;
 pub mod records;
 pub mod text;
 pub mod wire;

@@ -51,7 +51,7 @@ impl RType {
     /// Any type (QTYPE only).
     pub const ANY: RType = RType(255);
 
-    const NAMES: [(RType, &'static str); 16] = [
+    const NAMES: [(RType, &'static str); 28] = [
         (RType::A, "A"),
         (RType::NS, "NS"),
         (RType::CNAME, "CNAME"),
@@ -68,6 +68,18 @@ impl RType {
         (RType::AXFR, "AXFR"),
         (RType::ANY, "ANY"),
         (RType(65), "HTTPS"),
+        (RType(64), "SVCB"),
+        (RType(52), "TLSA"),
+        (RType(44), "SSHFP"),
+        (RType(35), "NAPTR"),
+        (RType(256), "URI"),
+        (RType::DS, "DS"),
+        (RType(39), "DNAME"),
+        (RType(46), "RRSIG"),
+        (RType(47), "NSEC"),
+        (RType(48), "DNSKEY"),
+        (RType(50), "NSEC3"),
+        (RType(51), "NSEC3PARAM"),
     ];
 
     /// Parses a mnemonic (`AAAA`, any case) or the RFC 3597 form `TYPE28`.
@@ -92,7 +104,7 @@ impl RType {
             .map(|(_, n)| *n)
     }
 
-    /// The record types meshdns serves from configuration.
+    /// The record types every source of meshdns serves, the cluster's objects included.
     pub const SERVED: [RType; 10] = [
         RType::A,
         RType::AAAA,
@@ -104,6 +116,28 @@ impl RType {
         RType::PTR,
         RType::CAA,
         RType::SOA,
+    ];
+
+    /// The record types zone files and records files read in their own presentation form;
+    /// any other type but those refused ([`crate::rdata_other::refused`]) is read in the RFC
+    /// 3597 form, `\# LENGTH HEX`.
+    pub const READ: [RType; 16] = [
+        RType::A,
+        RType::AAAA,
+        RType::CNAME,
+        RType::TXT,
+        RType::SRV,
+        RType::MX,
+        RType::NS,
+        RType::PTR,
+        RType::CAA,
+        RType::SOA,
+        RType(52),
+        RType(44),
+        RType::DS,
+        RType(256),
+        RType(35),
+        RType::HINFO,
     ];
 }
 
@@ -185,6 +219,15 @@ pub enum RData {
     },
     /// Start of authority.
     Soa(Box<Soa>),
+    /// Any other type, as its wire bytes (no name in them is compressed, RFC 3597 §4): TLSA,
+    /// SSHFP, DS, URI, NAPTR, HINFO, and any type given in RFC 3597 form
+    /// ([`crate::rdata_other`]).
+    Other {
+        /// The type.
+        rtype: RType,
+        /// The data as on the wire.
+        data: Box<[u8]>,
+    },
 }
 
 /// The most data one TXT record may carry: RDLENGTH is 16 bits, and the whole message must
@@ -214,6 +257,7 @@ impl RData {
             RData::Srv { .. } => RType::SRV,
             RData::Caa { .. } => RType::CAA,
             RData::Soa(_) => RType::SOA,
+            RData::Other { rtype, .. } => *rtype,
         }
     }
 
@@ -279,6 +323,13 @@ impl RData {
 
     /// Parses `rtype`'s data from presentation-format fields.
     pub fn from_tokens(rtype: RType, t: &[Token<'_>], origin: &Name) -> Result<RData, RDataError> {
+        if let Some(data) = crate::rdata_other::parse(rtype, t, origin) {
+            let data = data?;
+            // The RFC 3597 form of a type meshdns parses itself: read back as that type.
+            return Self::from_wire(rtype, &data).ok_or_else(|| {
+                RDataError(format!("{} bytes are not what {rtype} holds", data.len()))
+            });
+        }
         let want = |n: usize, fields: &str| -> Result<(), RDataError> {
             if t.len() == n {
                 Ok(())
@@ -401,13 +452,7 @@ impl RData {
                     minimum: num32(6, "minimum")?,
                 }))
             }
-            other => {
-                let served: Vec<String> = RType::SERVED.iter().map(|t| t.to_string()).collect();
-                return err(format!(
-                    "type {other} is not supported (supported: {})",
-                    served.join(", ")
-                ));
-            }
+            other => unreachable!("{other} is parsed by rdata_other"),
         })
     }
 }
@@ -456,6 +501,7 @@ impl RData {
                     out.extend_from_slice(&v.to_be_bytes());
                 }
             }
+            RData::Other { data, .. } => out.extend_from_slice(data),
         }
     }
 
@@ -515,7 +561,15 @@ impl RData {
                     minimum: u32_at(at + 16)?,
                 }))
             }
-            _ => return None,
+            other => {
+                if !crate::rdata_other::valid_wire(other, w) {
+                    return None;
+                }
+                RData::Other {
+                    rtype: other,
+                    data: w.into(),
+                }
+            }
         })
     }
 }
@@ -553,7 +607,7 @@ pub fn parse_ipv6(text: &str) -> Result<Ipv6Addr, RDataError> {
     Ok(addr)
 }
 
-fn write_char_string(out: &mut String, bytes: &[u8]) {
+pub(crate) fn write_char_string(out: &mut String, bytes: &[u8]) {
     out.push('"');
     for &b in bytes {
         match b {
@@ -605,6 +659,7 @@ impl fmt::Display for RData {
                 "{} {} {} {} {} {} {}",
                 s.mname, s.rname, s.serial, s.refresh, s.retry, s.expire, s.minimum
             ),
+            RData::Other { rtype, data } => crate::rdata_other::display(*rtype, data, f),
         }
     }
 }
@@ -736,7 +791,7 @@ mod tests {
             RData::parse(RType(99), "x", &o)
                 .unwrap_err()
                 .0
-                .contains("not supported")
+                .contains("give it in the RFC 3597 form")
         );
     }
 

@@ -37,6 +37,7 @@ mod reverse;
 mod rrl;
 mod secondaries;
 mod tls;
+mod types;
 mod update;
 mod walk;
 mod xfr;

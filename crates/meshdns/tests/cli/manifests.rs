@@ -147,6 +147,16 @@ spec:
   recordType: TLSA
   records:
   - {{name: _443._tcp, tlsa: {{usage: 3, selector: 1, matchingType: 1, certData: abcd}}}}
+  - {{name: _853._tcp, tlsa: {{usage: 3, selector: 1, matchingType: 1, certData: nothex}}}}
+---
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {{name: https, namespace: dns}}
+spec:
+  dnsZoneRef: {{name: connectors-zone}}
+  recordType: HTTPS
+  records:
+  - {{name: '@', https: {{priority: 1, target: ., params: {{alpn: h2}}}}}}
 ---
 apiVersion: dns.networking.miloapis.com/v1alpha1
 kind: DNSRecordSet
@@ -169,13 +179,15 @@ spec:
 @\t5\tIN\tSOA\tns.connectors.example.org. hostmaster.connectors.example.org. 1 3600 600 604800 5
 @\t5\tIN\tNS\tns.connectors.example.org.
 @\t300\tIN\tTXT\t\"v=spf1 -all\"
+_443._tcp\t300\tIN\tTLSA\t3 1 1 ABCD
 api\t300\tIN\tA\t192.0.2.2
 www\t60\tIN\tA\t192.0.2.1
 "
     );
     for want in [
         "manifests: DNSRecordSet dns/young records[0]: NotOwner: DNSRecordSet old owns A at www.connectors.example.org.",
-        "manifests: DNSRecordSet dns/tlsa spec.recordType: \"TLSA\" is not served",
+        "manifests: DNSRecordSet dns/https spec.recordType: \"HTTPS\" is not served",
+        "manifests: DNSRecordSet dns/tlsa records[1].tlsa: \"3 1 1 nothex\": TLSA certificate data \"nothex\" is not hexadecimal",
         "manifests: DNSRecordSet other/lost spec.dnsZoneRef.name: no DNSZone \"connectors-zone\" in namespace \"other\"",
     ] {
         assert!(err.contains(want), "{want} missing from:\n{err}");
