@@ -128,10 +128,10 @@ pub struct RecordEntry {
     /// `TLSA`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tlsa: Option<TlsaData>,
-    /// `HTTPS` (not served by meshdns).
+    /// `HTTPS`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub https: Option<SvcbData>,
-    /// `SVCB` (not served by meshdns).
+    /// `SVCB`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub svcb: Option<SvcbData>,
     /// `SOA`.

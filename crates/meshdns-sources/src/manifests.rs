@@ -21,8 +21,9 @@
 //! - CNAME keeps the first entry per owner.
 //! - Host names in content are absolute with or without the trailing dot.
 //! - TLSA is served from its `tlsa{usage, selector, matchingType, certData}` object (the data in
-//!   hexadecimal, checked as a zone file's). `ALIAS`, `HTTPS` and `SVCB` are not served; they
-//!   are reported.
+//!   hexadecimal, checked as a zone file's); HTTPS and SVCB from `https`/`svcb{priority, target,
+//!   params}`, each param `key: value` read as the presentation `key="value"` (an empty value
+//!   as the bare key), with RFC 9460's rules. `ALIAS` is not served; it is reported.
 //!
 //! The objects come from YAML or JSON documents (several per file, `List` kinds expanded);
 //! other kinds are ignored. Each DNSZone and DNSRecordSet is read through its typed shape in
@@ -434,10 +435,14 @@ fn read_dns(file: &str, objects: &[Manifest]) -> (Parsed, Verdicts) {
         verdict.origin = Some(origin.clone());
         let type_text = set.spec.record_type.as_str();
         let rtype = match RType::from_mnemonic(type_text) {
-            Some(t) if (RType::SERVED.contains(&t) || t == TLSA) && type_text != "ALIAS" => t,
+            Some(t)
+                if (RType::SERVED.contains(&t) || BEYOND.contains(&t)) && type_text != "ALIAS" =>
+            {
+                t
+            }
             _ => {
                 let why = format!(
-                    "{type_text:?} is not served (A, AAAA, CNAME, TXT, MX, SRV, CAA, NS, PTR, SOA, TLSA are)"
+                    "{type_text:?} is not served (A, AAAA, CNAME, TXT, MX, SRV, CAA, NS, PTR, SOA, TLSA, HTTPS, SVCB are)"
                 );
                 problems.push(Problem::new(
                     file,
@@ -692,12 +697,40 @@ fn record_data(rtype: RType, e: &RecordEntry, origin: &Name) -> Result<Option<RD
                 tlsa.cert_data.trim()
             ))
         }
+        SVCB | HTTPS => {
+            let svcb = if rtype == HTTPS { &e.https } else { &e.svcb };
+            let svcb = svcb.as_ref().ok_or_else(missing)?;
+            let target = svcb.target.trim();
+            let mut text = format!(
+                "{} {}",
+                svcb.priority,
+                if target == "." {
+                    ".".into()
+                } else {
+                    host(target)
+                }
+            );
+            for (key, value) in &svcb.params {
+                if value.is_empty() {
+                    text.push_str(&format!(" {}", key.trim()));
+                } else {
+                    let value = value.replace('\\', "\\\\").replace('"', "\\\"");
+                    text.push_str(&format!(" {}=\"{value}\"", key.trim()));
+                }
+            }
+            parse(&text)
+        }
         _ => Err(format!("{rtype} is not served")),
     }
 }
 
-/// TLSA (RFC 6698), the one type past the RFC 1035 ones a DNSRecordSet gives meshdns serves.
+/// TLSA (RFC 6698).
 const TLSA: RType = meshdns_zone::rdata_other::TLSA;
+/// SVCB and HTTPS (RFC 9460).
+const SVCB: RType = meshdns_zone::svcb::SVCB;
+const HTTPS: RType = meshdns_zone::svcb::HTTPS;
+/// The types past the RFC 1035 ones a DNSRecordSet gives that meshdns serves.
+const BEYOND: [RType; 3] = [TLSA, SVCB, HTTPS];
 
 #[cfg(test)]
 mod tests {

@@ -12,6 +12,7 @@ pub mod name;
 pub mod rdata;
 pub mod rdata_other;
 pub mod records;
+pub mod svcb;
 pub mod text;
 pub mod wire;
 pub mod zone;

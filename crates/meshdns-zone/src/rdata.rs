@@ -121,7 +121,7 @@ impl RType {
     /// The record types zone files and records files read in their own presentation form;
     /// any other type but those refused ([`crate::rdata_other::refused`]) is read in the RFC
     /// 3597 form, `\# LENGTH HEX`.
-    pub const READ: [RType; 16] = [
+    pub const READ: [RType; 18] = [
         RType::A,
         RType::AAAA,
         RType::CNAME,
@@ -138,6 +138,8 @@ impl RType {
         RType(256),
         RType(35),
         RType::HINFO,
+        RType(64),
+        RType(65),
     ];
 }
 

@@ -1,6 +1,7 @@
 //! Record types kept as their wire bytes, with no name compressed in them (RFC 3597 §4):
 //! TLSA (RFC 6698), SSHFP (RFC 4255, 6594), DS (RFC 4034 §5), URI (RFC 7553), NAPTR (RFC 3403),
-//! HINFO (RFC 1035 §3.3.2), and any other type given in the RFC 3597 generic form
+//! HINFO (RFC 1035 §3.3.2), SVCB and HTTPS (RFC 9460, [`crate::svcb`]), and any other type
+//! given in the RFC 3597 generic form
 //! (`\# LENGTH HEX`). Each typed one is parsed from its presentation form and checked as
 //! strictly as the RFC 1035 types; each is written back in that form.
 //!
@@ -96,6 +97,7 @@ pub fn parse(rtype: RType, t: &[Token<'_>], origin: &Name) -> Option<Result<Vec<
         URI => uri(t),
         NAPTR => naptr(t, origin),
         RType::HINFO => hinfo(t),
+        crate::svcb::SVCB | crate::svcb::HTTPS => crate::svcb::parse(rtype, t, origin),
         // Parsed by `RData` itself.
         RType::A
         | RType::AAAA
@@ -261,6 +263,7 @@ pub fn valid_wire(rtype: RType, w: &[u8]) -> bool {
         RType::DS => w.len() >= 5,
         URI => w.len() >= 5,
         RType::HINFO => strings(w, 2) == Some(w.len()),
+        crate::svcb::SVCB | crate::svcb::HTTPS => crate::svcb::valid_wire(w),
         NAPTR => strings(&w[w.len().min(4)..], 3)
             .map(|at| 4 + at)
             .is_some_and(|at| w.len() >= 4 && wire_name_len(&w[at..]) == Some(w.len() - at)),
@@ -304,6 +307,9 @@ pub fn display(rtype: RType, w: &[u8], f: &mut fmt::Formatter<'_>) -> fmt::Resul
             quoted(f, &w[1..cpu])?;
             f.write_str(" ")?;
             quoted(f, &w[cpu + 1..])
+        }
+        crate::svcb::SVCB | crate::svcb::HTTPS if valid_wire(rtype, w) => {
+            crate::svcb::display(w, f)
         }
         NAPTR if valid_wire(rtype, w) => {
             write!(f, "{} {}", u16_at(0), u16_at(2))?;
@@ -367,7 +373,8 @@ mod tests {
             (RType::HINFO, "\"amd64\" \"linux\"", "\"amd64\" \"linux\""),
             (RType(65534), "\\# 4 0A000001", "\\# 4 0A000001"),
             (RType(65534), "\\# 0", "\\# 0"),
-            (RType(65), "\\# 3 000100", "\\# 3 000100"),
+            // HTTPS in RFC 3597 form: read as HTTPS (priority 1, the root as target).
+            (RType(65), "\\# 3 000100", "1 ."),
             // A type meshdns reads itself, given in RFC 3597 form, is that type.
             (RType::A, "\\# 4 C0000201", "192.0.2.1"),
             (super::TLSA, "\\# 5 0301011234", "3 1 1 1234"),

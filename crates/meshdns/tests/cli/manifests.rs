@@ -156,7 +156,17 @@ spec:
   dnsZoneRef: {{name: connectors-zone}}
   recordType: HTTPS
   records:
-  - {{name: '@', https: {{priority: 1, target: ., params: {{alpn: h2}}}}}}
+  - {{name: '@', https: {{priority: 1, target: ., params: {{alpn: 'h2,h3', port: '8443'}}}}}}
+  - {{name: www, https: {{priority: 0, target: ., params: {{alpn: h2}}}}}}
+---
+apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {{name: alias, namespace: dns}}
+spec:
+  dnsZoneRef: {{name: connectors-zone}}
+  recordType: ALIAS
+  records:
+  - {{name: '@', alias: {{content: elsewhere.example.net}}}}
 ---
 apiVersion: dns.networking.miloapis.com/v1alpha1
 kind: DNSRecordSet
@@ -178,6 +188,7 @@ spec:
         "$ORIGIN connectors.example.org.
 @\t5\tIN\tSOA\tns.connectors.example.org. hostmaster.connectors.example.org. 1 3600 600 604800 5
 @\t5\tIN\tNS\tns.connectors.example.org.
+@\t300\tIN\tHTTPS\t1 . alpn=\"h2,h3\" port=8443
 @\t300\tIN\tTXT\t\"v=spf1 -all\"
 _443._tcp\t300\tIN\tTLSA\t3 1 1 ABCD
 api\t300\tIN\tA\t192.0.2.2
@@ -186,7 +197,8 @@ www\t60\tIN\tA\t192.0.2.1
     );
     for want in [
         "manifests: DNSRecordSet dns/young records[0]: NotOwner: DNSRecordSet old owns A at www.connectors.example.org.",
-        "manifests: DNSRecordSet dns/https spec.recordType: \"HTTPS\" is not served",
+        "manifests: DNSRecordSet dns/alias spec.recordType: \"ALIAS\" is not served",
+        "AliasMode (priority 0) takes no parameters",
         "manifests: DNSRecordSet dns/tlsa records[1].tlsa: \"3 1 1 nothex\": TLSA certificate data \"nothex\" is not hexadecimal",
         "manifests: DNSRecordSet other/lost spec.dnsZoneRef.name: no DNSZone \"connectors-zone\" in namespace \"other\"",
     ] {

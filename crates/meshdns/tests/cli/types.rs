@@ -1,5 +1,5 @@
 //! Record types beyond RFC 1035's (issue 31, first part): TLSA, SSHFP, DS at a zone cut, URI,
-//! NAPTR, HINFO, and a type meshdns does not know in the RFC 3597 form, read from a zone file
+//! NAPTR, HINFO, SVCB and HTTPS, and a type meshdns does not know in the RFC 3597 form, read from a zone file
 //! and a records file, answered as `dig` shows them, transferred by AXFR to NSD and Knot
 //! (which load them and answer the same), and bad data refused naming the line and the rule.
 
@@ -24,6 +24,8 @@ fn zone() -> String {
         "sip NAPTR 100 10 \"S\" \"SIP+D2U\" \"\" _sip._udp",
         "host HINFO \"amd64\" \"linux\"",
         "odd TYPE65534 \\# 4 0A000001",
+        "www HTTPS 1 . alpn=h2,h3 ipv4hint=192.0.2.1",
+        "_dns SVCB 1 dns mandatory=alpn alpn=dot port=853",
         "",
     ]
     .join("\n")
@@ -54,6 +56,16 @@ fn expected() -> Vec<(&'static str, &'static str, String)> {
         ),
         ("host.example.org", "HINFO", "\"amd64\" \"linux\"".into()),
         ("odd.example.org", "TYPE65534", "\\# 4 0A000001".into()),
+        (
+            "www.example.org",
+            "HTTPS",
+            "1 . alpn=\"h2,h3\" ipv4hint=192.0.2.1".into(),
+        ),
+        (
+            "_dns.example.org",
+            "SVCB",
+            "1 dns.example.org. mandatory=alpn alpn=\"dot\" port=853".into(),
+        ),
     ]
 }
 
