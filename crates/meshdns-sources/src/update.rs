@@ -207,18 +207,27 @@ impl UpdateStore {
                 Err(e) => return Err(format!("{}: {e}", path.display())),
             };
             let (rrsets, stopped) = replay(origin, &bytes);
+            // Compaction would lose what replay left for good: the file is kept as it was.
+            let keep = |what: &str| -> Result<PathBuf, String> {
+                let kept = path.with_extension(format!("journal.{what}-{}", unix_now()));
+                std::fs::write(&kept, &bytes).map_err(|e| format!("{}: {e}", kept.display()))?;
+                Ok(kept)
+            };
             match stopped {
                 None => {}
-                Some(Stopped::Torn { at }) => warn!(
-                    journal = %path.display(),
-                    dropped_bytes = bytes.len() - at,
-                    "a last entry cut short (a crash in mid-write, never answered) is dropped"
-                ),
+                Some(Stopped::Torn { at }) => {
+                    // Most likely a crash in mid-write (never answered); a length damaged in
+                    // the middle looks the same, so the journal is kept either way.
+                    let kept = keep("torn")?;
+                    warn!(
+                        journal = %path.display(),
+                        dropped_bytes = bytes.len() - at,
+                        kept = %kept.display(),
+                        "a last entry cut short (a crash in mid-write, never answered) is dropped; the journal as it was is kept"
+                    );
+                }
                 Some(Stopped::Unreadable { at }) => {
-                    // Compaction would lose what follows for good: the file is kept as it was.
-                    let kept = path.with_extension(format!("journal.unreadable-{}", unix_now()));
-                    std::fs::write(&kept, &bytes)
-                        .map_err(|e| format!("{}: {e}", kept.display()))?;
+                    let kept = keep("unreadable")?;
                     error!(
                         journal = %path.display(),
                         at_byte = at,

@@ -328,9 +328,16 @@ impl RData {
         if let Some(data) = crate::rdata_other::parse(rtype, t, origin) {
             let data = data?;
             // The RFC 3597 form of a type meshdns parses itself: read back as that type.
-            return Self::from_wire(rtype, &data).ok_or_else(|| {
-                RDataError(format!("{} bytes are not what {rtype} holds", data.len()))
-            });
+            // Read back exactly (no bytes left over), and a TXT holds at least one string.
+            return Self::from_wire(rtype, &data)
+                .filter(|rd| {
+                    let mut back = Vec::new();
+                    rd.to_wire(&mut back);
+                    back == data && !matches!(rd, RData::Txt(s) if s.is_empty())
+                })
+                .ok_or_else(|| {
+                    RDataError(format!("{} bytes are not what {rtype} holds", data.len()))
+                });
         }
         let want = |n: usize, fields: &str| -> Result<(), RDataError> {
             if t.len() == n {

@@ -13,7 +13,7 @@ use std::fmt;
 
 use crate::name::Name;
 use crate::rdata::{RDataError, RType, wire_name_len};
-use crate::text::{Token, character_string};
+use crate::text::{Token, character_string, unescaped};
 
 /// TLSA.
 pub const TLSA: RType = RType(52);
@@ -51,7 +51,12 @@ fn hex(tokens: &[Token<'_>], what: &str) -> Result<Vec<u8>, RDataError> {
             "{what} {text:?} is not hexadecimal (an even number of 0-9, a-f)"
         ));
     }
-    data_from_hex(&text).ok_or_else(|| {
+    (text
+        .bytes()
+        .all(|b| b.is_ascii_hexdigit())
+        .then(|| data_from_hex(&text))
+        .flatten())
+    .ok_or_else(|| {
         RDataError(format!(
             "{what} {text:?} is not hexadecimal (an even number of 0-9, a-f)"
         ))
@@ -187,9 +192,8 @@ fn uri(t: &[Token<'_>]) -> Result<Vec<u8>, RDataError> {
         .to_be_bytes()
         .to_vec();
     out.extend(number::<u16>(&t[1], "URI weight", "0-65535")?.to_be_bytes());
-    // The target is the rest of the data, with no length byte (read as a character-string,
-    // so at most 255 bytes here).
-    let target = character_string(&t[2]).map_err(RDataError)?;
+    // The target is the rest of the data, with no length byte: any length.
+    let target = unescaped(&t[2]).map_err(RDataError)?;
     if target.is_empty() {
         return err("URI target must not be empty");
     }
@@ -266,7 +270,11 @@ pub fn valid_wire(rtype: RType, w: &[u8]) -> bool {
         crate::svcb::SVCB | crate::svcb::HTTPS => crate::svcb::valid_wire(w),
         NAPTR => strings(&w[w.len().min(4)..], 3)
             .map(|at| 4 + at)
-            .is_some_and(|at| w.len() >= 4 && wire_name_len(&w[at..]) == Some(w.len() - at)),
+            .is_some_and(|at| {
+                w.len() >= 4
+                    && wire_name_len(&w[at..]) == Some(w.len() - at)
+                    && Name::from_wire(&w[at..]).is_some()
+            }),
         _ => true,
     }
 }
@@ -422,6 +430,13 @@ mod tests {
             (RType(65534), "0A000001", "give it in the RFC 3597 form"),
             (RType::A, "\\# 3 C00002", "3 bytes are not what A holds"),
             (RType(46), "\\# 1 00", "does not sign zones"),
+            (super::TLSA, "3 1 1 +f+f", "not hexadecimal"),
+            (
+                RType::CNAME,
+                "\\# 2 0000",
+                "2 bytes are not what CNAME holds",
+            ),
+            (RType::TXT, "\\# 0", "0 bytes are not what TXT holds"),
             (
                 super::DNAME,
                 "target.example.org.",

@@ -11,7 +11,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::name::Name;
 use crate::rdata::{RDataError, RType, parse_ipv6, wire_name_len};
-use crate::text::{Token, character_string};
+use crate::text::{Token, unescaped};
 
 /// SVCB.
 pub const SVCB: RType = RType(64);
@@ -182,11 +182,11 @@ pub fn parse(rtype: RType, t: &[Token<'_>], origin: &Name) -> Result<Vec<u8>, RD
         let quoted_next = inline == Some("") && t.get(i + 1).is_some_and(|n| n.quoted);
         let raw: Option<Vec<u8>> = if quoted_next {
             i += 1;
-            Some(character_string(&t[i]).map_err(RDataError)?)
+            Some(unescaped(&t[i]).map_err(RDataError)?)
         } else {
             match inline {
                 Some(v) => Some(
-                    character_string(&Token {
+                    unescaped(&Token {
                         text: v,
                         quoted: false,
                     })
@@ -248,6 +248,7 @@ struct Read<'a> {
 fn read(w: &[u8]) -> Option<Read<'_>> {
     let priority = u16::from_be_bytes([*w.first()?, *w.get(1)?]);
     let target_len = wire_name_len(w.get(2..)?)?;
+    Name::from_wire(&w[2..2 + target_len])?;
     let mut at = 2 + target_len;
     let mut params = Vec::new();
     let mut last = None;
@@ -279,7 +280,17 @@ pub fn valid_wire(w: &[u8]) -> bool {
         return false;
     };
     let shaped = params.iter().all(|(k, v)| match k {
-        0 => !v.is_empty() && v.len() % 2 == 0,
+        // Keys strictly increasing, never mandatory itself (what the parser writes).
+        0 => {
+            let keys: Vec<u16> = v
+                .chunks(2)
+                .map(|c| u16::from_be_bytes([c[0], c.get(1).copied().unwrap_or(0)]))
+                .collect();
+            !v.is_empty()
+                && v.len() % 2 == 0
+                && keys[0] != 0
+                && keys.windows(2).all(|k| k[0] < k[1])
+        }
         1 => {
             let mut at = 0;
             while at < v.len() {
@@ -307,6 +318,8 @@ fn escaped(out: &mut String, bytes: &[u8], commas: bool) {
     for &b in bytes {
         match b {
             b',' if commas => out.push_str("\\\\,"),
+            // In a list a backslash is escaped twice: once for the list, once for the text.
+            b'\\' if commas => out.push_str("\\\\\\\\"),
             b'"' | b'\\' => {
                 out.push('\\');
                 out.push(b as char);
@@ -454,6 +467,23 @@ mod tests {
         ] {
             let got = RData::parse(HTTPS, text, &origin()).expect_err(text).0;
             assert!(got.contains(want), "{text}: {got}");
+        }
+        // A long value (over one character-string's 255 bytes) reads and writes back.
+        let long = format!("1 . ech={}", data_encoding::BASE64.encode(&[7u8; 300]));
+        let rd = RData::parse(HTTPS, &long, &origin()).unwrap();
+        assert_eq!(rd.to_string(), long);
+        // A backslash and a comma inside one alpn id survive the round trip.
+        let rd = RData::parse(HTTPS, r#"1 . alpn="a\\\\b\\,c,h2""#, &origin()).unwrap();
+        let mut wire = Vec::new();
+        rd.to_wire(&mut wire);
+        assert_eq!(&wire[7..], b"\x05a\\b,c\x02h2");
+        assert_eq!(RData::parse(HTTPS, &rd.to_string(), &origin()), Ok(rd));
+        // mandatory on the wire: keys increasing and never mandatory itself.
+        for bad in [vec![0u8, 0], vec![0, 3, 0, 3]] {
+            let mut w = vec![0, 1, 0, 0, 0, 0, bad.len() as u8];
+            w.extend(&bad);
+            w.extend([0, 3, 0, 2, 1, 187]);
+            assert!(!valid_wire(&w), "{bad:?}");
         }
         // Keys out of order on the wire are not SVCB data.
         let mut w = vec![0, 1, 0];

@@ -120,6 +120,26 @@ pub fn character_string(token: &Token<'_>) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// A field's bytes with its `\` escapes decoded, of any length (for data that is not one
+/// character-string: a URI target, an SVCB value).
+pub fn unescaped(token: &Token<'_>) -> Result<Vec<u8>, String> {
+    let bytes = token.text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' {
+            let (b, used) = unescape(&bytes[i + 1..])
+                .ok_or_else(|| format!("bad escape in {:?}", token.text))?;
+            out.push(b);
+            i += 1 + used;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    Ok(out)
+}
+
 /// Appends a character-string field in wire form (a length byte, then the decoded bytes) to
 /// `out`. On error `out` is left as it was.
 pub fn character_string_into(token: &Token<'_>, out: &mut Vec<u8>) -> Result<(), String> {

@@ -106,13 +106,29 @@ pub fn own_answers(
 /// How long a secondary has to answer one probe.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Whether the server at `address` (host:port) answers `value` at `name` now.
+/// Whether every server `address` (host:port) names answers `value` at `name` now: a name
+/// may stand for several secondaries (a headless Service), as it does for NOTIFY.
 async fn probe(address: &str, name: &Name, value: &str) -> Result<bool, String> {
-    let to = tokio::net::lookup_host(address)
+    let targets: Vec<SocketAddr> = tokio::net::lookup_host(address)
         .await
         .map_err(|e| e.to_string())?
-        .next()
-        .ok_or("no address")?;
+        .collect();
+    if targets.is_empty() {
+        return Err("no address".into());
+    }
+    for to in targets {
+        if !probe_one(to, name, value)
+            .await
+            .map_err(|e| format!("{to}: {e}"))?
+        {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Whether the server at `to` answers `value` at `name` now.
+async fn probe_one(to: SocketAddr, name: &Name, value: &str) -> Result<bool, String> {
     let local: SocketAddr = if to.is_ipv4() {
         ([0, 0, 0, 0], 0).into()
     } else {
