@@ -188,9 +188,15 @@ pub fn answer(
     if query.qclass != CLASS_IN && query.qclass != CLASS_ANY {
         return reply(&mut w, flags, rcode::REFUSED, false);
     }
-    let Some(found) = catalog.find(qname_lower) else {
+    let Some(mut found) = catalog.find(qname_lower) else {
         return reply(&mut w, flags, rcode::REFUSED, false);
     };
+    if query.qtype == RType::DS
+        && found.zone.origin().wire() == qname_lower
+        && let Some(parent) = ds_parent(catalog, qname_lower)
+    {
+        found = parent;
+    }
     // Published keys are read under one guard for the whole answer (CNAME hops and additional
     // addresses included): each key is seen at one version.
     let reader = found.overlay.map(|o| o.reader());
@@ -304,6 +310,17 @@ fn malformed_reply(
         padding: false,
         touched: None,
     }
+}
+
+/// The zone served here that delegates `apex` (another zone's apex), when there is one: DS
+/// belongs to the parent side of a cut (RFC 4035 §3.1.4.1), so it answers a DS query there.
+fn ds_parent<'c>(catalog: &'c Catalog, apex: &[u8]) -> Option<crate::zone::Found<'c>> {
+    let parent = apex
+        .get(1 + usize::from(*apex.first()?)..)
+        .filter(|p| !p.is_empty())?;
+    let found = catalog.find(parent)?;
+    found.zone.node(apex)?.get(RType::NS)?;
+    Some(found)
 }
 
 /// What [`resolve`] decided.

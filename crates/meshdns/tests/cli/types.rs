@@ -73,7 +73,15 @@ fn expected() -> Vec<(&'static str, &'static str, String)> {
 fn new_record_types_are_served_and_transferred_to_nsd_and_knot() {
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), "example.org.zone", &zone());
-    let m = Meshdns::serve(&["--zone-file", &file, "--allow-transfer", "127.0.0.0/8"]);
+    // The child zone is served here too: its DS still comes from the parent's side of the cut.
+    let m = Meshdns::serve(&[
+        "--zone-file",
+        &file,
+        "--zone",
+        "sub.example.org",
+        "--allow-transfer",
+        "127.0.0.0/8",
+    ]);
     for (name, rtype, shown) in expected() {
         let out = dig(m.dns, &[name, rtype, "+short"]);
         assert_eq!(out.trim(), shown, "{name} {rtype}");
