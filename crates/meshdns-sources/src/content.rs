@@ -54,6 +54,27 @@ impl ZoneContent {
             records: Records::new(),
         }
     }
+
+    /// A zone of records given whole in wire form (owner, type, TTL, uncompressed RDATA), as
+    /// a transfer or an UPDATE leaves them.
+    pub fn from_wire<'a>(
+        origin: &Name,
+        rrs: impl Iterator<Item = (&'a [u8], meshdns_zone::RType, u32, &'a [u8])>,
+    ) -> ZoneContent {
+        let mut records = Records::new();
+        for (owner, rtype, ttl, rdata) in rrs {
+            // Checked as they were read: names and data within their bounds.
+            let _ = records.push_with(owner, rtype, ttl, |buf| {
+                buf.extend_from_slice(rdata);
+                Ok::<(), ()>(())
+            });
+        }
+        ZoneContent {
+            origin: origin.clone(),
+            soa: None,
+            records,
+        }
+    }
 }
 
 /// A usable file: its zones and the entries that were skipped.

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use meshdns_xfr::message::CLASS_IN;
 use meshdns_xfr::update::{Item, Request, Rrsets, apply, process_in_place, rcode};
-use meshdns_zone::{Name, RType, Records};
+use meshdns_zone::{Name, RType};
 
 use crate::content::ZoneContent;
 use tracing::{error, warn};
@@ -158,21 +158,11 @@ fn replay(origin: &Name, bytes: &[u8]) -> (Rrsets, Option<Stopped>) {
 
 /// A zone's records as a source hands them over.
 fn content(origin: &Name, rrsets: &Rrsets) -> ZoneContent {
-    let mut records = Records::new();
-    for ((owner, rtype), (ttl, set)) in rrsets {
-        for rdata in set {
-            // Checked when the UPDATE was read: names and data within their bounds.
-            let _ = records.push_with(owner, RType(*rtype), *ttl, |buf| {
-                buf.extend_from_slice(rdata);
-                Ok::<(), ()>(())
-            });
-        }
-    }
-    ZoneContent {
-        origin: origin.clone(),
-        soa: None,
-        records,
-    }
+    let rrs = rrsets.iter().flat_map(|((owner, rtype), (ttl, set))| {
+        set.iter()
+            .map(move |rdata| (&owner[..], RType(*rtype), *ttl, &rdata[..]))
+    });
+    ZoneContent::from_wire(origin, rrs)
 }
 
 fn journal_path(dir: &Path, origin: &Name) -> PathBuf {

@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use meshdns_zone::Records;
-
 use super::source::{Input, Kept, Loader, Rank, log_skipped};
 use crate::content::{Parsed, ZoneContent};
 use crate::secondary::SecondaryFeed;
@@ -33,7 +31,7 @@ impl Input for SecondaryZone {
         };
         self.version = now;
         let zones = match records {
-            Some(rrs) => vec![zone_of(
+            Some(rrs) => vec![ZoneContent::from_wire(
                 self.feed.origin(),
                 rrs.iter()
                     .map(|r| (&r.owner[..], r.rtype, r.ttl, &r.rdata[..])),
@@ -52,25 +50,6 @@ impl Input for SecondaryZone {
 
     fn not_ready(&self) -> Option<String> {
         self.feed.not_ready()
-    }
-}
-
-/// A zone of records given whole, in wire form (owner, type, TTL, uncompressed RDATA).
-pub(super) fn zone_of<'a>(
-    origin: &meshdns_zone::Name,
-    rrs: impl Iterator<Item = (&'a [u8], meshdns_zone::RType, u32, &'a [u8])>,
-) -> ZoneContent {
-    let mut records = Records::new();
-    for (owner, rtype, ttl, rdata) in rrs {
-        let _ = records.push_with(owner, rtype, ttl, |buf| {
-            buf.extend_from_slice(rdata);
-            Ok::<(), ()>(())
-        });
-    }
-    ZoneContent {
-        origin: origin.clone(),
-        soa: None,
-        records,
     }
 }
 
