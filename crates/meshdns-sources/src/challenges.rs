@@ -4,7 +4,7 @@
 //! a name and type they share), so it is transferred and NOTIFYd like any change of the zone.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
 use meshdns_zone::{Catalog, Name, RData, RType, Record};
 
@@ -88,11 +88,6 @@ pub fn served(catalog: &Catalog, name: &Name, value: &str) -> bool {
         .is_some_and(|set| set.rdatas().any(|rdata| rdata == wanted.as_slice()))
 }
 
-/// An empty store, shared.
-pub fn shared() -> Arc<Dns01Challenges> {
-    Arc::new(Dns01Challenges::default())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,7 +124,10 @@ mod tests {
     fn a_placed_challenge_is_served_in_the_deepest_zone() {
         let at = name("_acme-challenge.www.example.org.");
         let source = CompiledSource {
-            placed: Arc::new(vec![(record(&at, "digest"), CHALLENGE_OBJECT.to_string())]),
+            placed: std::sync::Arc::new(vec![(
+                record(&at, "digest"),
+                CHALLENGE_OBJECT.to_string(),
+            )]),
             ..CompiledSource::default()
         };
         let inputs = [SourceInput {

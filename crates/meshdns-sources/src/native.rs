@@ -261,7 +261,11 @@ fn meshdns_record(
     if !name.is_subdomain_of(origin) {
         return Err(fail(format!("{name} is outside zone {origin}")));
     }
-    let read: Vec<String> = RType::READ.iter().map(ToString::to_string).collect();
+    let read: Vec<String> = RType::SERVED
+        .iter()
+        .chain(&RType::PRESENTED)
+        .map(ToString::to_string)
+        .collect();
     let rtype = RType::from_mnemonic(type_text).ok_or_else(|| {
         fail(format!(
             "unknown or unsupported type {type_text:?}; accepted: {}, or any type as TYPEnnn \

@@ -254,16 +254,6 @@ pub fn prescan(req: &Request) -> Result<(), u8> {
     Ok(())
 }
 
-/// Applies the updates (§3.4.2) to `rrsets`, in order; whether anything changed. The SOA is
-/// the server's (updates to it are ignored), the apex keeps at least one NS when it has some,
-/// and CNAMEs do not share a name with other data (an update that would break that is
-/// ignored, as the RFC says).
-pub fn apply(req: &Request, rrsets: &mut Rrsets) -> bool {
-    let undo = Undo::save(req, rrsets);
-    apply_updates(req, rrsets);
-    undo.changed(rrsets)
-}
-
 /// The RRsets at every owner an UPDATE names, as they were before it: what it can change
 /// (each rule of [`apply`] acts at the owner of its record), to tell whether it did and to
 /// put them back. Saving them costs what the update touches, not the zone.
@@ -323,7 +313,10 @@ impl Undo {
     }
 }
 
-fn apply_updates(req: &Request, rrsets: &mut Rrsets) {
+/// Applies the updates (§3.4.2) to `rrsets`, in order. The SOA is the server's (updates to it
+/// are ignored), the apex keeps at least one NS when it has some, and CNAMEs do not share a
+/// name with other data (an update that would break that is ignored, as the RFC says).
+pub fn apply(req: &Request, rrsets: &mut Rrsets) {
     for u in &req.updates {
         let key = (u.owner.clone(), u.rtype);
         let at_apex = u.owner == req.zone;
@@ -404,7 +397,7 @@ pub fn process_in_place(req: &Request, rrsets: &mut Rrsets) -> Result<Option<Und
     check_prerequisites(req, rrsets)?;
     prescan(req)?;
     let undo = Undo::save(req, rrsets);
-    apply_updates(req, rrsets);
+    apply(req, rrsets);
     Ok(undo.changed(rrsets).then_some(undo))
 }
 

@@ -118,28 +118,18 @@ impl RType {
         RType::SOA,
     ];
 
-    /// The record types zone files and records files read in their own presentation form;
-    /// any other type but those refused ([`crate::rdata_other::refused`]) is read in the RFC
-    /// 3597 form, `\# LENGTH HEX`.
-    pub const READ: [RType; 18] = [
-        RType::A,
-        RType::AAAA,
-        RType::CNAME,
-        RType::TXT,
-        RType::SRV,
-        RType::MX,
-        RType::NS,
-        RType::PTR,
-        RType::CAA,
-        RType::SOA,
-        RType(52),
-        RType(44),
+    /// The record types past [`RType::SERVED`] that zone files and records files read in their
+    /// own presentation form; any other type but those refused
+    /// ([`crate::rdata_other::refused`]) is read in the RFC 3597 form, `\# LENGTH HEX`.
+    pub const PRESENTED: [RType; 8] = [
+        crate::rdata_other::TLSA,
+        crate::rdata_other::SSHFP,
         RType::DS,
-        RType(256),
-        RType(35),
+        crate::rdata_other::URI,
+        crate::rdata_other::NAPTR,
         RType::HINFO,
-        RType(64),
-        RType(65),
+        crate::svcb::SVCB,
+        crate::svcb::HTTPS,
     ];
 }
 

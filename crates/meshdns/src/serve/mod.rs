@@ -300,7 +300,7 @@ fn open_stores(plan: &ServePlan) -> Result<Shared> {
     };
     let challenges = plan.tls.as_ref().and_then(|t| match t {
         TlsPlan::Acme(config, _) if config.challenge == Challenge::Dns01 => {
-            let store = meshdns_sources::challenges::shared();
+            let store = Arc::new(Dns01Challenges::default());
             // The ACME client waits for the record to be served: no debounce.
             let (poker, poke) = poke_now_hook();
             store.on_change(poke);
