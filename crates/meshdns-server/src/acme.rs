@@ -268,7 +268,17 @@ pub struct Acme {
     config: AcmeConfig,
     http: Https,
     certs: Arc<Certificates>,
-    responders: Responders,
+    responder: Responder,
+}
+
+/// What answers this client's challenges, picked once from its challenge type.
+enum Responder {
+    /// The challenge certificate, presented by `certs`.
+    TlsAlpn01,
+    /// Key authorizations served on the HTTP listener.
+    Http01(Arc<Http01Tokens>),
+    /// TXT records in the server's answers.
+    Dns01(Arc<dyn Dns01Records>),
 }
 
 /// The account in use for a session of requests.
@@ -287,9 +297,15 @@ impl Acme {
         certs: Arc<Certificates>,
         responders: Responders,
     ) -> Result<Acme, AcmeError> {
-        if config.challenge == Challenge::Dns01 && responders.dns01.is_none() {
-            return Err(err("DNS-01 needs somewhere to put its records"));
-        }
+        let responder = match config.challenge {
+            Challenge::TlsAlpn01 => Responder::TlsAlpn01,
+            Challenge::Http01 => Responder::Http01(responders.http01),
+            Challenge::Dns01 => Responder::Dns01(
+                responders
+                    .dns01
+                    .ok_or_else(|| err("DNS-01 needs somewhere to put its records"))?,
+            ),
+        };
         let mut roots = rustls::RootCertStore::empty();
         let native = rustls_native_certs::load_native_certs();
         for cert in native.certs {
@@ -319,7 +335,7 @@ impl Acme {
             config,
             http,
             certs,
-            responders,
+            responder,
         })
     }
 
@@ -660,19 +676,17 @@ impl Acme {
             .to_string();
         let key_auth = key_authorization(&token, &jose::thumbprint(&s.jwk));
         let txt = (format!("_acme-challenge.{domain}"), dns01_value(&key_auth));
-        let dns01 = self.responders.dns01.as_deref();
-        match (self.config.challenge, dns01) {
-            (Challenge::TlsAlpn01, _) => {
+        match &self.responder {
+            Responder::TlsAlpn01 => {
                 let cert = alpn_challenge_cert(&domain, &key_auth)?;
                 self.certs.start_challenge(&domain, cert);
             }
-            (Challenge::Http01, _) => self.responders.http01.set(&token, Some(key_auth)),
-            (Challenge::Dns01, Some(records)) => records.set(&txt.0, &txt.1, true),
-            (Challenge::Dns01, None) => unreachable!("checked by Acme::new"),
+            Responder::Http01(tokens) => tokens.set(&token, Some(key_auth)),
+            Responder::Dns01(records) => records.set(&txt.0, &txt.1, true),
         }
         let validated = async {
-            if let (Challenge::Dns01, Some(records)) = (self.config.challenge, dns01) {
-                wait_served(records, &txt.0, &txt.1).await?;
+            if let Responder::Dns01(records) = &self.responder {
+                wait_served(records.as_ref(), &txt.0, &txt.1).await?;
             }
             self.post(s, &challenge_url, Some(&json!({}))).await?;
             self.poll(
@@ -685,11 +699,10 @@ impl Acme {
             .await
         }
         .await;
-        match (self.config.challenge, dns01) {
-            (Challenge::TlsAlpn01, _) => self.certs.end_challenge(&domain),
-            (Challenge::Http01, _) => self.responders.http01.set(&token, None),
-            (Challenge::Dns01, Some(records)) => records.set(&txt.0, &txt.1, false),
-            (Challenge::Dns01, None) => {}
+        match &self.responder {
+            Responder::TlsAlpn01 => self.certs.end_challenge(&domain),
+            Responder::Http01(tokens) => tokens.set(&token, None),
+            Responder::Dns01(records) => records.set(&txt.0, &txt.1, false),
         }
         validated?;
         info!(%domain, challenge = wanted, "ACME authorization valid");
