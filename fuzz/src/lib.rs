@@ -15,8 +15,9 @@ use serde_json::Value;
 const HEADER_LEN: usize = 12;
 
 /// The zone every query is answered from: one of each served type, a delegation with glue, a
-/// wildcard, a CNAME chain (in and out of zone), names that share labels for compression, and a
-/// TXT set too big for 512 bytes.
+/// wildcard, a CNAME chain (in and out of zone), names that share labels for compression, a
+/// TXT set too big for 512 bytes, DNAMEs (to the apex, in a loop, out of zone, and one whose
+/// substitution overflows a name), and SVCB/HTTPS whose targets bring addresses.
 const ZONE: &str = r#"
 $ORIGIN example.net.
 $TTL 60
@@ -44,6 +45,15 @@ _sip._udp IN SRV 0 5 5060 host
 sub      IN NS   ns.sub
 ns.sub   IN A    192.0.2.53
 empty.nonterminal.deep IN A 192.0.2.9
+d        IN DNAME example.net.
+dl       IN DNAME dl2
+dl2      IN DNAME dl
+dout     IN DNAME example.org.
+dlong    IN DNAME aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.example.net.
+svc      IN HTTPS 1 host alpn=h2
+front    IN HTTPS 0 svc
+self     IN SVCB 1 . port=853
+         IN A    192.0.2.10
 big      IN TXT  "0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789"
          IN TXT  "1123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789"
          IN TXT  "2123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789"

@@ -87,6 +87,8 @@ pub struct Parsed {
     /// Records by owner name alone, each with the object that gave it (the cluster's objects:
     /// placed into the zones served when the catalog is assembled).
     pub placed: Vec<(meshdns_zone::Record, String)>,
+    /// ALIASes (DNSRecordSets), flattened when the catalog is assembled ([`crate::alias`]).
+    pub aliases: Vec<crate::alias::Alias>,
 }
 
 /// How a file should be read.

@@ -7,6 +7,7 @@
 //! `serve`, `check` and `render`; [`watch`] is the one loop that watches them and publishes
 //! snapshots; [`pkarr`] keeps published packets.
 
+pub mod alias;
 pub mod catalog;
 pub mod challenges;
 pub mod cluster;

@@ -23,7 +23,9 @@
 //! - TLSA is served from its `tlsa{usage, selector, matchingType, certData}` object (the data in
 //!   hexadecimal, checked as a zone file's); HTTPS and SVCB from `https`/`svcb{priority, target,
 //!   params}`, each param `key: value` read as the presentation `key="value"` (an empty value
-//!   as the bare key), with RFC 9460's rules. `ALIAS` is not served; it is reported.
+//!   as the bare key), with RFC 9460's rules. `ALIAS` (`alias.content`, a host name) answers
+//!   its target's A and AAAA at its name, flattened when the catalog is assembled
+//!   ([`crate::alias`]); it is a CNAME's rival as any other type is.
 //!
 //! The objects come from YAML or JSON documents (several per file, `List` kinds expanded);
 //! other kinds are ignored. Each DNSZone and DNSRecordSet is read through its typed shape in
@@ -407,6 +409,7 @@ fn read_dns(file: &str, objects: &[Manifest]) -> (Parsed, Verdicts) {
     sets.sort_by_cached_key(|(s, _)| age_key(&s.metadata));
     // (zone index, type, owner) -> the set that owns it
     let mut owners: BTreeMap<(usize, RType, Name), String> = BTreeMap::new();
+    let mut aliases = Vec::new();
     // (zone index, owner) -> the types served there, for CNAME coexistence
     let mut types_at: BTreeMap<(usize, Name), Vec<RType>> = BTreeMap::new();
     for (set, entries) in &sets {
@@ -435,14 +438,11 @@ fn read_dns(file: &str, objects: &[Manifest]) -> (Parsed, Verdicts) {
         verdict.origin = Some(origin.clone());
         let type_text = set.spec.record_type.as_str();
         let rtype = match RType::from_mnemonic(type_text) {
-            Some(t)
-                if (RType::SERVED.contains(&t) || BEYOND.contains(&t)) && type_text != "ALIAS" =>
-            {
-                t
-            }
+            Some(t) if RType::SERVED.contains(&t) || BEYOND.contains(&t) => t,
+            None if type_text == "ALIAS" => ALIAS,
             _ => {
                 let why = format!(
-                    "{type_text:?} is not served (A, AAAA, CNAME, TXT, MX, SRV, CAA, NS, PTR, SOA, TLSA, HTTPS, SVCB are)"
+                    "{type_text:?} is not served (A, AAAA, ALIAS, CNAME, TXT, MX, SRV, CAA, NS, PTR, SOA, TLSA, HTTPS, SVCB are)"
                 );
                 problems.push(Problem::new(
                     file,
@@ -557,11 +557,19 @@ fn read_dns(file: &str, objects: &[Manifest]) -> (Parsed, Verdicts) {
             let ttl = *ttls
                 .entry(owner.clone())
                 .or_insert(own_ttl.unwrap_or(DEFAULT_RECORD_TTL));
-            contents[zi].records.push(Record {
-                name: owner,
-                ttl,
-                data,
-            });
+            match (rtype, data) {
+                (ALIAS, RData::Cname(target)) => aliases.push(crate::alias::Alias {
+                    owner,
+                    target,
+                    ttl,
+                    object: at,
+                }),
+                (_, data) => contents[zi].records.push(Record {
+                    name: owner,
+                    ttl,
+                    data,
+                }),
+            }
             verdict.serve_name(written);
         }
         verdicts.sets.push(verdict);
@@ -571,6 +579,7 @@ fn read_dns(file: &str, objects: &[Manifest]) -> (Parsed, Verdicts) {
             zones: contents,
             problems,
             placed: Vec::new(),
+            aliases,
         },
         verdicts,
     )
@@ -637,6 +646,13 @@ fn record_data(rtype: RType, e: &RecordEntry, origin: &Name) -> Result<Option<RD
         RType::A => parse(&content(&e.a)),
         RType::AAAA => parse(&content(&e.aaaa)),
         RType::CNAME => parse(&absolute(&content(&e.cname))),
+        // Carried as the name it points at (a CNAME's data); never served as a CNAME.
+        ALIAS => {
+            let target = absolute(&content(&e.alias));
+            RData::parse(RType::CNAME, &target, origin)
+                .map(Some)
+                .map_err(|why| format!("{target:?}: {why}"))
+        }
         RType::NS => parse(&absolute(&content(&e.ns))),
         RType::PTR => parse(&absolute(&content(&e.ptr))),
         RType::TXT => {
@@ -731,6 +747,9 @@ const SVCB: RType = meshdns_zone::svcb::SVCB;
 const HTTPS: RType = meshdns_zone::svcb::HTTPS;
 /// The types past the RFC 1035 ones a DNSRecordSet gives that meshdns serves.
 const BEYOND: [RType; 3] = [TLSA, SVCB, HTTPS];
+/// ALIAS while a DNSRecordSet is read (a type of the private-use range, RFC 6895 §3.1; it
+/// never reaches a zone: [`crate::alias`]).
+const ALIAS: RType = RType(65_401);
 
 #[cfg(test)]
 mod tests {

@@ -16,6 +16,7 @@ use meshdns_zone::{
     BuildDefaults, Catalog, CatalogBuilder, Cidr, Name, Overlay, RType, Record, Rejection, Zone,
 };
 
+use crate::alias::Alias;
 use crate::content::{FileKind, ParseSettings, Parsed, Problem, ZoneContent};
 use crate::records::parse;
 
@@ -31,6 +32,8 @@ pub struct CompiledSource {
     /// object that gave it: [`assemble`] places each into the deepest zone served, after
     /// every source's zones.
     pub placed: Arc<Vec<(Record, String)>>,
+    /// ALIASes, flattened by [`assemble`] into the zones of their names ([`crate::alias`]).
+    pub aliases: Arc<Vec<Alias>>,
 }
 
 /// Compiles one file's parsed content (consuming its records). Records that break a rule
@@ -68,6 +71,7 @@ pub fn compile(
             zones: zones.into_iter().map(Arc::new).collect(),
             overlay: None,
             placed: Arc::default(),
+            aliases: Arc::default(),
         },
         problems,
     )
@@ -97,6 +101,7 @@ impl Loaded {
 pub fn load_parsed(label: &str, parsed: Parsed, defaults: BuildDefaults) -> Loaded {
     let (mut compiled, refused) = compile(label, parsed.zones, defaults);
     compiled.placed = Arc::new(parsed.placed);
+    compiled.aliases = Arc::new(parsed.aliases);
     let mut problems = parsed.problems;
     problems.extend(refused);
     Loaded {
@@ -218,6 +223,11 @@ pub fn assemble(
             }
         }
     }
+    let aliases: Vec<(&str, &Alias)> = inputs
+        .iter()
+        .flat_map(|input| input.compiled.aliases.iter().map(|a| (input.label, a)))
+        .collect();
+    crate::alias::flatten(&mut zones, &aliases, defaults, &mut problems);
     if !reverse.is_empty() {
         add_reverse(&mut zones, reverse, &reverse_zones, defaults, &mut problems);
     }

@@ -313,7 +313,7 @@ pub fn parse(
             records,
         }],
         problems,
-        placed: Vec::new(),
+        ..Parsed::default()
     })
 }
 

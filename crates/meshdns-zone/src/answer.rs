@@ -22,8 +22,11 @@
 //! - FORMERR for malformed queries, NOTIMP for opcodes other than QUERY, nothing for responses
 //!   (QR=1) or packets without a header.
 
+use std::cell::OnceCell;
+
 use crate::name::is_wire_subdomain;
-use crate::rdata::RType;
+use crate::rdata::{RType, wire_name_len};
+use crate::svcb;
 use crate::wire::{self, HEADER_LEN, Malformed, Owner, Section, Writer, parse_query};
 use crate::zone::{Catalog, Lookup, Node, RRset, Touch, ZoneView};
 
@@ -41,6 +44,8 @@ pub mod rcode {
     pub const NOTIMP: u16 = 4;
     /// Refused.
     pub const REFUSED: u16 = 5;
+    /// A name exists that should not: here, a DNAME's substitution too long (RFC 6672 §2.2).
+    pub const YXDOMAIN: u16 = 6;
     /// Bad EDNS version (extended RCODE).
     pub const BADVERS: u16 = 16;
 }
@@ -109,6 +114,11 @@ impl Outcome {
 }
 
 const MAX_CNAME_HOPS: usize = 16;
+/// DNAMEs followed in one answer (each synthesises a name: [`Synthesised`]).
+const MAX_DNAME_HOPS: usize = 4;
+
+/// The names an answer's DNAMEs synthesise (RFC 6672 §3.1), each set once.
+type Synthesised = [OnceCell<[u8; 255]>; MAX_DNAME_HOPS];
 const FLAG_QR: u16 = 0x8000;
 const FLAG_AA: u16 = 0x0400;
 const FLAG_TC: u16 = 0x0200;
@@ -139,6 +149,9 @@ pub fn answer(
     };
     let qname_lower = query.qname_lower.as_bytes();
     let question = &packet[HEADER_LEN..HEADER_LEN + query.qname.len() + 4];
+    // Room for the names DNAMEs synthesise, which the answer refers to as it writes (only
+    // each slot's tag is written here).
+    let synthesised: Synthesised = [const { OnceCell::new() }; MAX_DNAME_HOPS];
     let mut table = wire::table();
     let mut w = Writer::new(out, &mut table, Some((question, qname_lower)));
     let mut flags =
@@ -202,7 +215,7 @@ pub fn answer(
     let reader = found.overlay.map(|o| o.reader());
     let zone = ZoneView::new(found.zone, reader.as_ref()).with_serial(found.serial);
 
-    let resolved = resolve(&mut w, zone, qname_lower, query.qtype);
+    let resolved = resolve(&mut w, zone, qname_lower, query.qtype, &synthesised);
     // What the answer itself read of a cache: the optional additional addresses below never
     // make it wait for a lookup (RFC 2181 §9: they may be left out).
     let touched = reader.as_ref().and_then(|r| r.touched());
@@ -217,11 +230,11 @@ pub fn answer(
     let truncated = w.len() + opt_len > limit;
     if truncated {
         w.truncate_to_question();
-    } else if let Some(set) = resolved.additional {
-        // Optional addresses of in-zone targets (RFC 1034 §4.3.2 step 6): dropped, without TC,
-        // when they do not fit (RFC 2181 §9).
+    } else if let Some((set, owner)) = resolved.additional {
+        // Optional addresses of in-zone targets (RFC 1034 §4.3.2 step 6, RFC 9460 §4.1):
+        // dropped, without TC, when they do not fit (RFC 2181 §9).
         let mark = w.mark();
-        put_target_addresses(&mut w, zone, set);
+        put_target_addresses(&mut w, zone, set, owner);
         if w.len() + opt_len > limit {
             w.rollback(mark);
         }
@@ -327,8 +340,9 @@ fn ds_parent<'c>(catalog: &'c Catalog, apex: &[u8]) -> Option<crate::zone::Found
 struct Resolved<'n> {
     rcode: u16,
     authoritative: bool,
-    /// An NS, MX or SRV answer whose in-zone targets' addresses may go in additional.
-    additional: Option<RRset<'n>>,
+    /// An NS, MX, SRV, SVCB or HTTPS answer whose in-zone targets' addresses may go in
+    /// additional, with its owner's name (an SVCB target of `.` is the owner).
+    additional: Option<(RRset<'n>, &'n [u8])>,
 }
 
 impl Resolved<'_> {
@@ -347,12 +361,47 @@ fn resolve<'n>(
     zone: ZoneView<'n>,
     qname: &'n [u8],
     qtype: RType,
+    synthesised: &'n Synthesised,
 ) -> Resolved<'n> {
     let mut name: &'n [u8] = qname;
     let mut owner = Owner::Question;
+    let mut slots = synthesised.iter();
     for hop in 0..MAX_CNAME_HOPS {
         let node: Node<'n> = match zone.lookup(name) {
             Lookup::Found(node) | Lookup::Wildcard(node) => node,
+            Lookup::Dname {
+                owner: at,
+                dname: set,
+            } => {
+                put_set(w, Section::Answer, Owner::Name(at), set);
+                let Some(target) = set.first() else {
+                    return Resolved::done(rcode::NOERROR, true);
+                };
+                let prefix_len = name.len() - at.len();
+                let len = prefix_len + target.len();
+                if len > 255 {
+                    // The name would be too long (RFC 6672 §2.2).
+                    return Resolved::done(rcode::YXDOMAIN, true);
+                }
+                let mut next = [0u8; 255];
+                next[..prefix_len].copy_from_slice(&name[..prefix_len]);
+                next[prefix_len..len].copy_from_slice(target);
+                let written =
+                    w.put_cname_to(Section::Answer, owner, set.ttl, &name[..prefix_len], target);
+                let (Some(written), Some(slot)) = (written, slots.next()) else {
+                    // Beyond a pointer's reach, or too many DNAMEs: the CNAME is the answer.
+                    return Resolved::done(rcode::NOERROR, true);
+                };
+                name = &slot.get_or_init(|| next)[..len];
+                if qtype == RType::CNAME
+                    || qtype == RType::ANY
+                    || !is_wire_subdomain(name, zone.zone().origin().wire())
+                {
+                    return Resolved::done(rcode::NOERROR, true);
+                }
+                owner = Owner::At(written);
+                continue;
+            }
             Lookup::EmptyNonTerminal => return nodata(w, zone),
             Lookup::NxDomain => {
                 put_soa(w, zone);
@@ -371,7 +420,7 @@ fn resolve<'n>(
             }
             Lookup::Delegation { cut, ns } => {
                 put_set(w, Section::Authority, Owner::Name(cut), ns);
-                put_target_addresses(w, zone, ns);
+                put_target_addresses(w, zone, ns, cut);
                 return Resolved::done(rcode::NOERROR, hop > 0);
             }
         };
@@ -422,7 +471,11 @@ fn answered<'n>(
         // The apex SOA (one record) carries the serial the catalog serves.
         w.set_last_serial(zone.serial());
     }
-    let additional = matches!(set.rtype, RType::NS | RType::MX | RType::SRV).then_some(set);
+    let additional = matches!(
+        set.rtype,
+        RType::NS | RType::MX | RType::SRV | svcb::SVCB | svcb::HTTPS
+    )
+    .then_some((set, node.name()));
     Resolved {
         rcode: rcode::NOERROR,
         authoritative: true,
@@ -456,20 +509,43 @@ fn put_soa<'n>(w: &mut Writer<'_, 'n>, view: ZoneView<'n>) {
     }
 }
 
-/// A/AAAA of the in-zone hosts an NS, MX or SRV RRset names, in the additional section: glue
-/// for referrals (RFC 1034 §4.3.2 step 3b), helpful extras otherwise.
-fn put_target_addresses<'n>(w: &mut Writer<'_, 'n>, zone: ZoneView<'n>, set: RRset<'n>) {
+/// A/AAAA of the in-zone hosts an NS, MX, SRV, SVCB or HTTPS RRset (owned by `owner`) names,
+/// in the additional section: glue for referrals (RFC 1034 §4.3.2 step 3b), helpful extras
+/// otherwise. An SVCB or HTTPS target in AliasMode also brings its own RRset of that type
+/// (RFC 9460 §4.1).
+fn put_target_addresses<'n>(
+    w: &mut Writer<'_, 'n>,
+    zone: ZoneView<'n>,
+    set: RRset<'n>,
+    owner: &'n [u8],
+) {
     for rdata in set.rdatas() {
+        let mut alias = false;
         let target = match set.rtype {
             RType::NS => rdata,
             RType::MX => rdata.get(2..).unwrap_or_default(),
             RType::SRV => rdata.get(6..).unwrap_or_default(),
+            svcb::SVCB | svcb::HTTPS => {
+                let rest = rdata.get(2..).unwrap_or_default();
+                let target = &rest[..wire_name_len(rest).unwrap_or(0)];
+                alias = rdata.starts_with(&[0, 0]);
+                match target {
+                    // "." in ServiceMode is the owner itself (RFC 9460 §2.5.2), unless that is
+                    // a wildcard's name.
+                    [0] if !alias && !owner.starts_with(b"\x01*") => owner,
+                    [0] => continue,
+                    _ => target,
+                }
+            }
             _ => continue,
         };
         if target.is_empty() || !is_wire_subdomain(target, zone.zone().origin().wire()) {
             continue;
         }
         if let Some(node) = zone.node(target) {
+            if alias && let Some(next) = node.get(set.rtype) {
+                put_set(w, Section::Additional, Owner::Name(node.name()), next);
+            }
             for t in [RType::A, RType::AAAA] {
                 if let Some(addrs) = node.get(t) {
                     put_set(w, Section::Additional, Owner::Name(node.name()), addrs);

@@ -121,12 +121,13 @@ impl RType {
     /// The record types past [`RType::SERVED`] that zone files and records files read in their
     /// own presentation form; any other type but those refused
     /// ([`crate::rdata_other::refused`]) is read in the RFC 3597 form, `\# LENGTH HEX`.
-    pub const PRESENTED: [RType; 8] = [
+    pub const PRESENTED: [RType; 9] = [
         crate::rdata_other::TLSA,
         crate::rdata_other::SSHFP,
         RType::DS,
         crate::rdata_other::URI,
         crate::rdata_other::NAPTR,
+        crate::rdata_other::DNAME,
         RType::HINFO,
         crate::svcb::SVCB,
         crate::svcb::HTTPS,
@@ -566,7 +567,7 @@ impl RData {
                 }
                 RData::Other {
                     rtype: other,
-                    data: w.into(),
+                    data: crate::rdata_other::canonical(other, w.to_vec()).into(),
                 }
             }
         })

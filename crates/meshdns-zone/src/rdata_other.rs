@@ -1,13 +1,14 @@
 //! Record types kept as their wire bytes, with no name compressed in them (RFC 3597 §4):
 //! TLSA (RFC 6698), SSHFP (RFC 4255, 6594), DS (RFC 4034 §5), URI (RFC 7553), NAPTR (RFC 3403),
-//! HINFO (RFC 1035 §3.3.2), SVCB and HTTPS (RFC 9460, [`crate::svcb`]), and any other type
+//! DNAME (RFC 6672: its target is never compressed, §2.5), HINFO (RFC 1035 §3.3.2), SVCB and
+//! HTTPS (RFC 9460, [`crate::svcb`]), and any other type
 //! given in the RFC 3597 generic form
 //! (`\# LENGTH HEX`). Each typed one is parsed from its presentation form and checked as
 //! strictly as the RFC 1035 types; each is written back in that form.
 //!
 //! Types refused: those a server must not hold as data (meta types, OPT, TSIG, TKEY), the
 //! DNSSEC records meshdns does not sign or answer by DNSSEC's rules (RRSIG, NSEC, NSEC3,
-//! NSEC3PARAM), and DNAME, whose answers need synthesis meshdns does not do yet.
+//! NSEC3PARAM).
 
 use std::fmt;
 
@@ -35,7 +36,6 @@ pub fn refused(rtype: RType) -> Option<&'static str> {
         46 | 47 | 50 | 51 => Some(
             "meshdns does not sign zones: RRSIG, NSEC, NSEC3 and NSEC3PARAM would be served without DNSSEC's rules",
         ),
-        39 => Some("DNAME is not served yet (its answers need CNAME synthesis)"),
         _ => None,
     }
 }
@@ -101,6 +101,7 @@ pub fn parse(rtype: RType, t: &[Token<'_>], origin: &Name) -> Option<Result<Vec<
         RType::DS => ds(t),
         URI => uri(t),
         NAPTR => naptr(t, origin),
+        DNAME => dname(t, origin),
         RType::HINFO => hinfo(t),
         crate::svcb::SVCB | crate::svcb::HTTPS => crate::svcb::parse(rtype, t, origin),
         // Parsed by `RData` itself.
@@ -146,7 +147,7 @@ fn generic(rtype: RType, t: &[Token<'_>]) -> Result<Vec<u8>, RDataError> {
             "{rtype} data {len} bytes long is not what {rtype} holds"
         ));
     }
-    Ok(data)
+    Ok(canonical(rtype, data))
 }
 
 fn tlsa(t: &[Token<'_>]) -> Result<Vec<u8>, RDataError> {
@@ -227,6 +228,16 @@ fn naptr(t: &[Token<'_>], origin: &Name) -> Result<Vec<u8>, RDataError> {
     Ok(out)
 }
 
+fn dname(t: &[Token<'_>], origin: &Name) -> Result<Vec<u8>, RDataError> {
+    match t {
+        [target] if !target.quoted => Name::parse(target.text, Some(origin))
+            .map(|n| n.wire().to_vec())
+            .map_err(|e| RDataError(format!("DNAME target {:?}: {e}", target.text))),
+        [_] => err("DNAME target must be a name, not quoted"),
+        _ => err(format!("DNAME takes 1 field (target), got {}", t.len())),
+    }
+}
+
 fn hinfo(t: &[Token<'_>]) -> Result<Vec<u8>, RDataError> {
     if t.len() != 2 {
         return err(format!(
@@ -255,6 +266,21 @@ fn strings(w: &[u8], n: usize) -> Option<usize> {
     Some(at)
 }
 
+/// `w` (checked by [`valid_wire`]) as the catalog keeps it: the target of a DNAME, SVCB or
+/// HTTPS lower-cased, as every name meshdns looks up (label lengths are below `A`, so they are
+/// left as they are).
+pub fn canonical(rtype: RType, mut w: Vec<u8>) -> Vec<u8> {
+    match rtype {
+        DNAME => w.make_ascii_lowercase(),
+        crate::svcb::SVCB | crate::svcb::HTTPS if w.len() > 2 => {
+            let end = 2 + wire_name_len(&w[2..]).unwrap_or(0);
+            w[2..end].make_ascii_lowercase();
+        }
+        _ => {}
+    }
+    w
+}
+
 /// Whether `w` is data `rtype` can hold (for types of this module; any bytes for a type
 /// meshdns does not know, none for a refused type).
 pub fn valid_wire(rtype: RType, w: &[u8]) -> bool {
@@ -268,6 +294,7 @@ pub fn valid_wire(rtype: RType, w: &[u8]) -> bool {
         URI => w.len() >= 5,
         RType::HINFO => strings(w, 2) == Some(w.len()),
         crate::svcb::SVCB | crate::svcb::HTTPS => crate::svcb::valid_wire(w),
+        DNAME => wire_name_len(w) == Some(w.len()) && Name::from_wire(w).is_some(),
         NAPTR => strings(&w[w.len().min(4)..], 3)
             .map(|at| 4 + at)
             .is_some_and(|at| {
@@ -319,6 +346,10 @@ pub fn display(rtype: RType, w: &[u8], f: &mut fmt::Formatter<'_>) -> fmt::Resul
         crate::svcb::SVCB | crate::svcb::HTTPS if valid_wire(rtype, w) => {
             crate::svcb::display(w, f)
         }
+        DNAME if valid_wire(rtype, w) => match Name::from_wire(w) {
+            Some(n) => write!(f, "{n}"),
+            None => f.write_str("."),
+        },
         NAPTR if valid_wire(rtype, w) => {
             write!(f, "{} {}", u16_at(0), u16_at(2))?;
             let mut at = 4;
@@ -379,6 +410,8 @@ mod tests {
                 "100 10 \"S\" \"SIP+D2U\" \"\" _sip._udp.example.org.",
             ),
             (RType::HINFO, "\"amd64\" \"linux\"", "\"amd64\" \"linux\""),
+            (super::DNAME, "Target", "target.example.org."),
+            (super::DNAME, "\\# 5 0141014200", "a.b."),
             (RType(65534), "\\# 4 0A000001", "\\# 4 0A000001"),
             (RType(65534), "\\# 0", "\\# 0"),
             // HTTPS in RFC 3597 form: read as HTTPS (priority 1, the root as target).
@@ -437,10 +470,13 @@ mod tests {
                 "2 bytes are not what CNAME holds",
             ),
             (RType::TXT, "\\# 0", "0 bytes are not what TXT holds"),
+            (super::DNAME, "a. b.", "DNAME takes 1 field (target), got 2"),
+            (super::DNAME, "\"a.\"", "DNAME target must be a name"),
+            (super::DNAME, "a..b.", "DNAME target \"a..b.\""),
             (
                 super::DNAME,
-                "target.example.org.",
-                "DNAME is not served yet",
+                "\\# 2 0101",
+                "2 bytes long is not what DNAME holds",
             ),
             (RType(41), "\\# 0", "meta type"),
             (RType(252), "\\# 0", "query type"),

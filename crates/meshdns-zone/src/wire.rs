@@ -305,6 +305,9 @@ pub enum Owner<'n> {
     Question,
     /// Any other name, lower-cased wire format.
     Name(&'n [u8]),
+    /// A name already written at this offset of the message (below 0x4000), as a pointer: a
+    /// name the answer made up (a DNAME's synthesised target, [`Writer::put_cname_to`]).
+    At(u16),
 }
 
 const MAX_COMPRESSION_ENTRIES: usize = 48;
@@ -444,7 +447,35 @@ impl<'b, 'n> Writer<'b, 'n> {
         match owner {
             Owner::Question => self.buf.extend_from_slice(&[0xC0, HEADER_LEN as u8]),
             Owner::Name(n) => self.put_name(n),
+            Owner::At(at) => self.buf.extend_from_slice(&(0xC000 | at).to_be_bytes()),
         }
+    }
+
+    /// Writes the CNAME a DNAME synthesises (RFC 6672 §3.1): its target is `prefix` (whole
+    /// labels, as asked) followed by `suffix` (compressed against earlier names). The offset
+    /// of the target, for records owned by it ([`Owner::At`]); `None` when it lies beyond a
+    /// compression pointer's reach.
+    pub fn put_cname_to(
+        &mut self,
+        section: Section,
+        owner: Owner<'n>,
+        ttl: u32,
+        prefix: &[u8],
+        suffix: &'n [u8],
+    ) -> Option<u16> {
+        self.put_owner(owner);
+        self.buf.extend_from_slice(&RType::CNAME.0.to_be_bytes());
+        self.buf.extend_from_slice(&1u16.to_be_bytes());
+        self.buf.extend_from_slice(&ttl.to_be_bytes());
+        let len_at = self.buf.len();
+        self.buf.extend_from_slice(&[0, 0]);
+        let at = self.buf.len();
+        self.buf.extend_from_slice(prefix);
+        self.put_name(suffix);
+        let rdlen = (self.buf.len() - len_at - 2) as u16;
+        self.buf[len_at..len_at + 2].copy_from_slice(&rdlen.to_be_bytes());
+        self.counts[section as usize] = self.counts[section as usize].saturating_add(1);
+        u16::try_from(at).ok().filter(|&at| at < 0x4000)
     }
 
     /// Writes one resource record of class IN from its uncompressed wire RDATA, compressing

@@ -31,6 +31,8 @@ pub struct Zone {
     pub(super) soa_ttl: u32,
     pub(super) has_cuts: bool,
     pub(super) has_wildcards: bool,
+    /// Whether a DNAME is served (below one, names are synthesised: RFC 6672).
+    pub(super) has_dnames: bool,
     pub(super) record_count: usize,
     pub(super) given_soa: bool,
     pub(super) given_serial: bool,
@@ -165,6 +167,11 @@ impl Zone {
         {
             return found;
         }
+        if self.has_dnames
+            && let Some(found) = self.find_dname(name)
+        {
+            return found;
+        }
         if let Some(node) = node(name) {
             return if node.is_empty() {
                 Lookup::EmptyNonTerminal
@@ -197,6 +204,23 @@ impl Zone {
             }
         }
         None
+    }
+
+    /// The DNAME strictly above `name` (RFC 6672 §2.3; the zone holds nothing below one, so
+    /// there is at most one).
+    fn find_dname(&self, name: &[u8]) -> Option<Lookup<'_>> {
+        let apex_len = self.origin.wire().len();
+        label_offsets(name)
+            .skip(1)
+            .take_while(|&o| name.len() - o >= apex_len)
+            .find_map(|o| {
+                let node = self.node(&name[o..])?;
+                let dname = node.get(crate::rdata_other::DNAME)?;
+                Some(Lookup::Dname {
+                    owner: node.name,
+                    dname,
+                })
+            })
     }
 
     /// The wildcard node at `*.<closest encloser>` (RFC 4592 §3.3.1), if any, with `exists`

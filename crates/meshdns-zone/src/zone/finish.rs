@@ -8,8 +8,9 @@
 //!    duplicates, the RRset size limit and one TTL; written in the layout the answer writer
 //!    copies.
 
-use crate::name::Name;
+use crate::name::{Name, label_offsets};
 use crate::rdata::{RData, RType, Soa};
+use crate::rdata_other::DNAME;
 
 use super::compact::{NodeMeta, Zone};
 use super::gather::{BuildDefaults, Entry, Refused, Rejection, ZoneBuilder};
@@ -47,6 +48,7 @@ pub(super) fn finish_zone(
         soa_ttl,
         has_cuts: layout.has_cuts,
         has_wildcards,
+        has_dnames: layout.has_dnames,
         record_count: layout.record_count,
         given_soa: apex.given_soa,
         given_serial: apex.given_serial,
@@ -137,6 +139,7 @@ struct Layout {
     data: Vec<u8>,
     record_count: usize,
     has_cuts: bool,
+    has_dnames: bool,
     /// The apex SOA's TTL and data.
     soa: Option<(u32, Option<RData>)>,
 }
@@ -157,12 +160,25 @@ fn lay_out(z: &ZoneBuilder, entries: &[Entry], apex_id: u32, refused: &mut Vec<R
         data: Vec::with_capacity(z.rdata_arena.len() + entries.len() * 3),
         record_count: 0,
         has_cuts: false,
+        has_dnames: false,
         soa: None,
     };
     let rdata = |e: &Entry| &z.rdata_arena[e.rdata_at as usize..][..usize::from(e.rdata_len)];
     let name_of = |id: u32| Name::from_wire(z.name_of(id)).unwrap_or_else(Name::root);
+    let dnames = dname_owners(z, entries, apex_id);
+    out.has_dnames = !dnames.is_empty();
     for group in entries.chunk_by(|a, b| a.node == b.node) {
         let node = group[0].node;
+        if let Some(dname) = below_dname(&dnames, z.name_of(node)) {
+            for set in group.chunk_by(|a, b| a.rtype == b.rtype) {
+                let why = Rejection::BelowDname {
+                    name: name_of(node),
+                    dname: Name::from_wire(dname).unwrap_or_else(Name::root),
+                };
+                refused.push((name_of(node), set[0].rtype, why));
+            }
+            continue;
+        }
         // CNAME beside other data: whichever came first stays (RFC 1034 §3.6.2).
         let first = group
             .iter()
@@ -174,6 +190,14 @@ fn lay_out(z: &ZoneBuilder, entries: &[Entry], apex_id: u32, refused: &mut Vec<R
             let rtype = set[0].rtype;
             if (rtype == RType::CNAME) != cname_only {
                 let why = Rejection::CnameConflict {
+                    name: name_of(node),
+                };
+                refused.push((name_of(node), rtype, why));
+                continue;
+            }
+            if rtype == DNAME && !dnames.contains(z.name_of(node)) {
+                // Beside NS below the apex (a CNAME first was refused above).
+                let why = Rejection::DnameAtCut {
                     name: name_of(node),
                 };
                 refused.push((name_of(node), rtype, why));
@@ -204,8 +228,42 @@ fn lay_out(z: &ZoneBuilder, entries: &[Entry], apex_id: u32, refused: &mut Vec<R
     out
 }
 
+/// The owners of the DNAMEs a zone serves: not beside NS below the apex (RFC 6672 §2.3), and
+/// not where a CNAME came first (RFC 1034 §3.6.2); `entries` sorted by node.
+fn dname_owners<'z>(
+    z: &'z ZoneBuilder,
+    entries: &[Entry],
+    apex_id: u32,
+) -> hashbrown::HashSet<&'z [u8]> {
+    if !entries.iter().any(|e| e.rtype == DNAME) {
+        return hashbrown::HashSet::new();
+    }
+    entries
+        .chunk_by(|a, b| a.node == b.node)
+        .filter(|group| {
+            let has = |t: RType| group.iter().any(|e| e.rtype == t);
+            let first = group.iter().min_by_key(|e| e.seq).map(|e| e.rtype);
+            has(DNAME)
+                && first != Some(RType::CNAME)
+                && (group[0].node == apex_id || !has(RType::NS))
+        })
+        .map(|group| z.name_of(group[0].node))
+        .collect()
+}
+
+/// The DNAME owner strictly above `name`, if any (the highest: its redirection wins).
+fn below_dname<'z>(dnames: &hashbrown::HashSet<&'z [u8]>, name: &[u8]) -> Option<&'z [u8]> {
+    if dnames.is_empty() {
+        return None;
+    }
+    label_offsets(name)
+        .skip(1)
+        .filter_map(|o| dnames.get(&name[o..]).copied())
+        .last()
+}
+
 /// One RRset's records and TTL: the first source to give (name, type) keeps it, one CNAME
-/// per name, duplicates once, at most 65535 records, and one TTL, the lowest given (RFC 2181
+/// and one DNAME per name, duplicates once, at most 65535 records, and one TTL, the lowest given (RFC 2181
 /// §5.2). `None` when nothing of it is served.
 fn rrset<'e, 'a>(
     set: &'e [Entry],
@@ -232,6 +290,9 @@ fn rrset<'e, 'a>(
             }
         } else if rtype == RType::CNAME && !kept.is_empty() && rdata(e) != rdata(kept[0]) {
             let why = Rejection::CnameConflict { name: owner() };
+            refused.push((owner(), rtype, why));
+        } else if rtype == DNAME && !kept.is_empty() && rdata(e) != rdata(kept[0]) {
+            let why = Rejection::TwoDnames { name: owner() };
             refused.push((owner(), rtype, why));
         } else if is_new(&mut seen, &kept, rdata(e), rdata) {
             kept.push(e);

@@ -40,6 +40,28 @@ pub enum Rejection {
         /// The owner name.
         name: Name,
     },
+    /// A second DNAME at one name.
+    #[error("{name} can have one DNAME (RFC 6672 §2.4)")]
+    TwoDnames {
+        /// The owner name.
+        name: Name,
+    },
+    /// A DNAME beside NS below the apex: a delegation cannot also redirect.
+    #[error("{name} cannot have a DNAME and NS below the zone apex (RFC 6672 §2.3)")]
+    DnameAtCut {
+        /// The owner name.
+        name: Name,
+    },
+    /// A record below a DNAME, which redirects every name below its owner.
+    #[error(
+        "{name} is below the DNAME at {dname}, which redirects every name below it (RFC 6672 §2.3)"
+    )]
+    BelowDname {
+        /// The owner name.
+        name: Name,
+        /// The DNAME's owner.
+        dname: Name,
+    },
     /// A CNAME at a zone apex, which must hold SOA and NS.
     #[error("{name} is a zone apex, which cannot be a CNAME")]
     CnameAtApex {

@@ -316,6 +316,74 @@ fn rejects_cname_conflicts_and_second_sources() {
 }
 
 #[test]
+fn a_dname_redirects_below_it_and_nothing_is_kept_there() {
+    use crate::rdata_other::DNAME;
+    let origin = n("example.org.");
+    let mut b = CatalogBuilder::new(defaults());
+    for r in [
+        rec("d.example.org.", DNAME, "target.example.net."),
+        rec("d.example.org.", RType::TXT, "at the owner itself"),
+        rec("x.d.example.org.", RType::A, "192.0.2.1"),
+        rec("y.x.d.example.org.", RType::TXT, "deeper"),
+        rec("two.example.org.", DNAME, "a.example.net."),
+        rec("two.example.org.", DNAME, "b.example.net."),
+        rec("cut.example.org.", RType::NS, "ns.example.net."),
+        rec("cut.example.org.", DNAME, "c.example.net."),
+        rec("c.example.org.", RType::CNAME, "d"),
+        rec("c.example.org.", DNAME, "e.example.net."),
+    ] {
+        b.add(&origin, r, 0).unwrap();
+    }
+    let (cat, refused) = b.build();
+    let shown: Vec<String> = refused
+        .iter()
+        .map(|(n, t, why)| format!("{n} {t}: {why}"))
+        .collect();
+    let mut shown = shown;
+    shown.sort();
+    assert_eq!(
+        shown,
+        [
+            "c.example.org. DNAME: c.example.org. cannot have a CNAME and other records (RFC 1034 §3.6.2)",
+            "cut.example.org. DNAME: cut.example.org. cannot have a DNAME and NS below the zone apex (RFC 6672 §2.3)",
+            "two.example.org. DNAME: two.example.org. can have one DNAME (RFC 6672 §2.4)",
+            "x.d.example.org. A: x.d.example.org. is below the DNAME at d.example.org., which redirects every name below it (RFC 6672 §2.3)",
+            "y.x.d.example.org. TXT: y.x.d.example.org. is below the DNAME at d.example.org., which redirects every name below it (RFC 6672 §2.3)",
+        ]
+    );
+    let zone = cat.zone(&origin).unwrap();
+    // The owner answers for itself; every name below it, whatever was given there, is
+    // redirected.
+    let Lookup::Found(owner) = zone.lookup(n("d.example.org.").wire()) else {
+        panic!()
+    };
+    assert!(owner.get(RType::TXT).is_some());
+    for below in [
+        "x.d.example.org.",
+        "y.x.d.example.org.",
+        "new.d.example.org.",
+    ] {
+        let Lookup::Dname { owner, dname } = zone.lookup(n(below).wire()) else {
+            panic!("{below}")
+        };
+        assert_eq!(owner, n("d.example.org.").wire());
+        assert_eq!(
+            dname.decoded(),
+            [RData::parse(DNAME, "target.example.net.", &origin).unwrap()]
+        );
+    }
+    // The cut stays a delegation; the CNAME that came first stays a CNAME.
+    assert!(matches!(
+        zone.lookup(n("a.cut.example.org.").wire()),
+        Lookup::Delegation { .. }
+    ));
+    assert!(matches!(
+        zone.lookup(n("a.c.example.org.").wire()),
+        Lookup::NxDomain
+    ));
+}
+
+#[test]
 fn finds_wildcards_and_delegations() {
     let origin = n("example.org.");
     let mut b = CatalogBuilder::new(defaults());

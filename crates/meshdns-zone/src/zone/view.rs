@@ -147,6 +147,14 @@ pub enum Lookup<'z> {
         /// The child zone's NS RRset.
         ns: RRset<'z>,
     },
+    /// The name is below a DNAME (RFC 6672): the answer is the DNAME and a CNAME synthesised
+    /// from it.
+    Dname {
+        /// The owner name of the DNAME (lower-cased wire format).
+        owner: &'z [u8],
+        /// The DNAME RRset (one record).
+        dname: RRset<'z>,
+    },
     /// Neither the name nor anything below it exists.
     NxDomain,
 }

@@ -509,3 +509,109 @@ spec:
     served.sort();
     assert_eq!(served, ["192.0.2.1", "192.0.2.2"]);
 }
+
+/// A DNSRecordSet of ALIAS entries `(name, target)`, in the DNSZone `connectors-zone`.
+fn alias_set(name: &str, entries: &[(&str, &str)]) -> String {
+    let records: String = entries
+        .iter()
+        .map(|(n, t)| format!("  - {{name: '{n}', ttl: 120, alias: {{content: {t}}}}}\n"))
+        .collect();
+    format!(
+        "apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {{name: {name}, namespace: dns}}
+spec:
+  dnsZoneRef: {{name: connectors-zone}}
+  recordType: ALIAS
+  records:
+{records}"
+    )
+}
+
+/// ALIAS at the apex answers its target's A and AAAA (flattened, with the ALIAS's TTL),
+/// follows the target's changes, goes through CNAMEs, goes by AXFR as A records, and a target
+/// outside the zones served is reported and not followed; records of the name's own win.
+#[test]
+fn an_alias_answers_its_targets_addresses_and_follows_their_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("manifests");
+    std::fs::create_dir(&d).unwrap();
+    write(&d, "a-zone.yaml", ZONE);
+    write(&d, "b-www.yaml", &a_set("www", "192.0.2.1"));
+    let cname = "apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata: {name: via, namespace: dns}
+spec:
+  dnsZoneRef: {name: connectors-zone}
+  recordType: CNAME
+  records:
+  - {name: via, cname: {content: www.connectors.example.org}}
+";
+    write(&d, "c-via.yaml", cname);
+    write(
+        &d,
+        "d-alias.yaml",
+        &alias_set(
+            "apex",
+            &[
+                ("@", "www.connectors.example.org"),
+                ("through", "via.connectors.example.org."),
+                ("away", "www.example.net"),
+                ("www", "via.connectors.example.org"),
+            ],
+        ),
+    );
+    let m = Meshdns::serve(&[
+        "--manifests",
+        d.to_str().unwrap(),
+        "--allow-transfer",
+        "127.0.0.0/8",
+    ]);
+    until_short(&m, "connectors.example.org", "192.0.2.1");
+    let answer = dig(m.dns, &["connectors.example.org", "A", "+noall", "+answer"]);
+    let answer: Vec<_> = answer.split_whitespace().collect();
+    assert_eq!(
+        answer,
+        ["connectors.example.org.", "120", "IN", "A", "192.0.2.1"]
+    );
+    assert_eq!(
+        dig(m.dns, &["through.connectors.example.org", "A", "+short"]).trim(),
+        "192.0.2.1"
+    );
+    assert_eq!(
+        dig(m.dns, &["away.connectors.example.org", "A", "+short"]).trim(),
+        ""
+    );
+    let axfr = dig(m.dns, &["connectors.example.org", "AXFR"]);
+    assert!(
+        axfr.contains("connectors.example.org.\t120\tIN\tA\t192.0.2.1"),
+        "{axfr}"
+    );
+    // The target changes: the alias follows.
+    write(&d, "b-www.yaml", &a_set("www", "192.0.2.77"));
+    until_short(&m, "connectors.example.org", "192.0.2.77");
+    assert_eq!(
+        dig(m.dns, &["through.connectors.example.org", "A", "+short"]).trim(),
+        "192.0.2.77"
+    );
+    // What `check` says: the target outside, and the name with A records of its own.
+    let out = bin().args(["check", d.to_str().unwrap()]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let label = d.display();
+    assert!(
+        stdout.contains(&format!(
+            "{label}: DNSRecordSet dns/apex records[2] away.connectors.example.org.: ALIAS target www.example.net. is not in a zone meshdns serves"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "{label}: DNSRecordSet dns/apex records[3] www.connectors.example.org.: www.connectors.example.org. has A records of its own, which take precedence over the ALIAS"
+        )),
+        "{stdout}"
+    );
+    assert_eq!(
+        dig(m.dns, &["www.connectors.example.org", "A", "+short"]).trim(),
+        "192.0.2.77"
+    );
+}
