@@ -76,6 +76,7 @@ fn name(text: &str) -> Name {
 static CATALOG: LazyLock<Catalog> = LazyLock::new(|| {
     let kind = FileKind::ZoneFile {
         origin: Some(name("example.net.")),
+        views: Vec::new(),
     };
     let loaded = meshdns_sources::load(
         "fuzz.zone",
@@ -217,8 +218,12 @@ pub fn records(data: &[u8]) {
         0 => FileKind::Auto,
         1 => FileKind::ZoneFile {
             origin: Some(name("example.net.")),
+            views: Vec::new(),
         },
-        2 => FileKind::ZoneFile { origin: None },
+        2 => FileKind::ZoneFile {
+            origin: None,
+            views: Vec::new(),
+        },
         _ => FileKind::Manifests,
     };
     let settings = parse_settings();

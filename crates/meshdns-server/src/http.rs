@@ -77,6 +77,9 @@ pub struct DohState {
     pub nsid: Option<axum::http::HeaderValue>,
     /// Where keys a cache lacks are looked up before answering (`--pkarr-dht`).
     pub lookups: Option<Arc<dyn crate::lookups::Lookups>>,
+    /// Split horizon (`--view`): the client (the forwarded address behind a trusted proxy)
+    /// picks the catalog.
+    pub views: Option<Arc<crate::views::Views>>,
 }
 
 /// The largest request body read (a DNS message or a pkarr payload is far smaller). A larger
@@ -167,8 +170,12 @@ async fn doh_answer(s: &HttpState, packet: &[u8], client: IpAddr) -> Response {
     };
     let mut out = Vec::with_capacity(512);
     let started = Instant::now();
+    let catalog = match &doh.views {
+        None => &doh.catalog,
+        Some(views) => views.pick(client, &doh.catalog),
+    };
     let outcome = answer(
-        &doh.catalog.load(),
+        &catalog.load(),
         packet,
         Transport::Stream,
         &doh.answer,
@@ -182,7 +189,7 @@ async fn doh_answer(s: &HttpState, packet: &[u8], client: IpAddr) -> Response {
                 key,
                 Some(client),
                 crate::lookups::Asked {
-                    catalog: &doh.catalog,
+                    catalog,
                     packet,
                     transport: Transport::Stream,
                     config: &doh.answer,

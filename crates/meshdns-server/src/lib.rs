@@ -24,6 +24,7 @@ pub mod replicate;
 pub mod rrl;
 pub mod tls;
 mod udp;
+pub mod views;
 pub mod xfr;
 
 use std::io;
@@ -79,6 +80,8 @@ pub struct ServerConfig {
     pub rrl: Option<Arc<rrl::Rrl>>,
     /// Where keys a cache lacks are looked up before answering (`--pkarr-dht`).
     pub lookups: Option<Arc<dyn lookups::Lookups>>,
+    /// Split horizon: the catalog answering each client by its address (`--view`).
+    pub views: Option<Arc<views::Views>>,
 }
 
 /// Answers a NOTIFY request from a peer (`None`: not one it answers).
@@ -135,6 +138,7 @@ impl Default for ServerConfig {
             tls: None,
             rrl: None,
             lookups: None,
+            views: None,
         }
     }
 }
@@ -203,6 +207,26 @@ struct Shared {
     runtime: Option<tokio::runtime::Handle>,
     /// UDP answers waiting for a lookup now.
     deferred: std::sync::atomic::AtomicUsize,
+}
+
+impl Shared {
+    /// The catalog that answers `client`: its view's, or the one every client shares. The
+    /// query is counted for its view.
+    #[inline]
+    fn catalog_for(&self, client: std::net::IpAddr) -> &SharedCatalog {
+        match &self.config.views {
+            None => &self.catalog,
+            Some(views) => views.pick(client, &self.catalog),
+        }
+    }
+
+    /// [`Shared::catalog_for`] for a query counted already (one answered after a lookup).
+    fn catalog_again(&self, client: std::net::IpAddr) -> &SharedCatalog {
+        match &self.config.views {
+            None => &self.catalog,
+            Some(views) => views.catalog(client, &self.catalog),
+        }
+    }
 }
 
 impl Server {
@@ -575,8 +599,9 @@ where
         }
         conn.busy();
         let started = Instant::now();
+        let shared_catalog = shared.catalog_for(peer.ip());
         let outcome = {
-            let catalog = shared.catalog.load();
+            let catalog = shared_catalog.load();
             answer(
                 &catalog,
                 &msg,
@@ -596,7 +621,7 @@ where
                             key,
                             Some(peer.ip()),
                             crate::lookups::Asked {
-                                catalog: &shared.catalog,
+                                catalog: shared_catalog,
                                 packet: &msg,
                                 transport: Transport::Stream,
                                 config: &shared.config.answer,

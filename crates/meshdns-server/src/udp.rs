@@ -157,7 +157,7 @@ fn deferred(
             key,
             Some(peer.ip()),
             crate::lookups::Asked {
-                catalog: &shared.catalog,
+                catalog: shared.catalog_again(peer.ip()),
                 packet: &packet,
                 transport: Transport::Udp,
                 config: &shared.config.answer,
@@ -327,7 +327,7 @@ mod simple {
             if peer.port() == 0 {
                 continue;
             }
-            let catalog = shared.catalog.load();
+            let catalog = shared.catalog_for(peer.ip()).load();
             let replied = if len > RECV_BUF {
                 oversized(&shared, &buf[..RECV_BUF], &mut out)
             } else if update_later(&shared, &sock, &buf[..len], peer) {
@@ -515,9 +515,18 @@ mod batched {
                     false
                 } else {
                     let packet = &b.data[i][..len];
+                    // With views, each datagram is answered from its client's catalog.
+                    let view_catalog;
+                    let catalog = match (&shared.config.views, source_ip(addr)) {
+                        (Some(_), Some(ip)) => {
+                            view_catalog = shared.catalog_for(ip).load();
+                            &view_catalog
+                        }
+                        _ => &catalog,
+                    };
                     handle(
                         &shared,
-                        &catalog,
+                        catalog,
                         packet,
                         || source_ip(addr),
                         &mut b.replies[i],

@@ -11,7 +11,10 @@ fn main() {
     let t1 = Instant::now();
     let parsed = parse(
         &path,
-        &FileKind::ZoneFile { origin: None },
+        &FileKind::ZoneFile {
+            origin: None,
+            views: Vec::new(),
+        },
         &bytes,
         &ParseSettings::default(),
     )

@@ -89,6 +89,41 @@ pub struct Parsed {
     pub placed: Vec<(meshdns_zone::Record, String)>,
     /// ALIASes (DNSRecordSets), flattened when the catalog is assembled ([`crate::alias`]).
     pub aliases: Vec<crate::alias::Alias>,
+    /// Zones seen only by clients of some views (split horizon), each with those views'
+    /// names: a records-file zone or entry with `view:`, a DNSZone or DNSRecordSet with the
+    /// `meshdns.io/views` annotation, a zone file given with `@VIEW`.
+    pub tagged: Vec<(Vec<String>, ZoneContent)>,
+}
+
+/// The views a tag names (`a`, `a,b`, or a list of them), sorted, each once. Whether each is
+/// configured is checked when the catalog is assembled ([`crate::snapshot::unconfigured_views`]).
+pub fn view_tags(tags: &[&str]) -> Result<Vec<String>, String> {
+    let mut out: Vec<String> = tags
+        .iter()
+        .flat_map(|t| t.split(','))
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .collect();
+    if out.is_empty() {
+        return Err("names no view".into());
+    }
+    if let Some(bad) = out.iter().find(|t| !is_view_name(t)) {
+        return Err(format!(
+            "{bad:?} is not a view name (letters, digits, '-' and '_')"
+        ));
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// Whether `name` can name a view: letters, digits, `-` and `_`, at most 63 of them.
+pub fn is_view_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// How a file should be read.
@@ -101,6 +136,8 @@ pub enum FileKind {
     ZoneFile {
         /// Initial origin (and zone apex unless the file's SOA says otherwise).
         origin: Option<Name>,
+        /// The views that see the zone (`--zone-file ORIGIN=FILE@VIEW`); empty: every view.
+        views: Vec<String>,
     },
     /// Kubernetes manifests: the zones their DNSZones and DNSRecordSets make
     /// ([`crate::manifests`]). The path may be a directory: every `.yaml`, `.yml` and

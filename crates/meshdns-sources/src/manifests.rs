@@ -345,6 +345,10 @@ fn read_dns(file: &str, objects: &[Manifest]) -> (Parsed, Verdicts) {
     // (namespace, name) -> index into `contents`
     let mut by_ref: BTreeMap<(String, String), usize> = BTreeMap::new();
     let mut contents: Vec<ZoneContent> = Vec::new();
+    // Per entry of `contents`: the views it is seen in (`None`: every view). A DNSRecordSet
+    // with views of its own adds its records to a part of its own (same origin), appended.
+    let mut part_views: Vec<Option<Vec<String>>> = Vec::new();
+    let mut parts: BTreeMap<(usize, Vec<String>), usize> = BTreeMap::new();
     for z in &zone_objects {
         let (ns, name) = (namespace_of(&z.metadata), name_of(&z.metadata));
         let mut verdict = ZoneVerdict {
@@ -388,10 +392,25 @@ fn read_dns(file: &str, objects: &[Manifest]) -> (Parsed, Verdicts) {
             verdicts.zones.push(verdict);
             continue;
         }
+        // A DNSZone whose views cannot be read is refused: never served to every client.
+        let views = match views_annotation(&z.metadata) {
+            Ok(v) => v,
+            Err(why) => {
+                problems.push(Problem::new(
+                    file,
+                    format!("{entry} metadata.annotations[{VIEWS_ANNOTATION}]"),
+                    why.clone(),
+                ));
+                verdict.refused = Some(("InvalidDNSZone", why));
+                verdicts.zones.push(verdict);
+                continue;
+            }
+        };
         verdict.origin = Some(origin.clone());
         verdicts.zones.push(verdict);
         by_ref.insert((ns.to_string(), name.to_string()), contents.len());
         contents.push(ZoneContent::empty(&origin));
+        part_views.push(views);
     }
 
     // Each set typed, with its entries as written: each entry is read on its own, so one
@@ -435,6 +454,40 @@ fn read_dns(file: &str, objects: &[Manifest]) -> (Parsed, Verdicts) {
             continue;
         };
         let origin = contents[zi].origin.clone();
+        // The set's views, within its zone's: its records go to that part of the zone.
+        let views = views_annotation(&set.metadata).and_then(|own| match (own, &part_views[zi]) {
+            (None, _) => Ok(None),
+            (Some(own), None) => Ok(Some(own)),
+            (Some(own), Some(zone)) => {
+                let both: Vec<String> = own.into_iter().filter(|v| zone.contains(v)).collect();
+                if both.is_empty() {
+                    Err(format!(
+                        "names none of its DNSZone's views ({})",
+                        zone.join(", ")
+                    ))
+                } else {
+                    Ok(Some(both))
+                }
+            }
+        });
+        let zi = match views {
+            Ok(None) => zi,
+            Ok(Some(views)) => *parts.entry((zi, views.clone())).or_insert_with(|| {
+                contents.push(ZoneContent::empty(&origin));
+                part_views.push(Some(views));
+                contents.len() - 1
+            }),
+            Err(why) => {
+                problems.push(Problem::new(
+                    file,
+                    format!("{entry} metadata.annotations[{VIEWS_ANNOTATION}]"),
+                    why.clone(),
+                ));
+                verdict.refused = Some(("InvalidDNSRecordSet", why));
+                verdicts.sets.push(verdict);
+                continue;
+            }
+        };
         verdict.origin = Some(origin.clone());
         let type_text = set.spec.record_type.as_str();
         let rtype = match RType::from_mnemonic(type_text) {
@@ -574,15 +627,36 @@ fn read_dns(file: &str, objects: &[Manifest]) -> (Parsed, Verdicts) {
         }
         verdicts.sets.push(verdict);
     }
+    let mut zones = Vec::new();
+    let mut tagged = Vec::new();
+    for (content, views) in contents.into_iter().zip(part_views) {
+        match views {
+            Some(views) => tagged.push((views, content)),
+            None => zones.push(content),
+        }
+    }
     (
         Parsed {
-            zones: contents,
+            zones,
             problems,
             placed: Vec::new(),
             aliases,
+            tagged,
         },
         verdicts,
     )
+}
+
+/// The annotation that gives a DNSZone's or DNSRecordSet's views (`a,b`).
+pub const VIEWS_ANNOTATION: &str = "meshdns.io/views";
+
+/// The views `meta`'s [`VIEWS_ANNOTATION`] names; `None` without it.
+fn views_annotation(meta: &ObjectMeta) -> Result<Option<Vec<String>>, String> {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(VIEWS_ANNOTATION))
+        .map(|v| crate::content::view_tags(&[v.as_str()]))
+        .transpose()
 }
 
 /// An entry's `ttl`: absent (or null, which the API server prunes) is `None`; an integer of

@@ -1,6 +1,8 @@
 //! meshdns's own records format (YAML or JSON): a top-level `zones:` list of origins with
 //! records, SOA settings and iroh endpoints; see `docs/records-files.md`.
 
+use std::collections::BTreeMap;
+
 use meshdns_zone::text::parse_ttl;
 use meshdns_zone::{Name, RData, RType, Record, Records, SoaTemplate};
 use serde_json::{Map, Value};
@@ -27,8 +29,32 @@ fn ttl_value(v: &Value) -> Result<u32, String> {
     }
 }
 
-const ZONE_KEYS: &[&str] = &["origin", "ttl", "soa", "ns", "records", "iroh"];
-const RECORD_KEYS: &[&str] = &["name", "type", "value", "values", "ttl"];
+const ZONE_KEYS: &[&str] = &["origin", "ttl", "soa", "ns", "records", "iroh", "view"];
+const RECORD_KEYS: &[&str] = &["name", "type", "value", "values", "ttl", "view"];
+
+/// The views a `view:` key names (`a`, `a,b`, or a list of names); `None` without one.
+fn views_of(map: &Map<String, Value>) -> Result<Option<Vec<String>>, String> {
+    let tags: Vec<&str> = match map.get("view") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(s)) => vec![s.as_str()],
+        Some(Value::Array(list)) => list
+            .iter()
+            .map(|v| v.as_str().ok_or("`view` must be a name or a list of names"))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err("`view` must be a name or a list of names".into()),
+    };
+    crate::content::view_tags(&tags)
+        .map(Some)
+        .map_err(|e| format!("view: {e}"))
+}
+
+/// A zone of a records file: its content seen by every view (or by the zone's `view:`), and
+/// the entries that name views of their own, by those views.
+struct NativeZone {
+    content: ZoneContent,
+    views: Option<Vec<String>>,
+    tagged: BTreeMap<Vec<String>, Records>,
+}
 const SOA_KEYS: &[&str] = &[
     "ttl", "mname", "rname", "serial", "refresh", "retry", "expire", "minimum",
 ];
@@ -64,7 +90,20 @@ pub fn parse(
     for (zi, zone) in zones.iter().enumerate() {
         let entry = format!("zones[{zi}]");
         match meshdns_zone(file, &entry, zone, settings, &mut parsed.problems) {
-            Ok(content) => parsed.zones.push(content),
+            Ok(zone) => {
+                for (views, records) in zone.tagged {
+                    let part = ZoneContent {
+                        origin: zone.content.origin.clone(),
+                        soa: None,
+                        records,
+                    };
+                    parsed.tagged.push((views, part));
+                }
+                match zone.views {
+                    Some(views) => parsed.tagged.push((views, zone.content)),
+                    None => parsed.zones.push(zone.content),
+                }
+            }
             Err(reason) => parsed.problems.push(Problem::new(file, entry, reason)),
         }
     }
@@ -77,13 +116,16 @@ fn meshdns_zone(
     zone: &Value,
     settings: &ParseSettings,
     problems: &mut Vec<Problem>,
-) -> Result<ZoneContent, String> {
+) -> Result<NativeZone, String> {
     let Value::Object(zone) = zone else {
         return Err("expected a mapping with `origin` and `records`".into());
     };
     if let Some(reason) = unknown_keys(zone, ZONE_KEYS) {
         return Err(reason);
     }
+    // A zone whose views cannot be read is skipped whole: never served to every client.
+    let views = views_of(zone)?;
+    let mut tagged: BTreeMap<Vec<String>, Records> = BTreeMap::new();
     let origin_text = zone
         .get("origin")
         .and_then(Value::as_str)
@@ -133,8 +175,16 @@ fn meshdns_zone(
         };
         for (ri, rec) in records.iter().enumerate() {
             let rentry = format!("{entry}.records[{ri}]");
-            match meshdns_record(rec, &origin, zone_ttl) {
-                Ok(list) => content.records.extend(list),
+            let own_views = match rec {
+                Value::Object(map) => views_of(map),
+                _ => Ok(None),
+            };
+            match own_views
+                .map_err(|e| (String::new(), e))
+                .and_then(|v| meshdns_record(rec, &origin, zone_ttl).map(|list| (v, list)))
+            {
+                Ok((None, list)) => content.records.extend(list),
+                Ok((Some(v), list)) => tagged.entry(v).or_default().extend(list),
                 Err((label, reason)) => {
                     let entry = if label.is_empty() {
                         rentry
@@ -170,7 +220,11 @@ fn meshdns_zone(
             "`iroh` must be a list of endpoints",
         )),
     }
-    Ok(content)
+    Ok(NativeZone {
+        content,
+        views,
+        tagged,
+    })
 }
 
 const IROH_KEYS: &[&str] = &["endpoint", "relay", "addrs", "userData", "suffix", "ttl"];

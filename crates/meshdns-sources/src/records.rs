@@ -34,8 +34,15 @@ pub fn parse(
         return Ok(Parsed::default());
     }
     match kind {
-        FileKind::ZoneFile { origin } => {
-            zonefile::parse(file, text, origin.as_ref(), settings.default_ttl)
+        FileKind::ZoneFile { origin, views } => {
+            let mut parsed = zonefile::parse(file, text, origin.as_ref(), settings.default_ttl)?;
+            if !views.is_empty() {
+                parsed.tagged = std::mem::take(&mut parsed.zones)
+                    .into_iter()
+                    .map(|z| (views.clone(), z))
+                    .collect();
+            }
+            Ok(parsed)
         }
         FileKind::Manifests => {
             let objects = manifests::objects(file, text)?;

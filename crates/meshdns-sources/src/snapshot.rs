@@ -34,6 +34,9 @@ pub struct CompiledSource {
     pub placed: Arc<Vec<(Record, String)>>,
     /// ALIASes, flattened by [`assemble`] into the zones of their names ([`crate::alias`]).
     pub aliases: Arc<Vec<Alias>>,
+    /// Zones only some views see, compiled apart, by those views' names (sorted); a view's
+    /// catalog takes them ahead of every source's own ([`inputs_for_view`]).
+    pub tagged: Arc<Vec<(Vec<String>, CompiledSource)>>,
 }
 
 /// Compiles one file's parsed content (consuming its records). Records that break a rule
@@ -72,6 +75,7 @@ pub fn compile(
             overlay: None,
             placed: Arc::default(),
             aliases: Arc::default(),
+            tagged: Arc::default(),
         },
         problems,
     )
@@ -104,6 +108,17 @@ pub fn load_parsed(label: &str, parsed: Parsed, defaults: BuildDefaults) -> Load
     compiled.aliases = Arc::new(parsed.aliases);
     let mut problems = parsed.problems;
     problems.extend(refused);
+    let mut by_views: BTreeMap<Vec<String>, Vec<ZoneContent>> = BTreeMap::new();
+    for (views, zone) in parsed.tagged {
+        by_views.entry(views).or_default().push(zone);
+    }
+    let mut tagged = Vec::with_capacity(by_views.len());
+    for (views, zones) in by_views {
+        let (part, refused) = compile(label, zones, defaults);
+        problems.extend(refused);
+        tagged.push((views, part));
+    }
+    compiled.tagged = Arc::new(tagged);
     Loaded {
         compiled,
         problems,
@@ -124,6 +139,55 @@ pub fn load(
         parse(label, kind, bytes, settings)?,
         defaults,
     ))
+}
+
+/// What view `view` serves: first the parts of `inputs` that view sees (so that a view's
+/// records win a name and type over those every view sees), then `inputs` themselves.
+pub fn inputs_for_view<'a>(inputs: &[SourceInput<'a>], view: &str) -> Vec<SourceInput<'a>> {
+    let tagged = inputs.iter().flat_map(|input| {
+        input
+            .compiled
+            .tagged
+            .iter()
+            .filter(|(views, _)| views.iter().any(|v| v == view))
+            .map(|(_, part)| SourceInput {
+                label: input.label,
+                compiled: part,
+            })
+    });
+    tagged.chain(inputs.iter().copied()).collect()
+}
+
+/// Whether any input has zones only some views see.
+pub fn has_tagged(inputs: &[SourceInput<'_>]) -> bool {
+    inputs.iter().any(|i| !i.compiled.tagged.is_empty())
+}
+
+/// A problem for each view named by `inputs`' data but not configured (`views`): its records
+/// are served to no client.
+pub fn unconfigured_views(inputs: &[SourceInput<'_>], views: &[String]) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for input in inputs {
+        for (tags, part) in input.compiled.tagged.iter() {
+            for tag in tags.iter().filter(|t| !views.contains(t)) {
+                for zone in &part.zones {
+                    let configured = if views.is_empty() {
+                        "no --view is given".to_string()
+                    } else {
+                        format!("--view gives {}", views.join(", "))
+                    };
+                    problems.push(Problem::new(
+                        input.label,
+                        format!("zone {}", zone.origin()),
+                        format!(
+                            "view {tag:?} is not configured ({configured}); no client sees what is given for it"
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    problems
 }
 
 /// One source's compiled content, labelled for problems.

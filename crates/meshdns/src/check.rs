@@ -71,7 +71,11 @@ pub fn check(settings: &ServeConfig) -> Result<bool> {
         })
         .collect();
     let declared = settings.declared_zones();
-    let (catalog, refused) = assemble(&inputs, &declared, &settings.generated(), defaults);
+    let (catalog, mut refused) = assemble(&inputs, &declared, &settings.generated(), defaults);
+    let views: Vec<String> = settings.views.iter().map(|v| v.name.clone()).collect();
+    refused.extend(meshdns_sources::snapshot::unconfigured_views(
+        &inputs, &views,
+    ));
     for problem in &refused {
         println!("{problem}");
     }

@@ -34,12 +34,17 @@ pub struct Sources<'a> {
     pub replication: Option<&'a meshdns_server::replicate::Replicator>,
     /// The Mainline DHT node, when on.
     pub dht: Option<&'a meshdns_sources::PkarrDht>,
+    /// The views' query counts (`--view`), when any.
+    pub views: Option<&'a meshdns_server::views::Views>,
 }
 
 /// Renders every meshdns metric in Prometheus text format.
 pub fn render(m: &Sources<'_>) -> String {
     let mut out = String::with_capacity(8192);
     m.dns.render(&mut out);
+    if let Some(views) = m.views {
+        views.render(&mut out);
+    }
     if let Some(tls) = m.tls {
         tls.metrics.render(&mut out);
     }

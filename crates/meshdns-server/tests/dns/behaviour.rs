@@ -91,7 +91,10 @@ ns.child A 192.0.2.77
     Setup::files(vec![(
         "example.org.zone".into(),
         text,
-        FileKind::ZoneFile { origin: None },
+        FileKind::ZoneFile {
+            origin: None,
+            views: Vec::new(),
+        },
     )])
 }
 

@@ -202,7 +202,10 @@ async fn zone_files_and_yaml_reload_too() {
         (
             "example.org.zone".into(),
             zone.into(),
-            FileKind::ZoneFile { origin: None },
+            FileKind::ZoneFile {
+                origin: None,
+                views: Vec::new(),
+            },
         ),
         (
             "more.yaml".into(),

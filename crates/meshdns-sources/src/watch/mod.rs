@@ -48,7 +48,7 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use meshdns_xfr::Primary;
-use meshdns_zone::{Catalog, Name};
+use meshdns_zone::{BuildDefaults, Catalog, Name};
 use notify::Watcher as _;
 use tracing::{debug, info, warn};
 
@@ -121,6 +121,9 @@ pub struct FileSources {
     /// Records refused by precedence at the last publish.
     refused: Reported,
     published: Arc<ArcSwap<Catalog>>,
+    /// Each view's catalog (split horizon), in the order configured: the data every view
+    /// sees and that view's own.
+    views: Vec<(String, Arc<ArcSwap<Catalog>>)>,
     status: Arc<SourceStatus>,
     /// Decides the serials served and keeps what zone transfers send.
     primary: Option<Arc<Primary>>,
@@ -164,6 +167,7 @@ impl FileSources {
             loader,
             refused: Reported::default(),
             published,
+            views: Vec::new(),
             status,
             primary: None,
             pkarr: None,
@@ -172,6 +176,38 @@ impl FileSources {
         };
         this.share_status();
         this
+    }
+
+    /// Publishes a catalog for each view too, into its own place (`--view`).
+    pub fn with_views(mut self, views: Vec<(String, Arc<ArcSwap<Catalog>>)>) -> FileSources {
+        self.views = views;
+        self
+    }
+
+    /// Publishes each view's catalog: the same as the default when no source names views;
+    /// else assembled from what the view sees, with the default catalog's serials for the
+    /// zones both serve.
+    fn publish_views(
+        &self,
+        inputs: &[SourceInput<'_>],
+        generated: &crate::snapshot::Generated,
+        defaults: BuildDefaults,
+        default: &Arc<Catalog>,
+    ) {
+        if !crate::snapshot::has_tagged(inputs) {
+            for (_, shared) in &self.views {
+                shared.store(default.clone());
+            }
+            return;
+        }
+        for (name, shared) in &self.views {
+            let view_inputs = crate::snapshot::inputs_for_view(inputs, name);
+            let (mut catalog, _) = assemble(&view_inputs, &self.config.zones, generated, defaults);
+            for (origin, serial) in default.serials() {
+                catalog.set_serial(origin, serial);
+            }
+            shared.store(Arc::new(catalog));
+        }
     }
 
     /// Decides zone serials with `primary` (content-based, kept across restarts) and keeps
@@ -353,7 +389,9 @@ impl FileSources {
         } else {
             &self.config.generated
         };
-        let (mut catalog, refused) = assemble(&inputs, &self.config.zones, generated, defaults);
+        let (mut catalog, mut refused) = assemble(&inputs, &self.config.zones, generated, defaults);
+        let view_names: Vec<String> = self.views.iter().map(|(n, _)| n.clone()).collect();
+        refused.extend(crate::snapshot::unconfigured_views(&inputs, &view_names));
         if let Some(primary) = &self.primary {
             for (zone, serial) in primary.update(&mut catalog, unix_now() as u32) {
                 info!(%zone, serial, "zone serial");
@@ -363,6 +401,9 @@ impl FileSources {
         let zones = catalog.zones().len();
         let live = Arc::new(catalog);
         let old = self.published.swap(live.clone());
+        if !self.views.is_empty() {
+            self.publish_views(&inputs, generated, defaults, &live);
+        }
         if let Some(primary) = &self.primary {
             primary.record_differences();
             primary.announce();

@@ -411,7 +411,11 @@ pub(super) fn parent_dir(path: &Path) -> PathBuf {
 pub(super) fn empty_zones(kind: &FileKind, tailscale_zones: &[Name]) -> Vec<ZoneContent> {
     match kind {
         FileKind::Auto => tailscale_zones.iter().map(ZoneContent::empty).collect(),
-        FileKind::ZoneFile { origin: Some(o) } => vec![ZoneContent::empty(o)],
+        // A zone of some views only is not served to every client, even empty.
+        FileKind::ZoneFile {
+            origin: Some(o),
+            views,
+        } if views.is_empty() => vec![ZoneContent::empty(o)],
         _ => Vec::new(),
     }
 }

@@ -373,6 +373,13 @@ pub struct ServeConfig {
     #[arg(long = "allow-transfer-key", value_name = "NAME", value_parser = values::name, help_heading = "Zone transfers")]
     #[serde(default, deserialize_with = "de::list")]
     pub allow_transfer_keys: Vec<Name>,
+    /// A view (split horizon): queries from these client addresses are answered with the
+    /// data every view sees and the data given for this view; the first view holding a
+    /// client wins, in order; a client in no view sees only what every view sees
+    /// (repeatable) [default: none].
+    #[arg(long = "view", value_name = "NAME=CIDR[,CIDR...]", value_parser = values::view, help_heading = "Records")]
+    #[serde(default, deserialize_with = "de::list")]
+    pub views: Vec<values::ViewSpec>,
     /// A zone written by dynamic UPDATE (RFC 2136) signed with a granted TSIG key; served
     /// with meshdns's SOA and NS before any update, kept in --data-dir (repeatable)
     /// [default: none].
@@ -579,6 +586,7 @@ impl ServeConfig {
                 allow_transfer,
                 allow_transfer_keys,
                 update_zones,
+                views,
                 allow_update,
                 update_rate,
                 notify,

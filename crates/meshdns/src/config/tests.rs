@@ -61,7 +61,8 @@ fn flags_override_the_file_and_paths_are_relative_to_it() {
     assert_eq!(
         files[1].kind,
         FileKind::ZoneFile {
-            origin: Some("example.org.".parse().unwrap())
+            origin: Some("example.org.".parse().unwrap()),
+            views: Vec::new(),
         }
     );
     assert_eq!(s.default_ttl(), 60);

@@ -112,13 +112,16 @@ pub enum AcmeChallenge {
     Dns01,
 }
 
-/// A zone file as `FILE` or `ORIGIN=FILE`.
+/// A zone file as `FILE` or `ORIGIN=FILE`, either followed by `@VIEW[,VIEW…]` for a zone only
+/// those views see.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ZoneFileSpec {
     /// The initial `$ORIGIN`, when given.
     pub origin: Option<Name>,
     /// The file.
     pub path: PathBuf,
+    /// The views that see it (empty: every view).
+    pub views: Vec<String>,
 }
 
 impl ZoneFileSpec {
@@ -128,6 +131,7 @@ impl ZoneFileSpec {
             path: self.path.clone(),
             kind: FileKind::ZoneFile {
                 origin: self.origin.clone(),
+                views: self.views.clone(),
             },
         }
     }
@@ -137,14 +141,25 @@ impl FromStr for ZoneFileSpec {
     type Err = String;
 
     fn from_str(spec: &str) -> Result<Self, String> {
+        // `@` then view names ends the spec; any other `@` is part of the path.
+        let (spec, views) = match spec.rsplit_once('@') {
+            Some((rest, tags)) if tags.split(',').all(meshdns_sources::content::is_view_name) => {
+                let views = meshdns_sources::content::view_tags(&[tags])
+                    .map_err(|e| format!("zone file views: {e}"))?;
+                (rest, views)
+            }
+            _ => (spec, Vec::new()),
+        };
         match spec.split_once('=') {
             Some((origin, path)) => Ok(ZoneFileSpec {
                 origin: Some(name(origin).map_err(|e| format!("zone file origin {e}"))?),
                 path: path.into(),
+                views,
             }),
             None => Ok(ZoneFileSpec {
                 origin: None,
                 path: spec.into(),
+                views,
             }),
         }
     }
@@ -480,6 +495,47 @@ pub fn update_grant(text: &str) -> Result<UpdateGrant, String> {
 impl FromText for UpdateGrant {
     fn from_text(text: &str) -> Result<Self, String> {
         update_grant(text)
+    }
+}
+
+/// A view (split horizon): `NAME=CIDR[,CIDR…]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewSpec {
+    /// Its name, which data names with `view:`, `meshdns.io/views` or `@VIEW`.
+    pub name: String,
+    /// The client addresses it holds.
+    pub ranges: Vec<meshdns_zone::Cidr>,
+}
+
+/// Parses `NAME=CIDR[,CIDR…]`.
+pub fn view(text: &str) -> Result<ViewSpec, String> {
+    let usage = "expected NAME=CIDR[,CIDR...], e.g. inside=100.64.0.0/10,fd7a:115c:a1e0::/48";
+    let Some((name, ranges)) = text.trim().split_once('=') else {
+        return Err(format!("{text:?}: {usage}"));
+    };
+    let name = name.trim();
+    if !meshdns_sources::content::is_view_name(name) {
+        return Err(format!(
+            "{text:?}: view name {name:?} must be letters, digits, '-' and '_' (at most 63)"
+        ));
+    }
+    let ranges = ranges
+        .split(',')
+        .filter(|r| !r.trim().is_empty())
+        .map(|r| cidr(r).map_err(|e| format!("{text:?}: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if ranges.is_empty() {
+        return Err(format!("{text:?}: no address range; {usage}"));
+    }
+    Ok(ViewSpec {
+        name: name.to_string(),
+        ranges,
+    })
+}
+
+impl FromText for ViewSpec {
+    fn from_text(text: &str) -> Result<Self, String> {
+        view(text)
     }
 }
 

@@ -38,6 +38,7 @@ use crate::{controller_cmd, telemetry, wait_for_signal};
 use meshdns_server::acme::{Challenge, Responders};
 use meshdns_server::lookups::Lookups;
 use meshdns_server::replicate::Replicator;
+use meshdns_server::views::Views;
 use meshdns_sources::challenges::Dns01Challenges;
 pub use plan::{EXIT_REFUSED, Refused, ServePlan};
 use plan::{HttpPlan, KubernetesPlan, TlsPlan};
@@ -55,6 +56,8 @@ struct Shared {
     /// The ACME DNS-01 challenge records (`--acme-challenge dns-01`), with the watcher's poke.
     challenges: Option<(Arc<Dns01Challenges>, Arc<OnceLock<Poker>>)>,
     metrics: Arc<DnsMetrics>,
+    /// Split horizon (`--view`): each view's catalog, and its query counts.
+    views: Option<Arc<Views>>,
 }
 
 /// The inputs fed from outside the watcher thread.
@@ -317,6 +320,8 @@ fn open_stores(plan: &ServePlan) -> Result<Shared> {
         updates,
         challenges,
         metrics: Arc::new(DnsMetrics::default()),
+        views: (!plan.server.views.is_empty())
+            .then(|| Arc::new(Views::new(plan.server.views.clone()))),
     })
 }
 
@@ -375,6 +380,9 @@ fn sources(
         shared.status.clone(),
     )
     .with_primary(shared.primary.clone());
+    if let Some(views) = &shared.views {
+        sources = sources.with_views(views.catalogs());
+    }
     if let Some((feed, _)) = &feeds.kubernetes {
         sources = sources.with_feed(feed.clone());
     }
@@ -548,6 +556,7 @@ async fn bind_dns(
         tls: certs,
         rrl,
         lookups: dht.map(|d| Arc::new(DhtLookups(d)) as Arc<dyn Lookups>),
+        views: shared.views.clone(),
         ..ServerConfig::default()
     };
     let (catalog, metrics) = (shared.catalog.clone(), shared.metrics.clone());
@@ -682,6 +691,7 @@ fn http_state(
 ) -> HttpState {
     let metrics = {
         let updates = plan.updates.is_some().then(|| shared.update_counts.clone());
+        let views = shared.views.clone();
         let (metrics, catalog, status, pkarr, certs, replication, dht) = (
             shared.metrics.clone(),
             shared.catalog.clone(),
@@ -704,6 +714,7 @@ fn http_state(
                 tls: certs.as_deref(),
                 replication: replication.as_deref(),
                 dht: dht.as_deref(),
+                views: views.as_deref(),
             })
         }) as meshdns_server::http::MetricsFn
     };
@@ -742,6 +753,7 @@ fn http_state(
             lookups: dht
                 .clone()
                 .map(|d| Arc::new(DhtLookups(d)) as Arc<dyn Lookups>),
+            views: shared.views.clone(),
         }),
     }
 }

@@ -153,6 +153,8 @@ pub struct ServerPlan {
     pub dot: Vec<SocketAddr>,
     /// Response rate limiting (`None`: off).
     pub rrl: Option<RrlConfig>,
+    /// Views (split horizon), in order: name and client ranges (`--view`).
+    pub views: Vec<(String, Vec<Cidr>)>,
 }
 
 /// Where the TLS listeners' certificate comes from, with what is already loaded.
@@ -219,6 +221,14 @@ pub fn resolve(settings: &ServeConfig) -> Result<ServePlan, Refused> {
     };
     let mut warnings = Vec::new();
     let nsid = problems.take(nsid(settings, &mut warnings)).flatten();
+    for (i, view) in settings.views.iter().enumerate() {
+        if settings.views[..i].iter().any(|v| v.name == view.name) {
+            problems.0.push(format!(
+                "--view {}: a view of that name is given already; each view once, with all its ranges (NAME=CIDR,CIDR)",
+                view.name
+            ));
+        }
+    }
     if !problems.0.is_empty() {
         return Err(Refused(problems.0));
     }
@@ -849,6 +859,11 @@ fn server(settings: &ServeConfig, nsid: Option<&'static [u8]>) -> ServerPlan {
                     .unwrap_or(defaults::RRL_IPV6_PREFIX),
                 exempt: settings.rrl_exempt.clone(),
             }),
+        views: settings
+            .views
+            .iter()
+            .map(|v| (v.name.clone(), v.ranges.clone()))
+            .collect(),
     }
 }
 

@@ -39,6 +39,7 @@ mod secondaries;
 mod tls;
 mod types;
 mod update;
+mod views;
 mod walk;
 mod xfr;
 mod xfr_tsig;
