@@ -517,12 +517,15 @@ mod batched {
                     let packet = &b.data[i][..len];
                     // With views, each datagram is answered from its client's catalog.
                     let view_catalog;
-                    let catalog = match (&shared.config.views, source_ip(addr)) {
-                        (Some(_), Some(ip)) => {
-                            view_catalog = shared.catalog_for(ip).load();
-                            &view_catalog
-                        }
-                        _ => &catalog,
+                    let catalog = match &shared.config.views {
+                        None => &catalog,
+                        Some(_) => match source_ip(addr) {
+                            Some(ip) => {
+                                view_catalog = shared.catalog_for(ip).load();
+                                &view_catalog
+                            }
+                            None => &catalog,
+                        },
                     };
                     handle(
                         &shared,

@@ -18,11 +18,10 @@ use meshdns_zone::{Catalog, Cidr};
 use crate::SharedCatalog;
 use crate::metrics::{header, label_value};
 
-/// One view: its name, its ranges, its catalog and how many queries it answered.
+/// One view: its name, its catalog and how many queries it answered.
 #[derive(Debug)]
 struct View {
     name: String,
-    ranges: Vec<Cidr>,
     catalog: SharedCatalog,
     queries: AtomicU64,
 }
@@ -31,19 +30,60 @@ struct View {
 #[derive(Debug)]
 pub struct Views {
     views: Vec<View>,
+    /// Every view's ranges in the order given, as masks over the address's 128 bits (IPv4 in
+    /// the top 32), with the view's index: one compare per range per query.
+    ranges: Vec<Range>,
     /// Queries from clients in no view.
     unmatched: AtomicU64,
+}
+
+/// One range of one view, ready to compare.
+#[derive(Debug, Clone, Copy)]
+struct Range {
+    v4: bool,
+    net: u128,
+    mask: u128,
+    view: usize,
+}
+
+/// An address as 128 bits (IPv4 in the top 32, as IPv4-mapped IPv6 is read) and its family.
+fn bits(ip: IpAddr) -> (bool, u128) {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => (true, u128::from(u32::from(v4)) << 96),
+        IpAddr::V6(v6) => (false, u128::from(v6)),
+    }
 }
 
 impl Views {
     /// Views of these names and ranges, in this order; each catalog empty until published.
     pub fn new(defs: Vec<(String, Vec<Cidr>)>) -> Views {
+        let ranges = defs
+            .iter()
+            .enumerate()
+            .flat_map(|(view, (_, ranges))| {
+                ranges.iter().map(move |r| {
+                    let (v4, net) = bits(r.addr());
+                    let len = u32::from(r.prefix_len());
+                    let mask = if len == 0 {
+                        0
+                    } else {
+                        u128::MAX << (128 - len)
+                    };
+                    Range {
+                        v4,
+                        net: net & mask,
+                        mask,
+                        view,
+                    }
+                })
+            })
+            .collect();
         Views {
+            ranges,
             views: defs
                 .into_iter()
-                .map(|(name, ranges)| View {
+                .map(|(name, _)| View {
                     name,
-                    ranges,
                     catalog: Arc::new(ArcSwap::from_pointee(Catalog::empty())),
                     queries: AtomicU64::new(0),
                 })
@@ -67,10 +107,11 @@ impl Views {
 
     fn find(&self, client: IpAddr) -> Option<&View> {
         // A dual-stack socket reports IPv4 clients as IPv4-mapped IPv6 addresses.
-        let client = client.to_canonical();
-        self.views
+        let (v4, addr) = bits(client);
+        self.ranges
             .iter()
-            .find(|v| v.ranges.iter().any(|r| r.contains(client)))
+            .find(|r| r.v4 == v4 && addr & r.mask == r.net)
+            .map(|r| &self.views[r.view])
     }
 
     /// The catalog that answers `client`: its view's; `default` (the data every view sees)

@@ -117,8 +117,10 @@ const MAX_CNAME_HOPS: usize = 16;
 /// DNAMEs followed in one answer (each synthesises a name: [`Synthesised`]).
 const MAX_DNAME_HOPS: usize = 4;
 
-/// The names an answer's DNAMEs synthesise (RFC 6672 §3.1), each set once.
-type Synthesised = [OnceCell<[u8; 255]>; MAX_DNAME_HOPS];
+/// The names an answer's DNAMEs synthesise (RFC 6672 §3.1), each set once. Boxed: the empty
+/// slots cost a query 64 bytes of its frame (a slot of 255 bytes each, zeroed for every query,
+/// was 77 instructions of `memset` per query); only a DNAME's answer allocates.
+type Synthesised = [OnceCell<Box<[u8]>>; MAX_DNAME_HOPS];
 const FLAG_QR: u16 = 0x8000;
 const FLAG_AA: u16 = 0x0400;
 const FLAG_TC: u16 = 0x0200;
@@ -149,8 +151,7 @@ pub fn answer(
     };
     let qname_lower = query.qname_lower.as_bytes();
     let question = &packet[HEADER_LEN..HEADER_LEN + query.qname.len() + 4];
-    // Room for the names DNAMEs synthesise, which the answer refers to as it writes (only
-    // each slot's tag is written here).
+    // Room for the names DNAMEs synthesise, which the answer refers to as it writes.
     let synthesised: Synthesised = [const { OnceCell::new() }; MAX_DNAME_HOPS];
     let mut table = wire::table();
     let mut w = Writer::new(out, &mut table, Some((question, qname_lower)));
@@ -392,7 +393,7 @@ fn resolve<'n>(
                     // Beyond a pointer's reach, or too many DNAMEs: the CNAME is the answer.
                     return Resolved::done(rcode::NOERROR, true);
                 };
-                name = &slot.get_or_init(|| next)[..len];
+                name = slot.get_or_init(|| next[..len].into());
                 if qtype == RType::CNAME
                     || qtype == RType::ANY
                     || !is_wire_subdomain(name, zone.zone().origin().wire())
