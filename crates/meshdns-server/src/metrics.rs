@@ -42,13 +42,14 @@ const QTYPES: [(RType, &str); 15] = [
     (RType::IXFR, "IXFR"),
 ];
 const QTYPE_SLOTS: usize = QTYPES.len() + 1; // + "other"
-const RCODES: [(u16, &str); 7] = [
+const RCODES: [(u16, &str); 8] = [
     (rcode::NOERROR, "NOERROR"),
     (rcode::FORMERR, "FORMERR"),
     (rcode::SERVFAIL, "SERVFAIL"),
     (rcode::NXDOMAIN, "NXDOMAIN"),
     (rcode::NOTIMP, "NOTIMP"),
     (rcode::REFUSED, "REFUSED"),
+    (rcode::YXDOMAIN, "YXDOMAIN"),
     (rcode::BADVERS, "BADVERS"),
 ];
 const RCODE_SLOTS: usize = RCODES.len() + 1;

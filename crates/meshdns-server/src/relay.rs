@@ -109,10 +109,16 @@ pub struct Stored {
     pub min_ttl: Option<u32>,
 }
 
-/// The client's address: the peer's, or the one a trusted proxy forwarded.
+/// The client's address: the peer's, or the one a trusted proxy forwarded. A request with
+/// both `Forwarded` and `X-Forwarded-For` is taken from the peer: a proxy writes one of them,
+/// and the other then came from the client, who could name any address (and with views, pick
+/// the data it is answered from).
 pub fn client_address(peer: IpAddr, headers: &HeaderMap, trusted: &[Cidr]) -> IpAddr {
     let is_trusted = |ip: IpAddr| trusted.iter().any(|c| c.contains(ip));
     if !is_trusted(peer) {
+        return peer;
+    }
+    if headers.contains_key(header::FORWARDED) && headers.contains_key("x-forwarded-for") {
         return peer;
     }
     let mut hops = forwarded_for(headers);
@@ -349,17 +355,23 @@ mod tests {
             client_address(ip("10.0.0.1"), &spoofed, &trusted),
             ip("203.0.113.9")
         );
-        let fwd = headers(&[
-            (
-                "forwarded",
-                "for=\"[2001:db8::17]:4711\";proto=https, for=10.0.0.9",
-            ),
-            ("x-forwarded-for", "192.0.2.1"),
-        ]);
+        let fwd = headers(&[(
+            "forwarded",
+            "for=\"[2001:db8::17]:4711\";proto=https, for=10.0.0.9",
+        )]);
         assert_eq!(
             client_address(ip("10.0.0.1"), &fwd, &trusted),
-            ip("2001:db8::17"),
-            "Forwarded wins over X-Forwarded-For"
+            ip("2001:db8::17")
+        );
+        // Both headers: the proxy wrote one, the client the other, and which is which cannot
+        // be told; the proxy's own address is taken (a client cannot choose its view).
+        let both = headers(&[
+            ("forwarded", "for=100.64.0.1"),
+            ("x-forwarded-for", "203.0.113.9"),
+        ]);
+        assert_eq!(
+            client_address(ip("10.0.0.1"), &both, &trusted),
+            ip("10.0.0.1")
         );
         let ported = headers(&[("forwarded", "for=192.0.2.44:1234")]);
         assert_eq!(

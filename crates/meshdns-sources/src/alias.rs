@@ -36,6 +36,8 @@ pub struct Alias {
     pub ttl: u32,
     /// What gave it, for problems (`DNSRecordSet ns/name records[i]`).
     pub object: String,
+    /// The views that see it (`meshdns.io/views`, sorted); empty: every view.
+    pub views: Vec<String>,
 }
 
 /// Flattens `aliases` (each with the label of its source) into `zones`: every zone holding an

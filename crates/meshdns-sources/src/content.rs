@@ -65,7 +65,15 @@ impl ZoneContent {
         for (owner, rtype, ttl, rdata) in rrs {
             // Checked as they were read: names and data within their bounds.
             let _ = records.push_with(owner, rtype, ttl, |buf| {
-                buf.extend_from_slice(rdata);
+                // The targets of DNAME, SVCB and HTTPS lower-cased, as every source keeps them.
+                match rtype {
+                    meshdns_zone::rdata_other::DNAME
+                    | meshdns_zone::svcb::SVCB
+                    | meshdns_zone::svcb::HTTPS => buf.extend_from_slice(
+                        &meshdns_zone::rdata_other::canonical(rtype, rdata.to_vec()),
+                    ),
+                    _ => buf.extend_from_slice(rdata),
+                }
                 Ok::<(), ()>(())
             });
         }

@@ -616,6 +616,7 @@ fn read_dns(file: &str, objects: &[Manifest]) -> (Parsed, Verdicts) {
                     target,
                     ttl,
                     object: at,
+                    views: part_views[zi].clone().unwrap_or_default(),
                 }),
                 (_, data) => contents[zi].records.push(Record {
                     name: owner,

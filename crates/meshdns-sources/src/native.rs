@@ -35,7 +35,11 @@ const RECORD_KEYS: &[&str] = &["name", "type", "value", "values", "ttl", "view"]
 /// The views a `view:` key names (`a`, `a,b`, or a list of names); `None` without one.
 fn views_of(map: &Map<String, Value>) -> Result<Option<Vec<String>>, String> {
     let tags: Vec<&str> = match map.get("view") {
-        None | Some(Value::Null) => return Ok(None),
+        None => return Ok(None),
+        // An empty value (a template left blank) is not "every view": what it tags is skipped.
+        Some(Value::Null) => {
+            return Err("`view` is empty: give a view name, or leave the key out".into());
+        }
         Some(Value::String(s)) => vec![s.as_str()],
         Some(Value::Array(list)) => list
             .iter()

@@ -105,16 +105,29 @@ impl Loaded {
 pub fn load_parsed(label: &str, parsed: Parsed, defaults: BuildDefaults) -> Loaded {
     let (mut compiled, refused) = compile(label, parsed.zones, defaults);
     compiled.placed = Arc::new(parsed.placed);
-    compiled.aliases = Arc::new(parsed.aliases);
     let mut problems = parsed.problems;
     problems.extend(refused);
-    let mut by_views: BTreeMap<Vec<String>, Vec<ZoneContent>> = BTreeMap::new();
+    // What only some views see, by those views: zones, and ALIASes (flattened in those
+    // views' catalogs alone).
+    type Part = (Vec<ZoneContent>, Vec<Alias>);
+    let mut by_views: BTreeMap<Vec<String>, Part> = BTreeMap::new();
     for (views, zone) in parsed.tagged {
-        by_views.entry(views).or_default().push(zone);
+        by_views.entry(views).or_default().0.push(zone);
+    }
+    let (untagged, tagged_aliases): (Vec<Alias>, Vec<Alias>) =
+        parsed.aliases.into_iter().partition(|a| a.views.is_empty());
+    compiled.aliases = Arc::new(untagged);
+    for alias in tagged_aliases {
+        by_views
+            .entry(alias.views.clone())
+            .or_default()
+            .1
+            .push(alias);
     }
     let mut tagged = Vec::with_capacity(by_views.len());
-    for (views, zones) in by_views {
-        let (part, refused) = compile(label, zones, defaults);
+    for (views, (zones, aliases)) in by_views {
+        let (mut part, refused) = compile(label, zones, defaults);
+        part.aliases = Arc::new(aliases);
         problems.extend(refused);
         tagged.push((views, part));
     }
@@ -287,14 +300,15 @@ pub fn assemble(
             }
         }
     }
+    if !reverse.is_empty() {
+        add_reverse(&mut zones, reverse, &reverse_zones, defaults, &mut problems);
+    }
+    // After the reverse zones: an address's PTR names its host, not each ALIAS of it.
     let aliases: Vec<(&str, &Alias)> = inputs
         .iter()
         .flat_map(|input| input.compiled.aliases.iter().map(|a| (input.label, a)))
         .collect();
     crate::alias::flatten(&mut zones, &aliases, defaults, &mut problems);
-    if !reverse.is_empty() {
-        add_reverse(&mut zones, reverse, &reverse_zones, defaults, &mut problems);
-    }
     if let Some(origin) = &generated.catalog {
         add_catalog(&mut zones, origin, defaults, &mut problems);
     }

@@ -124,7 +124,17 @@ fn item(msg: &Message<'_>, r: &Record) -> Option<Item> {
     let rdata = if r.rdata_len == 0 {
         Vec::new()
     } else {
-        crate::secondary::record(msg, r)?.rdata.into_owned()
+        let given = crate::secondary::record(msg, r)?.rdata.into_owned();
+        // In the form the catalog keeps (names inside lower-cased), so that data given in
+        // another case is compared, stored and looked up as the same.
+        match meshdns_zone::RData::from_wire(RType(r.rtype), &given) {
+            Some(d) => {
+                let mut canonical = Vec::with_capacity(given.len());
+                d.to_wire(&mut canonical);
+                canonical
+            }
+            None => given,
+        }
     };
     Some(Item {
         owner: r.owner.clone(),

@@ -520,6 +520,10 @@ fn put_target_addresses<'n>(
     set: RRset<'n>,
     owner: &'n [u8],
 ) {
+    // Each target once: several records naming one host (SVCB's `.`, two MX at one
+    // exchange) add its addresses once.
+    let mut seen: [&[u8]; 8] = [&[]; 8];
+    let mut seen_len = 0;
     for rdata in set.rdatas() {
         let mut alias = false;
         let target = match set.rtype {
@@ -540,8 +544,15 @@ fn put_target_addresses<'n>(
             }
             _ => continue,
         };
-        if target.is_empty() || !is_wire_subdomain(target, zone.zone().origin().wire()) {
+        if target.is_empty()
+            || seen[..seen_len].contains(&target)
+            || !is_wire_subdomain(target, zone.zone().origin().wire())
+        {
             continue;
+        }
+        if seen_len < seen.len() {
+            seen[seen_len] = target;
+            seen_len += 1;
         }
         if let Some(node) = zone.node(target) {
             if alias && let Some(next) = node.get(set.rtype) {

@@ -451,10 +451,10 @@ impl<'b, 'n> Writer<'b, 'n> {
         }
     }
 
-    /// Writes the CNAME a DNAME synthesises (RFC 6672 §3.1): its target is `prefix` (whole
-    /// labels, as asked) followed by `suffix` (compressed against earlier names). The offset
-    /// of the target, for records owned by it ([`Owner::At`]); `None` when it lies beyond a
-    /// compression pointer's reach.
+    /// Writes the CNAME a DNAME synthesises (RFC 6672 §3.1): its target is `prefix` (the
+    /// whole labels of the name below the DNAME, lower-cased) followed by `suffix` (compressed
+    /// against earlier names). The offset of the target, for records owned by it
+    /// ([`Owner::At`]); `None` when it lies beyond a compression pointer's reach.
     pub fn put_cname_to(
         &mut self,
         section: Section,

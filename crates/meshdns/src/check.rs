@@ -76,6 +76,19 @@ pub fn check(settings: &ServeConfig) -> Result<bool> {
     refused.extend(meshdns_sources::snapshot::unconfigured_views(
         &inputs, &views,
     ));
+    // What each view refuses beyond what every client's catalog does, as `serve` reports it.
+    if meshdns_sources::snapshot::has_tagged(&inputs) {
+        for view in &views {
+            let view_inputs = meshdns_sources::snapshot::inputs_for_view(&inputs, view);
+            let (_, view_refused) =
+                assemble(&view_inputs, &declared, &settings.generated(), defaults);
+            for p in view_refused {
+                if !refused.contains(&p) {
+                    refused.push(p);
+                }
+            }
+        }
+    }
     for problem in &refused {
         println!("{problem}");
     }

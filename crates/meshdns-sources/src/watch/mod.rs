@@ -54,7 +54,7 @@ use tracing::{debug, info, warn};
 
 pub use self::health::{ObjectCounts, SourceCounters, SourceStatus};
 use self::source::{Input, Kept, Loader, Rank, Reported, log_skipped, unix_now};
-use crate::content::{FileKind, ParseSettings};
+use crate::content::{FileKind, ParseSettings, Problem};
 use crate::feed::BytesFeed;
 use crate::manifests::ManifestFeed;
 use crate::pkarr::PkarrStore;
@@ -86,6 +86,17 @@ pub struct SourceConfig {
     pub poll_interval: Duration,
     /// Quiet time that ends a burst of events.
     pub debounce: Duration,
+}
+
+/// Where one view's catalog is published (`--view`), and what decides its zones' serials.
+pub struct ViewOut {
+    /// The view's name.
+    pub name: String,
+    /// Its catalog, which the servers read for its clients.
+    pub catalog: Arc<ArcSwap<Catalog>>,
+    /// Serials of its zones, kept apart from the default catalog's (a zone a view changes
+    /// gets serials of its own), in a serial book of its own.
+    pub primary: Arc<Primary>,
 }
 
 /// How the pkarr relay's records are named in logs and metrics.
@@ -122,8 +133,8 @@ pub struct FileSources {
     refused: Reported,
     published: Arc<ArcSwap<Catalog>>,
     /// Each view's catalog (split horizon), in the order configured: the data every view
-    /// sees and that view's own.
-    views: Vec<(String, Arc<ArcSwap<Catalog>>)>,
+    /// sees and that view's own; with the serials of its zones.
+    views: Vec<ViewOut>,
     status: Arc<SourceStatus>,
     /// Decides the serials served and keeps what zone transfers send.
     primary: Option<Arc<Primary>>,
@@ -179,35 +190,41 @@ impl FileSources {
     }
 
     /// Publishes a catalog for each view too, into its own place (`--view`).
-    pub fn with_views(mut self, views: Vec<(String, Arc<ArcSwap<Catalog>>)>) -> FileSources {
+    pub fn with_views(mut self, views: Vec<ViewOut>) -> FileSources {
         self.views = views;
         self
     }
 
-    /// Publishes each view's catalog: the same as the default when no source names views;
-    /// else assembled from what the view sees, with the default catalog's serials for the
-    /// zones both serve.
+    /// Publishes each view's catalog: assembled from what the view sees (the default's zones,
+    /// shared, when no source names views), its serials decided by the view's own `primary`
+    /// (a zone shared with the default, or unchanged, costs a pointer compare). Returns the
+    /// problems of the views' assembly (records a view refuses, its ALIASes' reports).
     fn publish_views(
         &self,
         inputs: &[SourceInput<'_>],
         generated: &crate::snapshot::Generated,
         defaults: BuildDefaults,
         default: &Arc<Catalog>,
-    ) {
-        if !crate::snapshot::has_tagged(inputs) {
-            for (_, shared) in &self.views {
-                shared.store(default.clone());
+    ) -> Vec<Problem> {
+        let tagged = crate::snapshot::has_tagged(inputs);
+        let mut problems = Vec::new();
+        for view in &self.views {
+            let mut catalog = if tagged {
+                let view_inputs = crate::snapshot::inputs_for_view(inputs, &view.name);
+                let (catalog, refused) =
+                    assemble(&view_inputs, &self.config.zones, generated, defaults);
+                problems.extend(refused);
+                catalog
+            } else {
+                Catalog::clone(default)
+            };
+            for (zone, serial) in view.primary.update(&mut catalog, unix_now() as u32) {
+                debug!(view = %view.name, %zone, serial, "zone serial");
             }
-            return;
+            view.catalog.store(Arc::new(catalog));
+            view.primary.record_differences();
         }
-        for (name, shared) in &self.views {
-            let view_inputs = crate::snapshot::inputs_for_view(inputs, name);
-            let (mut catalog, _) = assemble(&view_inputs, &self.config.zones, generated, defaults);
-            for (origin, serial) in default.serials() {
-                catalog.set_serial(origin, serial);
-            }
-            shared.store(Arc::new(catalog));
-        }
+        problems
     }
 
     /// Decides zone serials with `primary` (content-based, kept across restarts) and keeps
@@ -336,6 +353,13 @@ impl FileSources {
         }
         self.stamped = Some(Instant::now());
         let keys = changes.len();
+        // Each view's pkarr origins get their next serial from the view's own book.
+        for view in &self.views {
+            let mut catalog = Catalog::clone(&view.catalog.load());
+            view.primary
+                .stamp_published(&mut catalog, changes.clone(), unix_now() as u32);
+            view.catalog.store(Arc::new(catalog));
+        }
         let mut catalog = Catalog::clone(&self.published.load());
         let stamped = primary.stamp_published(&mut catalog, changes, unix_now() as u32);
         self.published.store(Arc::new(catalog));
@@ -390,7 +414,7 @@ impl FileSources {
             &self.config.generated
         };
         let (mut catalog, mut refused) = assemble(&inputs, &self.config.zones, generated, defaults);
-        let view_names: Vec<String> = self.views.iter().map(|(n, _)| n.clone()).collect();
+        let view_names: Vec<String> = self.views.iter().map(|v| v.name.clone()).collect();
         refused.extend(crate::snapshot::unconfigured_views(&inputs, &view_names));
         if let Some(primary) = &self.primary {
             for (zone, serial) in primary.update(&mut catalog, unix_now() as u32) {
@@ -402,7 +426,11 @@ impl FileSources {
         let live = Arc::new(catalog);
         let old = self.published.swap(live.clone());
         if !self.views.is_empty() {
-            self.publish_views(&inputs, generated, defaults, &live);
+            for p in self.publish_views(&inputs, generated, defaults, &live) {
+                if !refused.contains(&p) {
+                    refused.push(p);
+                }
+            }
         }
         if let Some(primary) = &self.primary {
             primary.record_differences();

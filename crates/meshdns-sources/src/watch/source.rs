@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use meshdns_zone::{BuildDefaults, Catalog, Name};
@@ -134,13 +135,12 @@ impl Kept {
     /// them get NXDOMAIN rather than REFUSED), and the source counts as loaded. `never_read` is
     /// what it gives when it was never read (the Tailscale zones, a zone file's origin).
     pub fn set_absent(&mut self, never_read: Vec<ZoneContent>, loader: &mut Loader) -> bool {
-        let zones = match &self.last_good {
+        let parsed = match &self.last_good {
             Some(previous) => empty_like(previous),
-            None => never_read,
-        };
-        let parsed = Parsed {
-            zones,
-            ..Parsed::default()
+            None => Parsed {
+                zones: never_read,
+                ..Parsed::default()
+            },
         };
         let loaded = load_parsed(&self.label, parsed, loader.defaults());
         warn!(file = %self.label, "records file absent; serving no records from it until it exists");
@@ -206,11 +206,13 @@ impl Kept {
     /// new version of the file).
     pub fn load_parsed_file(&mut self, mut parsed: Parsed, loader: &mut Loader, started: Instant) {
         if parsed.zones.is_empty()
+            && parsed.tagged.is_empty()
             && let Some(previous) = &self.last_good
         {
-            // An emptied file clears its records but keeps its zones served, so names in them
-            // get NXDOMAIN rather than REFUSED (as Tailscale's nameserver does).
-            parsed.zones = empty_like(previous);
+            // An emptied file clears its records but keeps its zones served (each in the views
+            // it was in), so names in them get NXDOMAIN rather than REFUSED (as Tailscale's
+            // nameserver does).
+            keep_zones(&mut parsed, empty_like(previous));
         }
         let loaded = load_parsed(&self.label, parsed, loader.defaults());
         self.took(loaded, started);
@@ -226,7 +228,7 @@ pub(super) struct Compile {
     settings: ParseSettings,
     defaults: BuildDefaults,
     /// The zones last served, emptied: what an emptied file keeps serving.
-    emptied: Option<Vec<ZoneContent>>,
+    emptied: Option<Parsed>,
 }
 
 impl Compile {
@@ -237,11 +239,13 @@ impl Compile {
         let mut parsed = parse(&self.label, &self.kind, &self.bytes, &self.settings)?;
         drop(self.bytes);
         if parsed.zones.is_empty()
+            && parsed.tagged.is_empty()
             && let Some(emptied) = self.emptied
         {
-            // An emptied file clears its records but keeps its zones served, so names in them
-            // get NXDOMAIN rather than REFUSED (as Tailscale's nameserver does).
-            parsed.zones = emptied;
+            // An emptied file clears its records but keeps its zones served (each in the views
+            // it was in), so names in them get NXDOMAIN rather than REFUSED (as Tailscale's
+            // nameserver does).
+            keep_zones(&mut parsed, emptied);
         }
         Ok(load_parsed(&self.label, parsed, self.defaults))
     }
@@ -274,12 +278,32 @@ pub(super) mod gate {
 }
 
 /// The zones of `previous`, each with no records.
-fn empty_like(previous: &CompiledSource) -> Vec<ZoneContent> {
-    previous
-        .zones
-        .iter()
-        .map(|z| ZoneContent::empty(z.origin()))
-        .collect()
+fn empty_like(previous: &CompiledSource) -> Parsed {
+    let empty = |zones: &[Arc<meshdns_zone::Zone>]| -> Vec<ZoneContent> {
+        zones
+            .iter()
+            .map(|z| ZoneContent::empty(z.origin()))
+            .collect()
+    };
+    Parsed {
+        zones: empty(&previous.zones),
+        tagged: previous
+            .tagged
+            .iter()
+            .flat_map(|(views, part)| {
+                empty(&part.zones)
+                    .into_iter()
+                    .map(move |z| (views.clone(), z))
+            })
+            .collect(),
+        ..Parsed::default()
+    }
+}
+
+/// Puts the zones of `kept` (an emptied file's, from [`empty_like`]) into `parsed`.
+fn keep_zones(parsed: &mut Parsed, kept: Parsed) {
+    parsed.zones = kept.zones;
+    parsed.tagged = kept.tagged;
 }
 
 /// What loading needs besides the input: the parse settings, the debounce, and the serial that

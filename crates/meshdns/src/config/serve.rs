@@ -261,13 +261,14 @@ pub struct ServeConfig {
     pub pkarr_put_burst: Option<u32>,
     /// How long the pkarr store gathers publishes before one commit (fsync), ending early after
     /// a quarter of it without one: less CPU and disk per publish under load, for up to that
-    /// much more publish latency [default: 5ms].
+    /// much more publish latency [default: 10ms].
     #[arg(long, value_name = "DURATION", value_parser = values::duration, help_heading = "pkarr relay")]
     #[serde(default, deserialize_with = "de::duration")]
     pub pkarr_commit_window: Option<Duration>,
     /// A reverse proxy (address or prefix) whose Forwarded / X-Forwarded-For headers name the
-    /// client, for the pkarr rate limit and logs, on --http and --https (repeatable); ignored
-    /// from other peers [default: none].
+    /// client, for the pkarr rate limit, logs and the view of a DoH query, on --http and
+    /// --https (repeatable); ignored from other peers, and when a request has both headers
+    /// [default: none].
     #[arg(long = "trusted-proxy", value_name = "CIDR", value_parser = values::cidr, help_heading = "pkarr relay")]
     #[serde(default, deserialize_with = "de::list")]
     pub trusted_proxies: Vec<meshdns_zone::Cidr>,

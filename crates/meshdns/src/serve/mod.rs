@@ -381,7 +381,25 @@ fn sources(
     )
     .with_primary(shared.primary.clone());
     if let Some(views) = &shared.views {
-        sources = sources.with_views(views.catalogs());
+        let outs = views
+            .catalogs()
+            .into_iter()
+            .map(|(name, catalog)| {
+                // Each view's serial book beside the default's, in the data directory.
+                let dir = plan.data_dir.as_ref().map(|d| d.join("views").join(&name));
+                if let Some(dir) = &dir
+                    && let Err(e) = std::fs::create_dir_all(dir)
+                {
+                    warn!(dir = %dir.display(), error = %e, "cannot create a view's directory; its serials are not kept");
+                }
+                meshdns_sources::watch::ViewOut {
+                    primary: Arc::new(Primary::new(dir.as_deref(), plan.journal_records, false)),
+                    name,
+                    catalog,
+                }
+            })
+            .collect();
+        sources = sources.with_views(outs);
     }
     if let Some((feed, _)) = &feeds.kubernetes {
         sources = sources.with_feed(feed.clone());

@@ -197,7 +197,7 @@ www\t60\tIN\tA\t192.0.2.1
     );
     for want in [
         "manifests: DNSRecordSet dns/young records[0]: NotOwner: DNSRecordSet old owns A at www.connectors.example.org.",
-        "manifests: DNSRecordSet dns/alias spec.recordType: \"ALIAS\" is not served",
+        "manifests: DNSRecordSet dns/alias records[0] connectors.example.org.: ALIAS target elsewhere.example.net. is not in a zone meshdns serves; it is not followed (an authoritative server does not recurse): serve its zone here, or use a CNAME below the apex",
         "AliasMode (priority 0) takes no parameters",
         "manifests: DNSRecordSet dns/tlsa records[1].tlsa: \"3 1 1 nothex\": TLSA certificate data \"nothex\" is not hexadecimal",
         "manifests: DNSRecordSet other/lost spec.dnsZoneRef.name: no DNSZone \"connectors-zone\" in namespace \"other\"",
@@ -360,18 +360,27 @@ spec:
     assert!(t.len() == 20 && t.ends_with('Z'), "{t}");
 }
 
-/// A DNSRecordSet of one A record at `name`, in the DNSZone `connectors-zone`.
-fn a_set(name: &str, ip: &str) -> String {
+/// A DNSRecordSet `name` of `rtype` in the DNSZone `connectors-zone`; `records` are its
+/// entries as YAML list items.
+fn record_set(name: &str, rtype: &str, records: &str) -> String {
     format!(
         "apiVersion: dns.networking.miloapis.com/v1alpha1
 kind: DNSRecordSet
 metadata: {{name: {name}, namespace: dns}}
 spec:
   dnsZoneRef: {{name: connectors-zone}}
-  recordType: A
+  recordType: {rtype}
   records:
-  - {{name: {name}, a: {{content: {ip}}}}}
-"
+{records}"
+    )
+}
+
+/// A DNSRecordSet of one A record at `name`, in the DNSZone `connectors-zone`.
+fn a_set(name: &str, ip: &str) -> String {
+    record_set(
+        name,
+        "A",
+        &format!("  - {{name: {name}, a: {{content: {ip}}}}}\n"),
     )
 }
 
@@ -516,16 +525,7 @@ fn alias_set(name: &str, entries: &[(&str, &str)]) -> String {
         .iter()
         .map(|(n, t)| format!("  - {{name: '{n}', ttl: 120, alias: {{content: {t}}}}}\n"))
         .collect();
-    format!(
-        "apiVersion: dns.networking.miloapis.com/v1alpha1
-kind: DNSRecordSet
-metadata: {{name: {name}, namespace: dns}}
-spec:
-  dnsZoneRef: {{name: connectors-zone}}
-  recordType: ALIAS
-  records:
-{records}"
-    )
+    record_set(name, "ALIAS", &records)
 }
 
 /// ALIAS at the apex answers its target's A and AAAA (flattened, with the ALIAS's TTL),
@@ -538,16 +538,12 @@ fn an_alias_answers_its_targets_addresses_and_follows_their_changes() {
     std::fs::create_dir(&d).unwrap();
     write(&d, "a-zone.yaml", ZONE);
     write(&d, "b-www.yaml", &a_set("www", "192.0.2.1"));
-    let cname = "apiVersion: dns.networking.miloapis.com/v1alpha1
-kind: DNSRecordSet
-metadata: {name: via, namespace: dns}
-spec:
-  dnsZoneRef: {name: connectors-zone}
-  recordType: CNAME
-  records:
-  - {name: via, cname: {content: www.connectors.example.org}}
-";
-    write(&d, "c-via.yaml", cname);
+    let cname = record_set(
+        "via",
+        "CNAME",
+        "  - {name: via, cname: {content: www.connectors.example.org}}\n",
+    );
+    write(&d, "c-via.yaml", &cname);
     write(
         &d,
         "d-alias.yaml",

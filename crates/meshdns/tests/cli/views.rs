@@ -24,6 +24,10 @@ fn records(inside_www: &str) -> String {
     view: inside
     records:
       - {{name: db, type: A, value: 100.64.0.9}}
+  - origin: example.com
+    records:
+      - {{name: www, type: A, value: 192.0.2.20}}
+      - {{name: www, type: A, value: {inside_www}, view: inside}}
 "
     )
 }
@@ -155,7 +159,17 @@ fn one_name_answers_by_the_clients_view_over_udp_tcp_and_doh() {
     );
     assert_eq!(metric(&page, "meshdns_view_queries_total{view=\"\"}"), 4);
 
-    // A reload keeps the views: the inside record changes, the others do not.
+    // A reload keeps the views: the inside record changes, the others do not. A zone's
+    // serial follows each view's content: example.com changed inside only.
+    let serial = |client: &str| {
+        let soa = short(&m, client, "example.com", "SOA");
+        soa.split_whitespace()
+            .nth(2)
+            .unwrap_or_default()
+            .parse::<u32>()
+            .unwrap()
+    };
+    let (inside_before, outside_before) = (serial("127.0.0.2"), serial("127.0.0.3"));
     write(dir.path(), "views.yaml", &records("100.64.0.2"));
     until_from(&m, "127.0.0.2", "www.example.org", "100.64.0.2");
     assert_eq!(short(&m, "127.0.0.3", "www.example.org", "A"), "192.0.2.1");
@@ -163,6 +177,9 @@ fn one_name_answers_by_the_clients_view_over_udp_tcp_and_doh() {
         short(&m, "127.0.0.2", "db.corp.internal", "A"),
         "100.64.0.9"
     );
+    assert_eq!(short(&m, "127.0.0.2", "www.example.com", "A"), "100.64.0.2");
+    assert!(serial("127.0.0.2") > inside_before);
+    assert_eq!(serial("127.0.0.3"), outside_before);
 }
 
 /// Polls `dig -b client name A +short` until it prints `want` (10 s at most).
@@ -222,6 +239,14 @@ spec:
         "d-typo.yaml",
         &set("typo", Some("insde"), "100.64.0.11"),
     );
+    // An ALIAS of the inside view: flattened there alone.
+    let alias = set("alias", Some("inside"), "0.0.0.0")
+        .replace("recordType: A", "recordType: ALIAS")
+        .replace(
+            "{name: app, a: {content: 0.0.0.0}}",
+            "{name: front, alias: {content: app.mesh.example.org}}",
+        );
+    write(&d, "f-alias.yaml", &alias);
     let m = Meshdns::serve(&[
         "--manifests",
         d.to_str().unwrap(),
@@ -237,6 +262,12 @@ spec:
         short(&m, "127.0.0.3", "app.mesh.example.org", "A"),
         "192.0.2.10"
     );
+    assert_eq!(
+        short(&m, "127.0.0.2", "front.mesh.example.org", "A"),
+        "100.64.0.10"
+    );
+    let out = from(&m, "127.0.0.3", "front.mesh.example.org", "A", &[]);
+    assert_eq!(status(&out), "NXDOMAIN", "{out}");
     // A view not configured: reported, and its data reaches no client.
     m.wait_log("is not configured (--view gives inside)");
     let out = bin()
