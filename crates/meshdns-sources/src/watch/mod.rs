@@ -88,6 +88,31 @@ pub struct SourceConfig {
     pub debounce: Duration,
 }
 
+/// Gives the zones of `view` that are `default`'s own (the same `Arc`) `default`'s serials;
+/// returns the others, as a catalog (with their overlays) for the view's serial book.
+fn shared_serials(view: &mut Catalog, default: &Catalog) -> Catalog {
+    let origins: Vec<Name> = view.zones().iter().map(|z| z.origin().clone()).collect();
+    let mut own = Vec::new();
+    for origin in &origins {
+        let Some(zone) = view.zone(origin).cloned() else {
+            continue;
+        };
+        match (default.zone(origin), default.get(origin)) {
+            (Some(d), Some(found)) if Arc::ptr_eq(d, &zone) => {
+                view.set_serial(origin, found.serial)
+            }
+            _ => own.push(zone),
+        }
+    }
+    let mut catalog = Catalog::from_zones(own);
+    for origin in &origins {
+        if let Some(overlay) = view.overlay(origin) {
+            catalog.attach(origin, overlay.clone());
+        }
+    }
+    catalog
+}
+
 /// Where one view's catalog is published (`--view`), and what decides its zones' serials.
 pub struct ViewOut {
     /// The view's name.
@@ -218,8 +243,15 @@ impl FileSources {
             } else {
                 Catalog::clone(default)
             };
-            for (zone, serial) in view.primary.update(&mut catalog, unix_now() as u32) {
+            // Zones the view shares with every client's catalog carry that catalog's serials;
+            // the view's own book decides only the zones the view changes (no digest of a
+            // shared zone per view, which at start was a whole walk of each zone per view).
+            let mut own = shared_serials(&mut catalog, default);
+            for (zone, serial) in view.primary.update(&mut own, unix_now() as u32) {
                 debug!(view = %view.name, %zone, serial, "zone serial");
+            }
+            for (origin, serial) in own.serials() {
+                catalog.set_serial(origin, serial);
             }
             view.catalog.store(Arc::new(catalog));
             view.primary.record_differences();
@@ -353,16 +385,18 @@ impl FileSources {
         }
         self.stamped = Some(Instant::now());
         let keys = changes.len();
-        // Each view's pkarr origins get their next serial from the view's own book.
-        for view in &self.views {
-            let mut catalog = Catalog::clone(&view.catalog.load());
-            view.primary
-                .stamp_published(&mut catalog, changes.clone(), unix_now() as u32);
-            view.catalog.store(Arc::new(catalog));
-        }
         let mut catalog = Catalog::clone(&self.published.load());
-        let stamped = primary.stamp_published(&mut catalog, changes, unix_now() as u32);
-        self.published.store(Arc::new(catalog));
+        let stamped = primary.stamp_published(&mut catalog, changes.clone(), unix_now() as u32);
+        let catalog = Arc::new(catalog);
+        self.published.store(catalog.clone());
+        // Each view: the serials of the origins it shares, and its own origins' next ones.
+        for view in &self.views {
+            let mut own = Catalog::clone(&view.catalog.load());
+            shared_serials(&mut own, &catalog);
+            view.primary
+                .stamp_published(&mut own, changes.clone(), unix_now() as u32);
+            view.catalog.store(Arc::new(own));
+        }
         primary.announce();
         for (zone, serial) in stamped {
             debug!(%zone, serial, keys, "published keys stamped");
