@@ -222,6 +222,33 @@ pub fn assemble(
     generated: &Generated,
     defaults: BuildDefaults,
 ) -> (Catalog, Vec<Problem>) {
+    assemble_with(inputs, 0, declared, generated, defaults)
+}
+
+/// View `view`'s catalog ([`inputs_for_view`]): as [`assemble`], but a view's own records
+/// winning a name and type over those every view sees is what they are for, not reported.
+pub fn assemble_view(
+    inputs: &[SourceInput<'_>],
+    view: &str,
+    declared: &[Name],
+    generated: &Generated,
+    defaults: BuildDefaults,
+) -> (Catalog, Vec<Problem>) {
+    let view_inputs = inputs_for_view(inputs, view);
+    let overriding = view_inputs.len() - inputs.len();
+    assemble_with(&view_inputs, overriding, declared, generated, defaults)
+}
+
+/// [`assemble`], where the first `overriding` inputs win over the others by design: their
+/// precedence over those is not reported.
+fn assemble_with(
+    inputs: &[SourceInput<'_>],
+    overriding: usize,
+    declared: &[Name],
+    generated: &Generated,
+    defaults: BuildDefaults,
+) -> (Catalog, Vec<Problem>) {
+    let by_design = |winner: usize, loser: usize| winner < overriding && loser >= overriding;
     let reverse = &generated.reverse[..];
     let mut by_origin: BTreeMap<Name, Vec<(usize, &Arc<Zone>)>> = BTreeMap::new();
     let reverse_zones: std::collections::BTreeSet<Name> =
@@ -266,6 +293,10 @@ pub fn assemble(
                         .iter()
                         .find(|(_, r, _)| r.name == name && r.data.rtype() == rtype)
                     {
+                        if matches!(why, Rejection::TakenBy { winner, .. } if by_design(winner, *i))
+                        {
+                            continue;
+                        }
                         let reason = match &why {
                             Rejection::TakenBy { winner, .. } => format!(
                                 "already provided by {}, which takes precedence over the cluster's objects",
@@ -294,6 +325,10 @@ pub fn assemble(
                             .unwrap_or(*winner),
                         _ => contributors[0].0,
                     };
+                    if matches!(why, Rejection::TakenBy { winner, .. } if by_design(winner, loser))
+                    {
+                        continue;
+                    }
                     problems.push(refusal(inputs, loser, &name, rtype, why));
                 }
                 zones.extend(built.into_iter().map(Arc::new));

@@ -79,9 +79,13 @@ pub fn check(settings: &ServeConfig) -> Result<bool> {
     // What each view refuses beyond what every client's catalog does, as `serve` reports it.
     if meshdns_sources::snapshot::has_tagged(&inputs) {
         for view in &views {
-            let view_inputs = meshdns_sources::snapshot::inputs_for_view(&inputs, view);
-            let (_, view_refused) =
-                assemble(&view_inputs, &declared, &settings.generated(), defaults);
+            let (_, view_refused) = meshdns_sources::snapshot::assemble_view(
+                &inputs,
+                view,
+                &declared,
+                &settings.generated(),
+                defaults,
+            );
             for p in view_refused {
                 if !refused.contains(&p) {
                     refused.push(p);

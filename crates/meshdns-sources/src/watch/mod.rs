@@ -235,9 +235,13 @@ impl FileSources {
         let mut problems = Vec::new();
         for view in &self.views {
             let mut catalog = if tagged {
-                let view_inputs = crate::snapshot::inputs_for_view(inputs, &view.name);
-                let (catalog, refused) =
-                    assemble(&view_inputs, &self.config.zones, generated, defaults);
+                let (catalog, refused) = crate::snapshot::assemble_view(
+                    inputs,
+                    &view.name,
+                    &self.config.zones,
+                    generated,
+                    defaults,
+                );
                 problems.extend(refused);
                 catalog
             } else {

@@ -616,6 +616,28 @@ fn the_docs_run_as_written() {
 }
 
 /// What a yaml or json block is, and the check that fits it.
+/// The view names a records file's zones and entries give (`view: a`, `"a,b"` or a list).
+fn views_named(records: &Value) -> std::collections::BTreeSet<String> {
+    let tags = |v: &Value| -> Vec<String> {
+        match v.get("view") {
+            Some(Value::String(s)) => s.split(',').map(|t| t.trim().to_string()).collect(),
+            Some(Value::Array(list)) => list
+                .iter()
+                .filter_map(|t| t.as_str().map(str::to_string))
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    let zones = records["zones"].as_array().map_or(&[][..], Vec::as_slice);
+    zones
+        .iter()
+        .flat_map(|z| {
+            let entries = z["records"].as_array().map_or(&[][..], Vec::as_slice);
+            tags(z).into_iter().chain(entries.iter().flat_map(tags))
+        })
+        .collect()
+}
+
 fn check_data_block(b: &Block, dir: &Path) -> Vec<String> {
     let ext = if b.lang == "json" { "json" } else { "yaml" };
     let docs: Vec<Value> = if b.lang == "json" {
@@ -682,7 +704,17 @@ fn check_data_block(b: &Block, dir: &Path) -> Vec<String> {
         }
         problems
     } else if first.get("zones").is_some() || first.get("version").is_some() {
-        check(&["check", path])
+        // The views a records file names (`view:`) are configured, as `serve` would be run
+        // with them (`docs/views.md`).
+        let views: Vec<String> = views_named(first)
+            .into_iter()
+            .map(|v| format!("{v}=192.0.2.255/32"))
+            .collect();
+        let mut args = vec!["check", path];
+        for v in &views {
+            args.extend(["--view", v.as_str()]);
+        }
+        check(&args)
     } else if first.as_object().is_some_and(|o| {
         o.keys()
             .all(|k| matches!(k.as_str(), "serve" | "iroh" | "mesh"))

@@ -159,6 +159,13 @@ fn one_name_answers_by_the_clients_view_over_udp_tcp_and_doh() {
     );
     assert_eq!(metric(&page, "meshdns_view_queries_total{view=\"\"}"), 4);
 
+    // A view's own records winning over untagged ones is what they are for: not reported.
+    assert!(
+        !m.log_text().contains("already provided"),
+        "{}",
+        m.log_text()
+    );
+
     // A reload keeps the views: the inside record changes, the others do not. A zone's
     // serial follows each view's content: example.com changed inside only.
     let serial = |client: &str| {
