@@ -170,10 +170,7 @@ async fn doh_answer(s: &HttpState, packet: &[u8], client: IpAddr) -> Response {
     };
     let mut out = Vec::with_capacity(512);
     let started = Instant::now();
-    let catalog = match &doh.views {
-        None => &doh.catalog,
-        Some(views) => views.pick(client, &doh.catalog),
-    };
+    let catalog = crate::views::Views::pick_in(doh.views.as_deref(), client, &doh.catalog, true);
     let outcome = answer(
         &catalog.load(),
         packet,

@@ -210,22 +210,11 @@ struct Shared {
 }
 
 impl Shared {
-    /// The catalog that answers `client`: its view's, or the one every client shares. The
-    /// query is counted for its view.
+    /// The catalog that answers `client`: its view's, or the one every client shares;
+    /// `count` counts the query for its view (see [`views::Views::pick`]).
     #[inline]
-    fn catalog_for(&self, client: std::net::IpAddr) -> &SharedCatalog {
-        match &self.config.views {
-            None => &self.catalog,
-            Some(views) => views.pick(client, &self.catalog),
-        }
-    }
-
-    /// [`Shared::catalog_for`] for a query counted already (one answered after a lookup).
-    fn catalog_again(&self, client: std::net::IpAddr) -> &SharedCatalog {
-        match &self.config.views {
-            None => &self.catalog,
-            Some(views) => views.catalog(client, &self.catalog),
-        }
+    fn catalog_for(&self, client: std::net::IpAddr, count: bool) -> &SharedCatalog {
+        views::Views::pick_in(self.config.views.as_deref(), client, &self.catalog, count)
     }
 }
 
@@ -599,7 +588,7 @@ where
         }
         conn.busy();
         let started = Instant::now();
-        let shared_catalog = shared.catalog_for(peer.ip());
+        let shared_catalog = shared.catalog_for(peer.ip(), true);
         let outcome = {
             let catalog = shared_catalog.load();
             answer(

@@ -157,7 +157,7 @@ fn deferred(
             key,
             Some(peer.ip()),
             crate::lookups::Asked {
-                catalog: shared.catalog_again(peer.ip()),
+                catalog: shared.catalog_for(peer.ip(), false),
                 packet: &packet,
                 transport: Transport::Udp,
                 config: &shared.config.answer,
@@ -327,7 +327,7 @@ mod simple {
             if peer.port() == 0 {
                 continue;
             }
-            let catalog = shared.catalog_for(peer.ip()).load();
+            let catalog = shared.catalog_for(peer.ip(), true).load();
             let replied = if len > RECV_BUF {
                 oversized(&shared, &buf[..RECV_BUF], &mut out)
             } else if update_later(&shared, &sock, &buf[..len], peer) {
@@ -517,15 +517,13 @@ mod batched {
                     let packet = &b.data[i][..len];
                     // With views, each datagram is answered from its client's catalog.
                     let view_catalog;
-                    let catalog = match &shared.config.views {
-                        None => &catalog,
-                        Some(_) => match source_ip(addr) {
-                            Some(ip) => {
-                                view_catalog = shared.catalog_for(ip).load();
-                                &view_catalog
-                            }
-                            None => &catalog,
-                        },
+                    let catalog = if shared.config.views.is_some()
+                        && let Some(ip) = source_ip(addr)
+                    {
+                        view_catalog = shared.catalog_for(ip, true).load();
+                        &view_catalog
+                    } else {
+                        &catalog
                     };
                     handle(
                         &shared,

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
+use meshdns_zone::cidr::ip_bits;
 use meshdns_zone::{Catalog, Cidr};
 
 use crate::SharedCatalog;
@@ -46,14 +47,6 @@ struct Range {
     view: usize,
 }
 
-/// An address as 128 bits (IPv4 in the top 32, as IPv4-mapped IPv6 is read) and its family.
-fn bits(ip: IpAddr) -> (bool, u128) {
-    match ip.to_canonical() {
-        IpAddr::V4(v4) => (true, u128::from(u32::from(v4)) << 96),
-        IpAddr::V6(v6) => (false, u128::from(v6)),
-    }
-}
-
 impl Views {
     /// Views of these names and ranges, in this order; each catalog empty until published.
     pub fn new(defs: Vec<(String, Vec<Cidr>)>) -> Views {
@@ -62,16 +55,10 @@ impl Views {
             .enumerate()
             .flat_map(|(view, (_, ranges))| {
                 ranges.iter().map(move |r| {
-                    let (v4, net) = bits(r.addr());
-                    let len = u32::from(r.prefix_len());
-                    let mask = if len == 0 {
-                        0
-                    } else {
-                        u128::MAX << (128 - len)
-                    };
+                    let (v4, net, mask) = r.masked();
                     Range {
                         v4,
-                        net: net & mask,
+                        net,
                         mask,
                         view,
                     }
@@ -106,8 +93,7 @@ impl Views {
     }
 
     fn find(&self, client: IpAddr) -> Option<&View> {
-        // A dual-stack socket reports IPv4 clients as IPv4-mapped IPv6 addresses.
-        let (v4, addr) = bits(client);
+        let (v4, addr) = ip_bits(client);
         self.ranges
             .iter()
             .find(|r| r.v4 == v4 && addr & r.mask == r.net)
@@ -115,22 +101,34 @@ impl Views {
     }
 
     /// The catalog that answers `client`: its view's; `default` (the data every view sees)
-    /// for a client in no view.
-    pub fn catalog<'a>(&'a self, client: IpAddr, default: &'a SharedCatalog) -> &'a SharedCatalog {
-        self.find(client).map_or(default, |v| &v.catalog)
+    /// for a client in no view. `count` counts the query for its view (false for a query
+    /// counted already, answered again after a lookup).
+    pub fn pick<'a>(
+        &'a self,
+        client: IpAddr,
+        default: &'a SharedCatalog,
+        count: bool,
+    ) -> &'a SharedCatalog {
+        let view = self.find(client);
+        if count {
+            view.map_or(&self.unmatched, |v| &v.queries)
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        view.map_or(default, |v| &v.catalog)
     }
 
-    /// [`Views::catalog`], counting the query for its view.
-    pub fn pick<'a>(&'a self, client: IpAddr, default: &'a SharedCatalog) -> &'a SharedCatalog {
-        match self.find(client) {
-            Some(view) => {
-                view.queries.fetch_add(1, Ordering::Relaxed);
-                &view.catalog
-            }
-            None => {
-                self.unmatched.fetch_add(1, Ordering::Relaxed);
-                default
-            }
+    /// The catalog that answers `client` when `views` are configured (see [`Views::pick`]);
+    /// `default` without views.
+    #[inline]
+    pub fn pick_in<'a>(
+        views: Option<&'a Views>,
+        client: IpAddr,
+        default: &'a SharedCatalog,
+        count: bool,
+    ) -> &'a SharedCatalog {
+        match views {
+            None => default,
+            Some(views) => views.pick(client, default, count),
         }
     }
 
@@ -188,7 +186,7 @@ mod tests {
         ] {
             let ip: IpAddr = client.parse().unwrap();
             assert_eq!(views.classify(ip), want, "{client}");
-            let picked = views.pick(ip, &default);
+            let picked = views.pick(ip, &default, true);
             assert_eq!(Arc::ptr_eq(picked, &default), want.is_none(), "{client}");
         }
         let mut out = String::new();

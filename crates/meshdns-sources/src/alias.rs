@@ -16,9 +16,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use meshdns_zone::{
-    BuildDefaults, Catalog, CatalogBuilder, Lookup, Name, RData, RType, Record, Rejection, Zone,
-};
+use meshdns_zone::{BuildDefaults, Catalog, Lookup, Name, RData, RType, Record, Rejection, Zone};
 
 use crate::content::Problem;
 
@@ -93,14 +91,9 @@ pub fn flatten(
         let Some(records) = added.remove(zone.origin()) else {
             continue;
         };
-        let origin = zone.origin().clone();
-        let mut builder = CatalogBuilder::new(defaults);
-        builder.add_zone(zone, 0);
-        for (record, _) in &records {
-            // Outside the zone cannot be: the zone was found for the name.
-            let _ = builder.add(&origin, record.clone(), 1);
-        }
-        let (built, refused) = builder.build_zones();
+        // Outside the zone cannot be: the zone was found for the name.
+        let (rebuilt, refused) =
+            zone.with_records(records.iter().map(|(r, _)| r.clone()), defaults);
         for (name, rtype, why) in refused {
             let Some((_, i)) = records
                 .iter()
@@ -121,9 +114,7 @@ pub fn flatten(
                 reason,
             ));
         }
-        if let Some(rebuilt) = built.into_iter().next() {
-            *zone = Arc::new(rebuilt);
-        }
+        *zone = Arc::new(rebuilt);
     }
 }
 

@@ -179,16 +179,16 @@ pub fn has_tagged(inputs: &[SourceInput<'_>]) -> bool {
 /// A problem for each view named by `inputs`' data but not configured (`views`): its records
 /// are served to no client.
 pub fn unconfigured_views(inputs: &[SourceInput<'_>], views: &[String]) -> Vec<Problem> {
+    let configured = if views.is_empty() {
+        "no --view is given".to_string()
+    } else {
+        format!("--view gives {}", views.join(", "))
+    };
     let mut problems = Vec::new();
     for input in inputs {
         for (tags, part) in input.compiled.tagged.iter() {
             for tag in tags.iter().filter(|t| !views.contains(t)) {
                 for zone in &part.zones {
-                    let configured = if views.is_empty() {
-                        "no --view is given".to_string()
-                    } else {
-                        format!("--view gives {}", views.join(", "))
-                    };
                     problems.push(Problem::new(
                         input.label,
                         format!("zone {}", zone.origin()),
@@ -438,23 +438,14 @@ fn add_reverse(
             ));
             continue;
         }
-        let origin = zone.origin().clone();
-        let mut builder = CatalogBuilder::new(defaults);
-        builder.declare(&origin);
-        builder.add_zone(zone, 0);
-        for record in records {
-            let given = zone
-                .node(record.name.wire())
-                .is_some_and(|n| n.get(RType::PTR).is_some());
-            if !given {
-                // Inside the zone by construction: nothing to refuse.
-                let _ = builder.add(&origin, record, 1);
-            }
-        }
-        let (built, _) = builder.build_zones();
-        if let Some(built) = built.into_iter().next() {
-            *zone = Arc::new(built);
-        }
+        // Inside the zone by construction, and PTRs a source gives at a name leave the
+        // generated ones out: nothing refused is worth reporting.
+        let generated = records.into_iter().filter(|record| {
+            zone.node(record.name.wire())
+                .is_none_or(|n| n.get(RType::PTR).is_none())
+        });
+        let (built, _) = zone.with_records(generated, defaults);
+        *zone = Arc::new(built);
     }
 }
 

@@ -26,22 +26,30 @@ impl Cidr {
 
     /// Whether `ip` is inside (an IPv4-mapped IPv6 address counts as its IPv4 address).
     pub fn contains(&self, ip: IpAddr) -> bool {
-        let bits = |ip: IpAddr| -> (u128, u8) {
-            match ip.to_canonical() {
-                IpAddr::V4(v4) => (u128::from(u32::from(v4)) << 96, 32),
-                IpAddr::V6(v6) => (u128::from(v6), 128),
-            }
-        };
-        let ((net, width), (addr, addr_width)) = (bits(self.addr), bits(ip));
-        if width != addr_width {
-            return false;
-        }
-        // IPv4 addresses sit in the top 32 bits: the prefix counts from the top either way.
+        let (v4, net, mask) = self.masked();
+        let (ip_v4, addr) = ip_bits(ip);
+        v4 == ip_v4 && addr & mask == net
+    }
+
+    /// The prefix ready for comparing with [`ip_bits`]: its family (IPv4 or not), its network
+    /// bits and its mask, both over 128 bits (IPv4 in the top 32, so the prefix counts from
+    /// the top either way). `ip` is inside when the families agree and `addr & mask == net`.
+    pub fn masked(&self) -> (bool, u128, u128) {
+        let (v4, net) = ip_bits(self.addr);
         let mask = match self.len {
             0 => 0,
             len => u128::MAX << (128 - u32::from(len)),
         };
-        net & mask == addr & mask
+        (v4, net & mask, mask)
+    }
+}
+
+/// An address as 128 bits and whether it is IPv4: IPv4 in the top 32 bits, an IPv4-mapped
+/// IPv6 address read as its IPv4 address (a dual-stack socket reports IPv4 clients so).
+pub fn ip_bits(ip: IpAddr) -> (bool, u128) {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => (true, u128::from(u32::from(v4)) << 96),
+        IpAddr::V6(v6) => (false, u128::from(v6)),
     }
 }
 

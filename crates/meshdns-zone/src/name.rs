@@ -277,6 +277,11 @@ pub(crate) fn label_offsets(wire: &[u8]) -> impl Iterator<Item = usize> + '_ {
     })
 }
 
+/// The names strictly above `wire`, nearest first, down to the root (`b"\0"`).
+pub(crate) fn ancestors(wire: &[u8]) -> impl Iterator<Item = &[u8]> + '_ {
+    label_offsets(wire).skip(1).map(move |o| &wire[o..])
+}
+
 /// Whether `wire` equals `ancestor` or ends with it at a label boundary.
 pub fn is_wire_subdomain(wire: &[u8], ancestor: &[u8]) -> bool {
     if ancestor.len() > wire.len() {

@@ -463,18 +463,11 @@ impl<'b, 'n> Writer<'b, 'n> {
         prefix: &[u8],
         suffix: &'n [u8],
     ) -> Option<u16> {
-        self.put_owner(owner);
-        self.buf.extend_from_slice(&RType::CNAME.0.to_be_bytes());
-        self.buf.extend_from_slice(&1u16.to_be_bytes());
-        self.buf.extend_from_slice(&ttl.to_be_bytes());
-        let len_at = self.buf.len();
-        self.buf.extend_from_slice(&[0, 0]);
+        let len_at = self.begin_record(owner, RType::CNAME, ttl);
         let at = self.buf.len();
         self.buf.extend_from_slice(prefix);
         self.put_name(suffix);
-        let rdlen = (self.buf.len() - len_at - 2) as u16;
-        self.buf[len_at..len_at + 2].copy_from_slice(&rdlen.to_be_bytes());
-        self.counts[section as usize] = self.counts[section as usize].saturating_add(1);
+        self.end_record(section, len_at);
         u16::try_from(at).ok().filter(|&at| at < 0x4000)
     }
 
@@ -489,12 +482,7 @@ impl<'b, 'n> Writer<'b, 'n> {
         ttl: u32,
         rdata: &'n [u8],
     ) {
-        self.put_owner(owner);
-        self.buf.extend_from_slice(&rtype.0.to_be_bytes());
-        self.buf.extend_from_slice(&1u16.to_be_bytes());
-        self.buf.extend_from_slice(&ttl.to_be_bytes());
-        let len_at = self.buf.len();
-        self.buf.extend_from_slice(&[0, 0]);
+        let len_at = self.begin_record(owner, rtype, ttl);
         for (is_name, part) in rdata_parts(rtype, rdata) {
             if is_name {
                 self.put_name(part);
@@ -502,6 +490,25 @@ impl<'b, 'n> Writer<'b, 'n> {
                 self.buf.extend_from_slice(part);
             }
         }
+        self.end_record(section, len_at);
+    }
+
+    /// Writes a record's owner, type, class IN, TTL and a placeholder RDLENGTH, whose place
+    /// it returns for [`Writer::end_record`].
+    #[inline]
+    fn begin_record(&mut self, owner: Owner<'n>, rtype: RType, ttl: u32) -> usize {
+        self.put_owner(owner);
+        self.buf.extend_from_slice(&rtype.0.to_be_bytes());
+        self.buf.extend_from_slice(&1u16.to_be_bytes());
+        self.buf.extend_from_slice(&ttl.to_be_bytes());
+        let len_at = self.buf.len();
+        self.buf.extend_from_slice(&[0, 0]);
+        len_at
+    }
+
+    /// Fills in the RDLENGTH at `len_at` for the RDATA written since, and counts the record.
+    #[inline]
+    fn end_record(&mut self, section: Section, len_at: usize) {
         let rdlen = (self.buf.len() - len_at - 2) as u16;
         self.buf[len_at..len_at + 2].copy_from_slice(&rdlen.to_be_bytes());
         // Saturating: an RRset too large to count is also too large to send, and gets truncated.

@@ -234,6 +234,31 @@ impl CatalogBuilder {
     }
 }
 
+impl Zone {
+    /// This zone built again with `records` added after its own (a second source: its own
+    /// (name, type) pairs win), and what was refused of them. Records outside the zone are
+    /// refused too.
+    pub fn with_records(
+        &self,
+        records: impl IntoIterator<Item = Record>,
+        defaults: BuildDefaults,
+    ) -> (Zone, Vec<Refused>) {
+        let mut builder = CatalogBuilder::new(defaults);
+        builder.add_zone(self, 0);
+        let mut refused = Vec::new();
+        for record in records {
+            let (name, rtype) = (record.name.clone(), record.data.rtype());
+            if let Err(why) = builder.add(&self.origin, record, 1) {
+                refused.push((name, rtype, why));
+            }
+        }
+        let (built, more) = builder.build_zones();
+        refused.extend(more);
+        let zone = built.into_iter().next().expect("the zone was added");
+        (zone, refused)
+    }
+}
+
 /// Why a record at `owner` (wire form) of type `rtype` cannot go into zone `origin`, if it
 /// cannot: outside the zone, or a CNAME at the apex.
 pub(super) fn placement_refusal(origin: &Name, owner: &[u8], rtype: RType) -> Option<Rejection> {

@@ -5,7 +5,7 @@ use std::hash::BuildHasher;
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 
-use crate::name::{Name, is_wire_subdomain, label_offsets};
+use crate::name::{Name, ancestors, is_wire_subdomain, label_offsets};
 use crate::rdata::{RType, Soa};
 
 use super::view::{Lookup, Node, RRset};
@@ -210,11 +210,10 @@ impl Zone {
     /// there is at most one).
     fn find_dname(&self, name: &[u8]) -> Option<Lookup<'_>> {
         let apex_len = self.origin.wire().len();
-        label_offsets(name)
-            .skip(1)
-            .take_while(|&o| name.len() - o >= apex_len)
-            .find_map(|o| {
-                let node = self.node(&name[o..])?;
+        ancestors(name)
+            .take_while(|n| n.len() >= apex_len)
+            .find_map(|n| {
+                let node = self.node(n)?;
                 let dname = node.get(crate::rdata_other::DNAME)?;
                 Some(Lookup::Dname {
                     owner: node.name,
@@ -231,10 +230,7 @@ impl Zone {
         name: &'q [u8],
         exists: impl Fn(&'q [u8]) -> bool,
     ) -> Option<Node<'_>> {
-        let encloser = label_offsets(name)
-            .skip(1)
-            .map(|o| &name[o..])
-            .find(|n| exists(n))?;
+        let encloser = ancestors(name).find(|n| exists(n))?;
         let mut wild = [0u8; 256];
         wild[0] = 1;
         wild[1] = b'*';

@@ -8,7 +8,7 @@
 //!    duplicates, the RRset size limit and one TTL; written in the layout the answer writer
 //!    copies.
 
-use crate::name::{Name, label_offsets};
+use crate::name::{Name, ancestors};
 use crate::rdata::{RData, RType, Soa};
 use crate::rdata_other::DNAME;
 
@@ -180,11 +180,7 @@ fn lay_out(z: &ZoneBuilder, entries: &[Entry], apex_id: u32, refused: &mut Vec<R
             continue;
         }
         // CNAME beside other data: whichever came first stays (RFC 1034 §3.6.2).
-        let first = group
-            .iter()
-            .min_by_key(|e| e.seq)
-            .expect("a group is never empty");
-        let cname_only = first.rtype == RType::CNAME;
+        let cname_only = cname_first(group);
         let data_at = out.data.len() as u32;
         for set in group.chunk_by(|a, b| a.rtype == b.rtype) {
             let rtype = set[0].rtype;
@@ -242,13 +238,16 @@ fn dname_owners<'z>(
         .chunk_by(|a, b| a.node == b.node)
         .filter(|group| {
             let has = |t: RType| group.iter().any(|e| e.rtype == t);
-            let first = group.iter().min_by_key(|e| e.seq).map(|e| e.rtype);
-            has(DNAME)
-                && first != Some(RType::CNAME)
-                && (group[0].node == apex_id || !has(RType::NS))
+            has(DNAME) && !cname_first(group) && (group[0].node == apex_id || !has(RType::NS))
         })
         .map(|group| z.name_of(group[0].node))
         .collect()
+}
+
+/// Whether a node's first entry given (of a non-empty group) is a CNAME: then the CNAME
+/// stays and the node's other data is refused (RFC 1034 §3.6.2).
+fn cname_first(group: &[Entry]) -> bool {
+    group.iter().min_by_key(|e| e.seq).map(|e| e.rtype) == Some(RType::CNAME)
 }
 
 /// The DNAME owner strictly above `name`, if any (the highest: its redirection wins).
@@ -256,9 +255,8 @@ fn below_dname<'z>(dnames: &hashbrown::HashSet<&'z [u8]>, name: &[u8]) -> Option
     if dnames.is_empty() {
         return None;
     }
-    label_offsets(name)
-        .skip(1)
-        .filter_map(|o| dnames.get(&name[o..]).copied())
+    ancestors(name)
+        .filter_map(|n| dnames.get(n).copied())
         .last()
 }
 
@@ -288,11 +286,16 @@ fn rrset<'e, 'a>(
             if !refused.iter().any(|(_, t, w)| *t == rtype && *w == why) {
                 refused.push((owner(), rtype, why));
             }
-        } else if rtype == RType::CNAME && !kept.is_empty() && rdata(e) != rdata(kept[0]) {
-            let why = Rejection::CnameConflict { name: owner() };
-            refused.push((owner(), rtype, why));
-        } else if rtype == DNAME && !kept.is_empty() && rdata(e) != rdata(kept[0]) {
-            let why = Rejection::TwoDnames { name: owner() };
+        } else if (rtype == RType::CNAME || rtype == DNAME)
+            && !kept.is_empty()
+            && rdata(e) != rdata(kept[0])
+        {
+            // One CNAME and one DNAME per name: the first stays.
+            let why = if rtype == DNAME {
+                Rejection::TwoDnames { name: owner() }
+            } else {
+                Rejection::CnameConflict { name: owner() }
+            };
             refused.push((owner(), rtype, why));
         } else if is_new(&mut seen, &kept, rdata(e), rdata) {
             kept.push(e);

@@ -363,16 +363,7 @@ spec:
 /// A DNSRecordSet `name` of `rtype` in the DNSZone `connectors-zone`; `records` are its
 /// entries as YAML list items.
 fn record_set(name: &str, rtype: &str, records: &str) -> String {
-    format!(
-        "apiVersion: dns.networking.miloapis.com/v1alpha1
-kind: DNSRecordSet
-metadata: {{name: {name}, namespace: dns}}
-spec:
-  dnsZoneRef: {{name: connectors-zone}}
-  recordType: {rtype}
-  records:
-{records}"
-    )
+    crate::process::record_set(name, "connectors-zone", rtype, records, None)
 }
 
 /// A DNSRecordSet of one A record at `name`, in the DNSZone `connectors-zone`.

@@ -317,6 +317,32 @@ pub const SMALL_ZONE: &str = "$ORIGIN example.org.\n$TTL 300\n@ SOA ns1 hostmast
                               @ NS ns1\nns1 A 192.0.2.53\nwww A 192.0.2.1\n";
 
 /// The value of the sample `name` (with its labels) on a `/metrics` page.
+/// A DNSRecordSet manifest in namespace `dns` for the DNSZone `zone`; `records` are the
+/// lines of `spec.records` (indented by two), `views` the `meshdns.io/views` annotation.
+pub fn record_set(
+    name: &str,
+    zone: &str,
+    rtype: &str,
+    records: &str,
+    views: Option<&str>,
+) -> String {
+    let annotations = views
+        .map(|v| format!("\n  annotations: {{meshdns.io/views: '{v}'}}"))
+        .unwrap_or_default();
+    format!(
+        "apiVersion: dns.networking.miloapis.com/v1alpha1
+kind: DNSRecordSet
+metadata:
+  name: {name}
+  namespace: dns{annotations}
+spec:
+  dnsZoneRef: {{name: {zone}}}
+  recordType: {rtype}
+  records:
+{records}"
+    )
+}
+
 pub fn metric(page: &str, name: &str) -> u64 {
     page.lines()
         .find_map(|l| l.strip_prefix(name))

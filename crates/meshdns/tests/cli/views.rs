@@ -217,22 +217,8 @@ metadata: {name: z, namespace: dns, creationTimestamp: '2026-01-01T00:00:00Z'}
 spec: {domainName: mesh.example.org, dnsZoneClassName: powerdns}
 ";
     let set = |name: &str, views: Option<&str>, ip: &str| {
-        let annotations = views
-            .map(|v| format!("\n  annotations: {{meshdns.io/views: '{v}'}}"))
-            .unwrap_or_default();
-        format!(
-            "apiVersion: dns.networking.miloapis.com/v1alpha1
-kind: DNSRecordSet
-metadata:
-  name: {name}
-  namespace: dns{annotations}
-spec:
-  dnsZoneRef: {{name: z}}
-  recordType: A
-  records:
-  - {{name: app, a: {{content: {ip}}}}}
-"
-        )
+        let records = format!("  - {{name: app, a: {{content: {ip}}}}}\n");
+        crate::process::record_set(name, "z", "A", &records, views)
     };
     write(&d, "a-zone.yaml", zone);
     write(&d, "b-public.yaml", &set("public", None, "192.0.2.10"));
