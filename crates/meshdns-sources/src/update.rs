@@ -33,7 +33,8 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// The most records one update zone holds; an UPDATE that would go beyond is REFUSED.
+/// The most records one update zone holds unless told otherwise (`--update-max-records`); an
+/// UPDATE that would go beyond is REFUSED.
 pub const MAX_RECORDS: usize = 100_000;
 
 /// One update zone.
@@ -51,6 +52,8 @@ pub struct UpdateStore {
     versions: Mutex<(u64, u64)>,
     served: Condvar,
     on_change: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// The most records a zone may hold after an UPDATE.
+    max_records: usize,
 }
 
 impl std::fmt::Debug for UpdateStore {
@@ -184,8 +187,13 @@ fn compact(dir: &Path, origin: &Name, rrsets: &Rrsets) -> std::io::Result<std::f
 
 impl UpdateStore {
     /// The update zones `origins`, their journals under `data_dir/updates` replayed (and
-    /// compacted); errors name the file.
-    pub fn open(data_dir: &Path, origins: &[Name]) -> Result<Arc<UpdateStore>, String> {
+    /// compacted; a journal holding more than `max_records` is replayed whole, and UPDATEs
+    /// that add records are refused until it holds fewer); errors name the file.
+    pub fn open(
+        data_dir: &Path,
+        origins: &[Name],
+        max_records: usize,
+    ) -> Result<Arc<UpdateStore>, String> {
         let dir = data_dir.join("updates");
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let mut zones = BTreeMap::new();
@@ -245,6 +253,7 @@ impl UpdateStore {
             versions: Mutex::new((1, 0)),
             served: Condvar::new(),
             on_change: OnceLock::new(),
+            max_records,
         }))
     }
 
@@ -280,7 +289,7 @@ impl UpdateStore {
         let records = zone
             .records
             .saturating_add_signed(undo.records_added(&zone.rrsets));
-        if records > MAX_RECORDS {
+        if records > self.max_records && records > zone.records {
             undo.restore(&mut zone.rrsets);
             return Err(rcode::REFUSED);
         }
@@ -371,7 +380,8 @@ mod tests {
     fn accepted_updates_survive_a_restart_and_a_torn_tail_is_dropped() {
         let dir = tempfile::tempdir().unwrap();
         let origin: Name = "example.org.".parse().unwrap();
-        let store = UpdateStore::open(dir.path(), std::slice::from_ref(&origin)).unwrap();
+        let store =
+            UpdateStore::open(dir.path(), std::slice::from_ref(&origin), MAX_RECORDS).unwrap();
         assert_eq!(
             store.update(&add("a.example.org.", "192.0.2.1")),
             Ok(Some(2))
@@ -394,7 +404,8 @@ mod tests {
             .unwrap();
         f.write_all(&[0, 0, 0, 40, 0, 0]).unwrap();
         drop(f);
-        let store = UpdateStore::open(dir.path(), std::slice::from_ref(&origin)).unwrap();
+        let store =
+            UpdateStore::open(dir.path(), std::slice::from_ref(&origin), MAX_RECORDS).unwrap();
         let (_, zones) = store.take_if_newer(0).unwrap();
         assert_eq!(zones[0].records.len(), 2, "{zones:?}");
         // Compacted: one entry.
@@ -407,7 +418,8 @@ mod tests {
     fn a_damaged_entry_stops_the_replay_and_the_journal_is_kept_as_it_was() {
         let dir = tempfile::tempdir().unwrap();
         let origin: Name = "example.org.".parse().unwrap();
-        let store = UpdateStore::open(dir.path(), std::slice::from_ref(&origin)).unwrap();
+        let store =
+            UpdateStore::open(dir.path(), std::slice::from_ref(&origin), MAX_RECORDS).unwrap();
         store.update(&add("a.example.org.", "192.0.2.1")).unwrap();
         store.update(&add("b.example.org.", "192.0.2.2")).unwrap();
         drop(store);
@@ -422,7 +434,8 @@ mod tests {
             replay(&origin, &bytes).1,
             Some(Stopped::Unreadable { at: first })
         );
-        let store = UpdateStore::open(dir.path(), std::slice::from_ref(&origin)).unwrap();
+        let store =
+            UpdateStore::open(dir.path(), std::slice::from_ref(&origin), MAX_RECORDS).unwrap();
         let (_, zones) = store.take_if_newer(0).unwrap();
         assert!(zones[0].records.is_empty(), "{zones:?}");
         let kept: Vec<_> = std::fs::read_dir(dir.path().join("updates"))

@@ -397,6 +397,11 @@ pub struct ServeConfig {
     #[arg(long, value_name = "PER_SECOND", help_heading = "Dynamic UPDATE")]
     #[serde(default, rename = "updateRate")]
     pub update_rate: Option<u32>,
+    /// The most records one update zone holds; an UPDATE that would add beyond is REFUSED
+    /// [default: 100000].
+    #[arg(long, value_name = "N", help_heading = "Dynamic UPDATE")]
+    #[serde(default, rename = "updateMaxRecords")]
+    pub update_max_records: Option<usize>,
     /// A secondary to send NOTIFY to when any zone's serial changes, HOST:PORT, optionally
     /// @KEYNAME to sign it (repeatable) [default: none].
     #[arg(long = "notify", value_name = "HOST:PORT[@KEY]", value_parser = values::notify_target, help_heading = "Zone transfers")]
@@ -590,6 +595,7 @@ impl ServeConfig {
                 views,
                 allow_update,
                 update_rate,
+                update_max_records,
                 notify,
                 tsig_keys,
                 secondaries,

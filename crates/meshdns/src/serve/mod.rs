@@ -292,7 +292,7 @@ fn open_stores(plan: &ServePlan) -> Result<Shared> {
         None => None,
         Some(u) => {
             let dir = plan.data_dir.clone().unwrap_or_default();
-            let store = UpdateStore::open(&dir, &u.zones)
+            let store = UpdateStore::open(&dir, &u.zones, u.max_records)
                 .map_err(|e| anyhow::anyhow!("cannot open the update zones' journals: {e}"))?;
             // An UPDATE comes whole, and its reply waits for the snapshot: no debounce.
             let (poker, poke) = poke_now_hook();

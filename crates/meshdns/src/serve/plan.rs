@@ -109,6 +109,8 @@ pub struct UpdatePlan {
     pub zones: Vec<Name>,
     /// UPDATEs accepted per second from one key (after a burst of twice as many).
     pub rate: u32,
+    /// The most records an update zone holds.
+    pub max_records: usize,
     /// The keys, and which each may update.
     pub policy: meshdns_xfr::update::UpdatePolicy,
 }
@@ -422,7 +424,8 @@ fn updates(
     }
     if settings.allow_update.is_empty() {
         problems.0.push(
-            "--update-zone (updateZones) is written only by UPDATEs signed with a granted key:              it needs --allow-update KEY[=ORIGIN] (allowUpdate) and --tsig-keys (tsigKeys)"
+            "--update-zone (updateZones) is written only by UPDATEs signed with a granted key: \
+             it needs --allow-update KEY[=ORIGIN] (allowUpdate) and --tsig-keys (tsigKeys)"
                 .into(),
         );
     }
@@ -448,9 +451,18 @@ fn updates(
             .0
             .push("--update-rate (updateRate) 0 would refuse every UPDATE: at least 1".into());
     }
+    if settings.update_max_records == Some(0) {
+        problems.0.push(
+            "--update-max-records (updateMaxRecords) 0 would refuse every record: at least 1"
+                .into(),
+        );
+    }
     Some(UpdatePlan {
         zones: settings.update_zones.clone(),
         rate: settings.update_rate.unwrap_or(defaults::UPDATE_RATE),
+        max_records: settings
+            .update_max_records
+            .unwrap_or(meshdns_sources::update::MAX_RECORDS),
         policy: meshdns_xfr::update::UpdatePolicy {
             keys: keys.unwrap_or_default().to_vec(),
             grants: settings

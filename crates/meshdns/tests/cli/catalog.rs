@@ -101,3 +101,91 @@ fn a_knot_secondary_follows_zones_through_the_catalog() {
         "198.51.100.2"
     );
 }
+
+/// Every kind of zone served is a member, under a label that does not move across restarts:
+/// a records file's, a zone file's, an update zone, a pkarr origin and a reverse zone; not the
+/// catalog itself, nor a zone below it.
+#[test]
+fn every_kind_of_zone_is_a_member_under_a_label_kept_across_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = write(
+        dir.path(),
+        "records.yaml",
+        "zones:\n  - origin: example.org\n    records:\n      - {name: www, type: A, value: 100.64.0.7}\n  - origin: sub.catalog.example\n    records:\n      - {name: www, type: A, value: 192.0.2.2}\n",
+    );
+    let zone_file = write(
+        dir.path(),
+        "file.zone",
+        &SMALL_ZONE.replace("$ORIGIN example.org.", "$ORIGIN zonefile.example."),
+    );
+    let keys = write(
+        dir.path(),
+        "tsig.conf",
+        "key \"upd.\" { algorithm hmac-sha256; secret \"c2VjcmV0LWtleS1mb3ItbWVzaGRucy11cGRhdGVzISE=\"; };\n",
+    );
+    let data = dir.path().join("data");
+    let args = [
+        "--allow-update",
+        "upd.",
+        "--tsig-keys",
+        &keys,
+        "--records",
+        &records,
+        "--zone-file",
+        &format!("zonefile.example={zone_file}"),
+        "--update-zone",
+        "dyn.example",
+        "--pkarr",
+        "relay.example",
+        "--reverse-zone",
+        "100.64.0.0/16",
+        "--catalog-zone",
+        "catalog.example",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--allow-transfer",
+        "127.0.0.0/8",
+        "--http",
+        "127.0.0.1:0",
+    ];
+    let members = |m: &Meshdns| -> Vec<String> {
+        let axfr = dig(m.dns, &["catalog.example", "AXFR", "+noall", "+answer"]);
+        let mut out: Vec<String> = axfr
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .filter(|r| r.get(3) == Some(&"PTR"))
+            .map(|r| format!("{} {}", r[0], r[4]))
+            .collect();
+        out.sort();
+        out
+    };
+    let m = Meshdns::serve(&args);
+    let first = members(&m);
+    let mut zones: Vec<&str> = first.iter().map(|l| l.split_once(' ').unwrap().1).collect();
+    zones.sort();
+    assert_eq!(
+        zones,
+        [
+            "64.100.in-addr.arpa.",
+            "dyn.example.",
+            "example.org.",
+            "relay.example.",
+            "zonefile.example."
+        ],
+        "{first:?}"
+    );
+    assert!(
+        first
+            .iter()
+            .any(|l| l == "640cf2756b8440ae.zones.catalog.example. example.org."),
+        "{first:?}"
+    );
+    // Restarted on the same data: the same members under the same labels.
+    drop(m);
+    let m = Meshdns::serve(&args);
+    assert_eq!(members(&m), first);
+    assert!(
+        m.log_text().contains("sub.catalog.example"),
+        "the zone below the catalog is reported"
+    );
+}

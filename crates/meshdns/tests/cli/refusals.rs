@@ -130,6 +130,10 @@ fn every_refusal_of_serve_is_check_s_with_the_same_message_and_status() {
             "--update-zone (updateZones) is written only by UPDATEs signed with a granted key",
         ),
         (
+            "  tsigKeys: keys.conf\n  updateZones: [dyn.example]\n  allowUpdate: [k.]\n  updateMaxRecords: 0\n  dataDir: data\n",
+            "--update-max-records (updateMaxRecords) 0 would refuse every record: at least 1",
+        ),
+        (
             "  allowUpdate: [k.]\n",
             "--allow-update (allowUpdate) grants UPDATE of update zones: it needs --update-zone",
         ),

@@ -290,6 +290,8 @@ fn an_nsd_secondary_follows_updates_and_external_dns_reads_by_axfr() {
         "dyn.example",
         "--allow-update",
         "upd.",
+        "--allow-update",
+        "other.",
         "--allow-transfer-key",
         "upd.",
         "--allow-transfer",
@@ -302,20 +304,54 @@ fn an_nsd_secondary_follows_updates_and_external_dns_reads_by_axfr() {
         &format!("127.0.0.1:{nsd_port}"),
     ]);
     let upd = format!("hmac-sha256:upd.:{SECRET}");
+    // external-dns writes a record with its TXT registry record beside it, in one UPDATE.
+    let owner = "\"heritage=external-dns,external-dns/owner=default,external-dns/resource=service/web/www\"";
     let (ok, out) = nsupdate(
         &m,
         Some(&upd),
-        "zone dyn.example\nupdate add www.dyn.example 60 A 192.0.2.10",
+        &format!(
+            "zone dyn.example\nupdate add www.dyn.example 60 A 192.0.2.10\nupdate add a-www.dyn.example 60 TXT {owner}"
+        ),
     );
     assert!(ok, "{out}");
-    // external-dns reads the zone with an AXFR signed by its key.
+    // It reads the zone with an AXFR signed by its key, and finds both.
     let axfr = dig(
         m.dns,
         &["-y", &upd, "dyn.example", "AXFR", "+noall", "+answer"],
     );
-    assert!(axfr.contains("192.0.2.10"), "{axfr}");
+    assert!(
+        axfr.contains("192.0.2.10") && axfr.contains("external-dns/owner=default"),
+        "{axfr}"
+    );
     let unsigned = dig(m.dns, &["dyn.example", "AXFR"]);
     assert!(!unsigned.contains("192.0.2.10"), "{unsigned}");
+    // A key granted UPDATE alone does not read the zone: transfers need their own grant.
+    let other = format!("hmac-sha256:other.:{OTHER}");
+    let update_only = dig(m.dns, &["-y", &other, "dyn.example", "AXFR"]);
+    assert!(!update_only.contains("192.0.2.10"), "{update_only}");
+    // Deleting the record, external-dns deletes its registry record in the same UPDATE.
+    let (ok, out) = nsupdate(
+        &m,
+        Some(&upd),
+        &format!(
+            "zone dyn.example\nupdate add old.dyn.example 60 A 192.0.2.11\nupdate add a-old.dyn.example 60 TXT {owner}"
+        ),
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = nsupdate(
+        &m,
+        Some(&upd),
+        &format!(
+            "zone dyn.example\nupdate delete old.dyn.example 60 A 192.0.2.11\nupdate delete a-old.dyn.example 60 TXT {owner}"
+        ),
+    );
+    assert!(ok, "{out}");
+    for name in ["old.dyn.example", "a-old.dyn.example"] {
+        assert!(
+            dig(m.dns, &[name, "ANY"]).contains("status: NXDOMAIN"),
+            "{name}"
+        );
+    }
 
     let nsd_dir = dir.path().join("nsd");
     std::fs::create_dir(&nsd_dir).unwrap();
@@ -345,4 +381,230 @@ fn an_nsd_secondary_follows_updates_and_external_dns_reads_by_axfr() {
             && l.contains("kind=\"ixfr\"")),
         "nsd took an IXFR:\n{log}"
     );
+}
+
+/// Runs knsupdate with `key` (`None`: unsigned) on `script`: (exit success, stdout + stderr).
+fn knsupdate(m: &Meshdns, key: Option<&str>, script: &str) -> (bool, String) {
+    let mut cmd = Command::new("knsupdate");
+    if let Some(k) = key {
+        cmd.args(["-y", k]);
+    }
+    let mut child = cmd
+        .args(["-t", "3", "-r", "0"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("knsupdate (apt-get install knot-dnsutils)");
+    let text = format!(
+        "server {} {}\nzone dyn.example.\n{script}\nsend\n",
+        m.dns.ip(),
+        m.dns.port()
+    );
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// Sorted `dig +short` lines.
+fn short(m: &Meshdns, name: &str, rtype: &str) -> Vec<String> {
+    let mut got: Vec<String> = dig(m.dns, &[name, rtype, "+short"])
+        .lines()
+        .map(str::to_string)
+        .collect();
+    got.sort();
+    got
+}
+
+/// knsupdate's deletes and refusals (each with its rcode or TSIG error, nothing applied); the
+/// bounds (records per zone, UPDATEs per second per key, size over UDP); a records file giving
+/// a name and type of an update zone wins them, and the log says so.
+#[test]
+fn knsupdate_deletes_and_refusals_bounds_and_precedence() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let keys = keys(dir.path());
+    // The records file gives the update zone's www A: it wins over what UPDATE gives there.
+    let records = write(
+        dir.path(),
+        "records.yaml",
+        "zones:\n  - origin: dyn.example\n    records:\n      - {name: www, type: A, value: 192.0.2.1}\n",
+    );
+    let m = Meshdns::serve(&[
+        "--records",
+        &records,
+        "--update-zone",
+        "dyn.example",
+        "--allow-update",
+        "upd.",
+        "--tsig-keys",
+        &keys,
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--update-max-records",
+        "4",
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    let upd = format!("hmac-sha256:upd.:{SECRET}");
+    let (ok, out) = knsupdate(
+        &m,
+        Some(&upd),
+        "update add www.dyn.example. 60 A 192.0.2.9\nupdate add a.dyn.example. 60 A 192.0.2.10\nupdate add a.dyn.example. 60 A 192.0.2.11\nupdate add b.dyn.example. 60 TXT \"b\"",
+    );
+    assert!(ok, "{out}");
+    // Accepted, but the file's record is answered; the log names the file that won.
+    assert_eq!(short(&m, "www.dyn.example", "A"), ["192.0.2.1"]);
+    assert_eq!(
+        short(&m, "a.dyn.example", "A"),
+        ["192.0.2.10", "192.0.2.11"]
+    );
+    m.wait_log("entry=www.dyn.example. A reason=already provided by");
+    assert!(
+        m.log_text()
+            .contains("records.yaml, which takes precedence")
+    );
+
+    // Four records held: two more and one fewer is beyond --update-max-records, REFUSED,
+    // nothing applied.
+    let (ok, out) = knsupdate(
+        &m,
+        Some(&upd),
+        "update add c.dyn.example. 60 A 192.0.2.12\nupdate add c.dyn.example. 60 A 192.0.2.14\nupdate delete b.dyn.example. TXT",
+    );
+    assert!(!ok && out.contains("REFUSED"), "{out}");
+    assert!(dig(m.dns, &["c.dyn.example", "A"]).contains("status: NXDOMAIN"));
+    assert_eq!(short(&m, "b.dyn.example", "TXT"), ["\"b\""]);
+    // One record deleted, then a whole name: room again.
+    let (ok, out) = knsupdate(&m, Some(&upd), "update delete a.dyn.example. A 192.0.2.10");
+    assert!(ok, "{out}");
+    assert_eq!(short(&m, "a.dyn.example", "A"), ["192.0.2.11"]);
+    let (ok, out) = knsupdate(&m, Some(&upd), "update delete b.dyn.example.");
+    assert!(ok, "{out}");
+    assert!(dig(m.dns, &["b.dyn.example", "TXT"]).contains("status: NXDOMAIN"));
+    let (ok, out) = knsupdate(&m, Some(&upd), "update add c.dyn.example. 60 A 192.0.2.12");
+    assert!(ok, "{out}");
+    assert_eq!(short(&m, "c.dyn.example", "A"), ["192.0.2.12"]);
+
+    // Refusals: a prerequisite, a wrong secret (BADSIG), an unknown key (BADKEY), unsigned.
+    let add = "update add d.dyn.example. 60 A 192.0.2.13";
+    let wrong = format!("hmac-sha256:upd.:{OTHER}");
+    let unknown = format!("hmac-sha256:nokey.:{SECRET}");
+    for (key, script, want) in [
+        (
+            Some(upd.as_str()),
+            format!("prereq nxdomain c.dyn.example.\n{add}"),
+            "YXDOMAIN",
+        ),
+        (Some(wrong.as_str()), add.to_string(), "BADSIG"),
+        (Some(unknown.as_str()), add.to_string(), "BADKEY"),
+        (None, add.to_string(), "REFUSED"),
+    ] {
+        let (ok, out) = knsupdate(&m, key, &script);
+        assert!(!ok && out.contains(want), "{script}: want {want}: {out}");
+    }
+    assert!(dig(m.dns, &["d.dyn.example", "A"]).contains("status: NXDOMAIN"));
+    let (_, metrics) = m.get("/metrics");
+    assert!(
+        metrics.contains("meshdns_update_requests_total{rcode=\"NOTAUTH\"} 2\n"),
+        "{metrics}"
+    );
+
+    // Larger than 4,096 bytes over UDP: FORMERR, the header alone, nothing applied.
+    let mut big = vec![0x4d, 0x44, 0x28, 0x00, 0, 1, 0, 0, 0, 1, 0, 0];
+    big.extend_from_slice(b"\x03dyn\x07example\x00\x00\x06\x00\x01");
+    big.extend_from_slice(b"\x01d\x03dyn\x07example\x00\x00\x10\x00\x01\x00\x00\x00\x3c");
+    let text = vec![b'x'; 255];
+    let rdata: Vec<u8> = (0..20)
+        .flat_map(|_| [&[255u8][..], &text].concat())
+        .collect();
+    big.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+    big.extend_from_slice(&rdata);
+    assert!(big.len() > 4096);
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    sock.send_to(&big, m.dns).unwrap();
+    let mut reply = [0u8; 512];
+    let n = sock
+        .recv(&mut reply)
+        .expect("a reply to an oversized UPDATE");
+    assert_eq!(n, 12, "the header alone");
+    assert_eq!(&reply[..2], &[0x4d, 0x44], "its id");
+    assert_eq!(reply[3] & 0x0f, 1, "FORMERR");
+    assert!(dig(m.dns, &["d.dyn.example", "TXT"]).contains("status: NXDOMAIN"));
+}
+
+/// `--update-rate`: a key beyond its rate is REFUSED and nothing of it applied, while another
+/// key still writes.
+#[test]
+fn a_key_beyond_its_rate_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let keys = keys(dir.path());
+    let m = Meshdns::serve(&[
+        "--update-zone",
+        "dyn.example",
+        "--allow-update",
+        "upd.",
+        "--allow-update",
+        "other.",
+        "--tsig-keys",
+        &keys,
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--update-rate",
+        "1",
+    ]);
+    let upd = format!("hmac-sha256:upd.:{SECRET}");
+    // A burst of twice the rate (2), then one a second: of six sent back to back, at least
+    // one is refused.
+    let started = std::time::Instant::now();
+    let mut refused = Vec::new();
+    for i in 0..6 {
+        let (ok, out) = knsupdate(
+            &m,
+            Some(&upd),
+            &format!("update add r{i}.dyn.example. 60 A 192.0.2.{i}"),
+        );
+        if !ok {
+            assert!(out.contains("REFUSED"), "{out}");
+            refused.push(i);
+        }
+    }
+    let accepted = 6 - refused.len();
+    let allowed = 2 + started.elapsed().as_secs() as usize;
+    assert!(
+        !refused.is_empty() && accepted <= allowed,
+        "{accepted} accepted in {:?}",
+        started.elapsed()
+    );
+    for i in refused {
+        let name = format!("r{i}.dyn.example");
+        assert!(
+            dig(m.dns, &[&name, "A"]).contains("status: NXDOMAIN"),
+            "{name}"
+        );
+    }
+    // The other key has its own budget.
+    let other = format!("hmac-sha256:other.:{OTHER}");
+    let (ok, out) = knsupdate(
+        &m,
+        Some(&other),
+        "update add o.dyn.example. 60 A 192.0.2.99",
+    );
+    assert!(ok, "{out}");
+    assert_eq!(short(&m, "o.dyn.example", "A"), ["192.0.2.99"]);
 }
