@@ -72,6 +72,11 @@ fn a_knot_secondary_follows_zones_through_the_catalog() {
     knot.wait_answer(&["www.one.example", "A"], "198.51.100.1", 30);
     knot.wait_answer(&["www.example.org", "A"], "192.0.2.1", 30);
 
+    let serial = |m: &Meshdns| -> u32 {
+        let soa = dig(m.dns, &["catalog.example", "SOA", "+short"]);
+        soa.split_whitespace().nth(2).unwrap().parse().unwrap()
+    };
+    let before = serial(&m);
     // A new DNSZone: a new member, on Knot within seconds.
     write(
         &manifests,
@@ -80,6 +85,8 @@ fn a_knot_secondary_follows_zones_through_the_catalog() {
     );
     let took = knot.wait_answer(&["www.two.example", "A"], "198.51.100.2", 30);
     eprintln!("knot: a new zone answered after {took:?}");
+    // The catalog's serial was raised with its members.
+    assert!(serial(&m) > before, "{before}");
     // A DNSZone removed: gone from the catalog, and from Knot.
     std::fs::remove_file(&one).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
