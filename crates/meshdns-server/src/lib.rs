@@ -660,9 +660,18 @@ where
         // A signed SOA query (a secondary with a key) gets a signed answer, not padded: the MAC
         // covers its bytes.
         let signed = match &shared.config.transfers {
-            Some(t) if outcome.reply && outcome.qtype == Some(meshdns_zone::RType::SOA) => {
-                t.signed_answer(&msg, &out, peer.ip())
-            }
+            Some(t) if outcome.reply && outcome.qtype == Some(meshdns_zone::RType::SOA) => t
+                .signed_answer(&msg, &out, peer.ip(), |catalog| {
+                    let mut again = Vec::new();
+                    answer(
+                        catalog,
+                        &msg,
+                        Transport::Stream,
+                        &shared.config.answer,
+                        &mut again,
+                    );
+                    again
+                }),
             _ => None,
         };
         let outcome = match signed {

@@ -84,11 +84,19 @@ fn handle(
         })
     } else if outcome.reply && outcome.qtype == Some(meshdns_zone::RType::SOA) {
         // A signed SOA query (a secondary with a key, before each refresh) gets a signed answer.
-        shared
-            .config
-            .transfers
-            .as_ref()
-            .and_then(|t| t.signed_answer(packet, out, peer()?))
+        shared.config.transfers.as_ref().and_then(|t| {
+            t.signed_answer(packet, out, peer()?, |catalog| {
+                let mut again = Vec::new();
+                answer(
+                    catalog,
+                    packet,
+                    Transport::Udp,
+                    &shared.config.answer,
+                    &mut again,
+                );
+                again
+            })
+        })
     } else {
         None
     };

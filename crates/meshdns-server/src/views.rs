@@ -13,17 +13,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
+use meshdns_xfr::Primary;
 use meshdns_zone::cidr::ip_bits;
 use meshdns_zone::{Catalog, Cidr};
 
 use crate::SharedCatalog;
 use crate::metrics::{header, label_value};
 
-/// One view: its name, its catalog and how many queries it answered.
+/// One view: its name, its catalog, the serials and journals of the zones it changes, and
+/// how many queries it answered.
 #[derive(Debug)]
 struct View {
     name: String,
     catalog: SharedCatalog,
+    primary: Arc<Primary>,
     queries: AtomicU64,
 }
 
@@ -48,8 +51,9 @@ struct Range {
 }
 
 impl Views {
-    /// Views of these names and ranges, in this order; each catalog empty until published.
-    pub fn new(defs: Vec<(String, Vec<Cidr>)>) -> Views {
+    /// Views of these names and ranges, in this order, each with the primary `primary` makes
+    /// for it (by name); each catalog empty until published.
+    pub fn new(defs: Vec<(String, Vec<Cidr>)>, primary: impl Fn(&str) -> Primary) -> Views {
         let ranges = defs
             .iter()
             .enumerate()
@@ -70,6 +74,7 @@ impl Views {
             views: defs
                 .into_iter()
                 .map(|(name, _)| View {
+                    primary: Arc::new(primary(&name)),
                     name,
                     catalog: Arc::new(ArcSwap::from_pointee(Catalog::empty())),
                     queries: AtomicU64::new(0),
@@ -79,11 +84,11 @@ impl Views {
         }
     }
 
-    /// Each view's name and the place its catalog is published to.
-    pub fn catalogs(&self) -> Vec<(String, SharedCatalog)> {
+    /// Each view's name, the place its catalog is published to and its primary.
+    pub fn outs(&self) -> Vec<(String, SharedCatalog, Arc<Primary>)> {
         self.views
             .iter()
-            .map(|v| (v.name.clone(), v.catalog.clone()))
+            .map(|v| (v.name.clone(), v.catalog.clone(), v.primary.clone()))
             .collect()
     }
 
@@ -92,12 +97,28 @@ impl Views {
         self.find(client).map(|v| v.name.as_str())
     }
 
-    fn find(&self, client: IpAddr) -> Option<&View> {
+    /// The place of the view `client` is in, in the order configured.
+    pub fn index(&self, client: IpAddr) -> Option<usize> {
         let (v4, addr) = ip_bits(client);
         self.ranges
             .iter()
             .find(|r| r.v4 == v4 && addr & r.mask == r.net)
-            .map(|r| &self.views[r.view])
+            .map(|r| r.view)
+    }
+
+    /// The place of the view named `name`.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.views.iter().position(|v| v.name == name)
+    }
+
+    /// The name, catalog and primary of the view at `i` ([`Views::index`]).
+    pub fn at(&self, i: usize) -> (&str, &SharedCatalog, &Arc<Primary>) {
+        let v = &self.views[i];
+        (&v.name, &v.catalog, &v.primary)
+    }
+
+    fn find(&self, client: IpAddr) -> Option<&View> {
+        self.index(client).map(|i| &self.views[i])
     }
 
     /// The catalog that answers `client`: its view's; `default` (the data every view sees)
@@ -166,14 +187,17 @@ mod tests {
 
     #[test]
     fn the_first_view_holding_the_address_answers_and_is_counted() {
-        let views = Views::new(vec![
-            (
-                "inside".into(),
-                vec![cidr("127.0.0.2/32"), cidr("10.0.0.0/8")],
-            ),
-            ("wide".into(), vec![cidr("127.0.0.0/8")]),
-            ("v6".into(), vec![cidr("2001:db8::/32")]),
-        ]);
+        let views = Views::new(
+            vec![
+                (
+                    "inside".into(),
+                    vec![cidr("127.0.0.2/32"), cidr("10.0.0.0/8")],
+                ),
+                ("wide".into(), vec![cidr("127.0.0.0/8")]),
+                ("v6".into(), vec![cidr("2001:db8::/32")]),
+            ],
+            |_| Primary::new(None, 0, false),
+        );
         let default: SharedCatalog = Arc::new(ArcSwap::from_pointee(Catalog::empty()));
         for (client, want) in [
             ("127.0.0.2", Some("inside")),

@@ -11,13 +11,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use meshdns_xfr::throttle::PEER_WARNINGS;
 use meshdns_xfr::tsig::Key;
-use meshdns_xfr::{Kind, Outcome, Policy, Primary, Reply};
+use meshdns_xfr::{Kind, Outcome, Policy, Primaries, Primary, Reply};
 use meshdns_zone::Name;
 use tokio::net::UdpSocket;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use meshdns_zone::Cidr;
+
+use crate::views::Views;
 
 /// Who may transfer, and what to count.
 #[derive(Debug)]
@@ -32,6 +34,8 @@ pub struct Transfers {
     pub metrics: XfrMetrics,
     /// One permit per transfer out in progress (`--xfr-max-concurrent`).
     slots: Arc<tokio::sync::Semaphore>,
+    /// The views (`--view`), and the view each key selects (`--view-key`).
+    views: Option<(Arc<Views>, HashMap<Name, usize>)>,
 }
 
 const KINDS: [(Kind, &str); 4] = [
@@ -83,6 +87,36 @@ impl Transfers {
             allow,
             metrics: XfrMetrics::default(),
             slots: Arc::new(tokio::sync::Semaphore::new(max_concurrent)),
+            views: None,
+        }
+    }
+
+    /// Transfers, signed SOA answers and NOTIFY by view: a request signed with a key of
+    /// `keys` (key name, view's place in `views`) is served the zones of that view; any other,
+    /// the zones of the view its address is in ([`Views::index`]); a client in no view, the
+    /// zones every client shares.
+    pub fn with_views(mut self, views: Arc<Views>, keys: Vec<(Name, usize)>) -> Transfers {
+        self.views = Some((views, keys.into_iter().collect()));
+        self
+    }
+
+    /// The view a request signed with `key` (`None`: unsigned) from `addr` is served from.
+    pub fn view_of(&self, key: Option<&Name>, addr: Option<IpAddr>) -> Option<usize> {
+        let (views, keys) = self.views.as_ref()?;
+        key.and_then(|k| keys.get(k).copied())
+            .or_else(|| views.index(addr?))
+    }
+
+    /// The primaries of the zones view `view` sees (`None`: those every client shares).
+    pub fn primaries(&self, view: Option<usize>) -> Primaries<'_> {
+        let own = self
+            .views
+            .as_ref()
+            .zip(view)
+            .map(|((views, _), i)| &**views.at(i).2);
+        Primaries {
+            own,
+            shared: &self.primary,
         }
     }
 
@@ -132,8 +166,9 @@ impl Transfers {
     ) -> Option<Reply> {
         let allowed = self.allow.iter().any(|c| c.contains(peer));
         let started = Instant::now();
-        let reply = meshdns_xfr::respond(
-            &self.primary,
+        let select = |key: Option<&Name>| self.primaries(self.view_of(key, Some(peer)));
+        let reply = meshdns_xfr::respond_from(
+            &select,
             &self.policy,
             packet,
             allowed,
@@ -167,13 +202,32 @@ impl Transfers {
 
     /// The answer to send instead of `answer` when `query` is signed (the SOA query of a
     /// secondary with a key): `answer` signed, or NOTAUTH with the TSIG error when the query's
-    /// signature fails (counted as a `tsig` refusal). `None` for an unsigned query.
-    pub fn signed_answer(&self, query: &[u8], answer: &[u8], peer: IpAddr) -> Option<Vec<u8>> {
+    /// signature fails (counted as a `tsig` refusal). `None` for an unsigned query. A key that
+    /// selects a view (`--view-key`) is answered from that view's catalog by `answer_from`, so
+    /// the serial it sees is the one its transfers carry.
+    pub fn signed_answer(
+        &self,
+        query: &[u8],
+        answer: &[u8],
+        peer: IpAddr,
+        answer_from: impl FnOnce(&meshdns_zone::Catalog) -> Vec<u8>,
+    ) -> Option<Vec<u8>> {
         if query.get(10..12).is_none_or(|ar| ar == [0, 0]) {
             return None; // no additional records, so no TSIG
         }
         let mut out = answer.to_vec();
-        match meshdns_xfr::sign_answer(&self.policy, query, &mut out, Self::unix_now())? {
+        let view_answer = |key: &Name| {
+            let (views, keys) = self.views.as_ref()?;
+            let (_, catalog, _) = views.at(*keys.get(key)?);
+            Some(answer_from(&catalog.load()))
+        };
+        match meshdns_xfr::sign_answer(
+            &self.policy,
+            query,
+            &mut out,
+            Self::unix_now(),
+            view_answer,
+        )? {
             Ok(()) => {}
             Err(outcome) => {
                 self.metrics.refused[refusal(outcome)].fetch_add(1, Relaxed);
@@ -451,6 +505,16 @@ impl NotifySockets {
     }
 }
 
+/// Waits for `rx` to change, or forever when there is none.
+async fn changed<T>(
+    rx: Option<&mut tokio::sync::watch::Receiver<T>>,
+) -> Result<(), tokio::sync::watch::error::RecvError> {
+    match rx {
+        Some(rx) => rx.changed().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Receives on `sock`, or waits forever when there is none.
 async fn recv(sock: Option<&UdpSocket>, buf: &mut [u8]) -> std::io::Result<(usize, SocketAddr)> {
     match sock {
@@ -486,6 +550,11 @@ pub async fn notify_loop_with(
     open: &(dyn Fn(SocketAddr) -> std::io::Result<std::net::UdpSocket> + Sync),
 ) {
     let mut serials = transfers.primary.subscribe();
+    // A target in a view (by its key, else by its first address) is told the serials of the
+    // view's own zones over the shared ones.
+    let mut view: Option<usize> = None;
+    let mut own: Option<tokio::sync::watch::Receiver<Arc<BTreeMap<Name, u32>>>> = None;
+    let key_name = target.key.as_ref().map(|k| &k.name);
     let mut book = NotifyBook::default();
     let sockets = NotifySockets::open(&target.address, open);
     if sockets.v4.is_none() && sockets.v6.is_none() {
@@ -506,10 +575,23 @@ pub async fn notify_loop_with(
                 }
             }
             resolved_at = Some(Instant::now());
+            let now_in = transfers.view_of(key_name, addrs.first().map(SocketAddr::ip));
+            if now_in != view {
+                view = now_in;
+                own = transfers.primaries(view).own.map(Primary::subscribe);
+            }
         }
-        book.track(&serials.borrow_and_update(), &addrs, Instant::now());
+        match own.as_mut() {
+            None => book.track(&serials.borrow_and_update(), &addrs, Instant::now()),
+            Some(own) => {
+                let mut merged = BTreeMap::clone(&serials.borrow_and_update());
+                merged.extend(own.borrow_and_update().iter().map(|(z, s)| (z.clone(), *s)));
+                book.track(&merged, &addrs, Instant::now());
+            }
+        }
+        let primaries = transfers.primaries(view);
         for ((zone, addr), _) in book.due(Instant::now()) {
-            let Some(version) = transfers.primary.version(&zone) else {
+            let Some(version) = primaries.version(&zone) else {
                 continue;
             };
             let Some(sock) = sockets.for_addr(&addr) else {
@@ -544,6 +626,7 @@ pub async fn notify_loop_with(
         let reply = tokio::select! {
             () = shutdown.cancelled() => return,
             r = serials.changed() => if r.is_err() { return } else { None },
+            r = changed(own.as_mut()) => if r.is_err() { return } else { None },
             () = tokio::time::sleep(wake) => None,
             r = recv(sockets.v4.as_ref(), &mut buf4) => r.ok().map(|(n, from)| (&buf4[..n], from)),
             r = recv(sockets.v6.as_ref(), &mut buf6) => r.ok().map(|(n, from)| (&buf6[..n], from)),

@@ -291,7 +291,7 @@ pub fn answer_notify(policy: &NotifyPolicy, packet: &[u8], peer: IpAddr) -> Opti
         Some(Check::Signed(v)) => Signer::reply(&v, now).sign(&mut reply, 0, &[]),
         Some(Check::Unsigned) | None => {}
         Some(_) => {
-            let _ = meshdns_xfr::sign_answer_with(keys, packet, &mut reply, now);
+            let _ = meshdns_xfr::sign_answer_with(keys, packet, &mut reply, now, |_| None);
         }
     }
     Some(reply)

@@ -36,6 +36,7 @@ pub mod update;
 
 pub use primary::{Ixfr, Primary};
 pub use respond::{
-    Kind, Outcome, Policy, Reply, respond, respond_collected, sign_answer, sign_answer_with,
+    Kind, Outcome, Policy, Primaries, Reply, respond, respond_collected, respond_from, sign_answer,
+    sign_answer_with,
 };
 pub use tsig::{Key, parse_key_file};

@@ -92,12 +92,59 @@ pub fn respond_collected(
     Some((reply, messages))
 }
 
+/// The primaries a transfer reads a zone from: a view's own (the zones the view changes, with
+/// their serials and journals), then the one of the zones every client shares.
+#[derive(Debug, Clone, Copy)]
+pub struct Primaries<'a> {
+    /// The view's zones, when the transfer is for a view.
+    pub own: Option<&'a Primary>,
+    /// Every other zone.
+    pub shared: &'a Primary,
+}
+
+impl<'a> Primaries<'a> {
+    /// The zones of one primary.
+    pub fn one(primary: &'a Primary) -> Primaries<'a> {
+        Primaries {
+            own: None,
+            shared: primary,
+        }
+    }
+
+    /// The current version of `origin` (the view's own first).
+    pub fn version(&self, origin: &Name) -> Option<Version> {
+        self.holding(origin).map(|(_, v)| v)
+    }
+
+    /// The primary that holds `origin` (the view's own first).
+    fn holding(&self, origin: &Name) -> Option<(&'a Primary, Version)> {
+        self.own
+            .and_then(|p| Some((p, p.version(origin)?)))
+            .or_else(|| Some((self.shared, self.shared.version(origin)?)))
+    }
+}
+
 /// Answers `request` if it is an AXFR or IXFR (otherwise `None`: an ordinary query), handing
 /// each message to `sink` as soon as it is complete (a large zone is sent while the rest is
 /// still being written). `address_allowed` says whether the client's address is in the
 /// transfer ACL; `udp` limits the reply to one message (IXFR only; AXFR over UDP is refused).
 pub fn respond(
     primary: &Primary,
+    policy: &Policy,
+    request: &[u8],
+    address_allowed: bool,
+    udp: bool,
+    now: u64,
+    sink: &mut dyn FnMut(Vec<u8>),
+) -> Option<Reply> {
+    let one = |_: Option<&Name>| Primaries::one(primary);
+    respond_from(&one, policy, request, address_allowed, udp, now, sink)
+}
+
+/// [`respond`] from the primaries `select` gives for the key the request is signed with
+/// (`None`: unsigned): the view a secondary's key or address selects.
+pub fn respond_from<'p>(
+    select: &dyn Fn(Option<&Name>) -> Primaries<'p>,
     policy: &Policy,
     request: &[u8],
     address_allowed: bool,
@@ -165,7 +212,8 @@ pub fn respond(
         );
     }
     let origin = Name::from_wire(&msg.qname_lower)?;
-    let Some(version) = primary.version(&origin) else {
+    let primaries = select(verified.as_ref().map(|v| &v.key.name));
+    let Some((primary, version)) = primaries.holding(&origin) else {
         return reply(
             vec![error(&msg, rcode::NOTAUTH, verified.as_ref(), now)],
             Outcome::NotAuth,
@@ -388,8 +436,9 @@ pub fn sign_answer(
     request: &[u8],
     answer: &mut Vec<u8>,
     now: u64,
+    view_answer: impl FnOnce(&Name) -> Option<Vec<u8>>,
 ) -> Option<Result<(), Outcome>> {
-    sign_answer_with(&policy.keys, request, answer, now)
+    sign_answer_with(&policy.keys, request, answer, now, view_answer)
 }
 
 /// [`sign_answer`] with the keys given (a secondary zone's own key, for the reply to a NOTIFY).
@@ -398,6 +447,7 @@ pub fn sign_answer_with(
     request: &[u8],
     answer: &mut Vec<u8>,
     now: u64,
+    view_answer: impl FnOnce(&Name) -> Option<Vec<u8>>,
 ) -> Option<Result<(), Outcome>> {
     // No additional records: no TSIG, and nothing to parse.
     if request.get(10..12).is_none_or(|ar| ar == [0, 0]) || answer.len() < message::HEADER_LEN {
@@ -407,6 +457,11 @@ pub fn sign_answer_with(
     match tsig::check(&msg, keys, now) {
         Check::Unsigned => None,
         Check::Signed(v) => {
+            // A key that selects a view is answered from that view (the serial its
+            // transfers carry).
+            if let Some(other) = view_answer(&v.key.name) {
+                *answer = other;
+            }
             Signer::reply(&v, now).sign(answer, 0, &[]);
             Some(Ok(()))
         }
@@ -518,19 +573,22 @@ mod tests {
         let answer = MessageWriter::new(7, 0x8400, Some((b"\x07example\x00", 6, 1))).finish();
 
         let mut out = answer.clone();
-        assert!(sign_answer(&policy, &query, &mut out, now).is_none());
+        assert!(sign_answer(&policy, &query, &mut out, now, |_| None).is_none());
         assert_eq!(out, answer, "an unsigned query's answer is left alone");
 
         let mut signed = query.clone();
         let mut signer = Signer::request(&key, now);
         signer.sign(&mut signed, 0, &[]);
         let mut out = answer.clone();
-        assert_eq!(sign_answer(&policy, &signed, &mut out, now), Some(Ok(())));
+        assert_eq!(
+            sign_answer(&policy, &signed, &mut out, now, |_| None),
+            Some(Ok(()))
+        );
         let mut verifier = tsig::ReplyVerifier::new(&key, signer.last_mac().unwrap().to_vec());
         verifier.check(&parse(&out).unwrap()).unwrap();
 
         let mut out = answer.clone();
-        let outcome = sign_answer(&Policy::default(), &signed, &mut out, now);
+        let outcome = sign_answer(&Policy::default(), &signed, &mut out, now, |_| None);
         assert_eq!(outcome, Some(Err(Outcome::Tsig(tsig::error::BADKEY))));
         assert_eq!(parse(&out).unwrap().rcode(), rcode::NOTAUTH);
     }

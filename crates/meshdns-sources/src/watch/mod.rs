@@ -259,6 +259,7 @@ impl FileSources {
             }
             view.catalog.store(Arc::new(catalog));
             view.primary.record_differences();
+            view.primary.announce();
         }
         problems
     }
@@ -400,6 +401,7 @@ impl FileSources {
             view.primary
                 .stamp_published(&mut own, changes.clone(), unix_now() as u32);
             view.catalog.store(Arc::new(own));
+            view.primary.announce();
         }
         primary.announce();
         for (zone, serial) in stamped {

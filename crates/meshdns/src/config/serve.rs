@@ -381,6 +381,12 @@ pub struct ServeConfig {
     #[arg(long = "view", value_name = "NAME=CIDR[,CIDR...]", value_parser = values::view, help_heading = "Records")]
     #[serde(default, deserialize_with = "de::list")]
     pub views: Vec<values::ViewSpec>,
+    /// A TSIG key that selects a view for zone transfers, the SOA queries it signs and NOTIFY
+    /// sent with it: VIEW=KEY (repeatable; --allow-transfer-key still grants the transfer).
+    /// Requests not signed with such a key take the view of their address [default: none].
+    #[arg(long = "view-key", value_name = "VIEW=KEY", value_parser = values::view_key, help_heading = "Zone transfers")]
+    #[serde(default, rename = "viewKeys", deserialize_with = "de::list")]
+    pub view_keys: Vec<values::ViewKey>,
     /// A zone written by dynamic UPDATE (RFC 2136) signed with a granted TSIG key; served
     /// with meshdns's SOA and NS before any update, kept in --data-dir (repeatable)
     /// [default: none].
@@ -593,6 +599,7 @@ impl ServeConfig {
                 allow_transfer_keys,
                 update_zones,
                 views,
+                view_keys,
                 allow_update,
                 update_rate,
                 update_max_records,

@@ -539,6 +539,37 @@ impl FromText for ViewSpec {
     }
 }
 
+/// A view a TSIG key selects for transfers and NOTIFY: `NAME=KEY`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewKey {
+    /// The view (of `--view`).
+    pub view: String,
+    /// The key (of `--tsig-keys`).
+    pub key: Name,
+}
+
+/// Parses `NAME=KEY`.
+pub fn view_key(text: &str) -> Result<ViewKey, String> {
+    let usage = "expected VIEW=KEY, a view of --view and a key of --tsig-keys (inside=xfr-inside.)";
+    let Some((view, key)) = text.trim().split_once('=') else {
+        return Err(format!("{text:?}: {usage}"));
+    };
+    let view = view.trim();
+    if !meshdns_sources::content::is_view_name(view) || key.trim().is_empty() {
+        return Err(format!("{text:?}: {usage}"));
+    }
+    Ok(ViewKey {
+        view: view.to_string(),
+        key: name(key)?,
+    })
+}
+
+impl FromText for ViewKey {
+    fn from_text(text: &str) -> Result<Self, String> {
+        view_key(text)
+    }
+}
+
 /// An address or prefix (`10.0.0.0/8`, `2001:db8::/32`, `192.0.2.7`).
 pub fn cidr(text: &str) -> Result<meshdns_zone::Cidr, String> {
     text.trim().parse()

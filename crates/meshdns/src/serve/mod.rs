@@ -104,12 +104,16 @@ pub async fn run(mut plan: ServePlan) -> Result<()> {
     let tls = tls::certificates(plan.tls.take(), responders)?;
     let certs = tls.as_ref().map(|t| t.certs.clone());
     let transfers = plan.transfers.as_ref().map(|t| {
-        Arc::new(Transfers::new(
+        let transfers = Transfers::new(
             shared.primary.clone(),
             t.policy.clone(),
             t.allow.clone(),
             t.max_concurrent,
-        ))
+        );
+        Arc::new(match &shared.views {
+            Some(views) => transfers.with_views(views.clone(), t.view_keys.clone()),
+            None => transfers,
+        })
     });
     let tasks = Tasks {
         shutdown: CancellationToken::new(),
@@ -320,8 +324,23 @@ fn open_stores(plan: &ServePlan) -> Result<Shared> {
         updates,
         challenges,
         metrics: Arc::new(DnsMetrics::default()),
-        views: (!plan.server.views.is_empty())
-            .then(|| Arc::new(Views::new(plan.server.views.clone()))),
+        views: (!plan.server.views.is_empty()).then(|| {
+            Arc::new(Views::new(plan.server.views.clone(), |name| {
+                // Each view's serial book (and, with transfers, its journals) beside the
+                // default's, in the data directory.
+                let dir = plan.data_dir.as_ref().map(|d| d.join("views").join(name));
+                if let Some(dir) = &dir
+                    && let Err(e) = std::fs::create_dir_all(dir)
+                {
+                    warn!(dir = %dir.display(), error = %e, "cannot create a view's directory; its serials are not kept");
+                }
+                Primary::new(
+                    dir.as_deref(),
+                    plan.journal_records,
+                    plan.transfers.is_some(),
+                )
+            }))
+        }),
     })
 }
 
@@ -382,21 +401,12 @@ fn sources(
     .with_primary(shared.primary.clone());
     if let Some(views) = &shared.views {
         let outs = views
-            .catalogs()
+            .outs()
             .into_iter()
-            .map(|(name, catalog)| {
-                // Each view's serial book beside the default's, in the data directory.
-                let dir = plan.data_dir.as_ref().map(|d| d.join("views").join(&name));
-                if let Some(dir) = &dir
-                    && let Err(e) = std::fs::create_dir_all(dir)
-                {
-                    warn!(dir = %dir.display(), error = %e, "cannot create a view's directory; its serials are not kept");
-                }
-                meshdns_sources::watch::ViewOut {
-                    primary: Arc::new(Primary::new(dir.as_deref(), plan.journal_records, false)),
-                    name,
-                    catalog,
-                }
+            .map(|(name, catalog, primary)| meshdns_sources::watch::ViewOut {
+                primary,
+                name,
+                catalog,
             })
             .collect();
         sources = sources.with_views(outs);

@@ -135,6 +135,9 @@ pub struct TransfersPlan {
     pub notify: Vec<NotifyTarget>,
     /// Transfers out served at once.
     pub max_concurrent: usize,
+    /// The keys that select a view (`--view-key`): key name and the view's place in
+    /// `--view`'s order.
+    pub view_keys: Vec<(Name, usize)>,
 }
 
 /// The DNS listeners.
@@ -395,7 +398,43 @@ fn transfers(
                 .and_then(|k| key(keys, k, "--notify (notify)", problems)),
         })
         .collect();
+    let mut view_keys = Vec::new();
+    if !settings.view_keys.is_empty() && !settings.transfers() {
+        problems.0.push(
+            "--view-key (viewKeys) selects a view for zone transfers and NOTIFY: it needs \
+             --allow-transfer-key (allowTransferKeys) or --allow-transfer (allowTransfer)"
+                .into(),
+        );
+    }
+    for vk in &settings.view_keys {
+        let flag = "--view-key (viewKeys)";
+        key(keys, &vk.key, flag, problems);
+        match settings.views.iter().position(|v| v.name == vk.view) {
+            None => problems.0.push(format!(
+                "{flag} {}={}: no view {:?} is given by --view (views: {})",
+                vk.view,
+                vk.key,
+                vk.view,
+                if settings.views.is_empty() {
+                    "none".to_string()
+                } else {
+                    settings
+                        .views
+                        .iter()
+                        .map(|v| v.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            )),
+            Some(_) if view_keys.iter().any(|(k, _)| k == &vk.key) => problems.0.push(format!(
+                "{flag} {}: the key selects a view already; one view per key",
+                vk.key
+            )),
+            Some(i) => view_keys.push((vk.key.clone(), i)),
+        }
+    }
     settings.transfers().then(|| TransfersPlan {
+        view_keys,
         policy: Policy {
             keys: keys.unwrap_or_default().to_vec(),
             allowed_keys: settings.allow_transfer_keys.clone(),

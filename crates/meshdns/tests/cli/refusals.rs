@@ -134,6 +134,14 @@ fn every_refusal_of_serve_is_check_s_with_the_same_message_and_status() {
             "--update-max-records (updateMaxRecords) 0 would refuse every record: at least 1",
         ),
         (
+            "  tsigKeys: keys.conf\n  allowTransferKeys: [k.]\n  views: ['inside=10.0.0.0/8']\n  viewKeys: ['insde=k.']\n",
+            "--view-key (viewKeys) insde=k.: no view \"insde\" is given by --view (views: inside)",
+        ),
+        (
+            "  tsigKeys: keys.conf\n  views: ['inside=10.0.0.0/8']\n  viewKeys: ['inside=k.']\n",
+            "--view-key (viewKeys) selects a view for zone transfers and NOTIFY: it needs",
+        ),
+        (
             "  allowUpdate: [k.]\n",
             "--allow-update (allowUpdate) grants UPDATE of update zones: it needs --update-zone",
         ),

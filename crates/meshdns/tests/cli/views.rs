@@ -312,3 +312,154 @@ fn a_view_given_twice_or_malformed_is_refused_at_start() {
         assert!(stderr.contains(want), "{args:?}: {stderr}");
     }
 }
+
+const INSIDE_KEY: &str = "aW5zaWRlLXRyYW5zZmVyLWtleS1mb3ItbWVzaGRucyE=";
+const PUBLIC_KEY: &str = "cHVibGljLXRyYW5zZmVyLWtleS1mb3ItbWVzaGRucyE=";
+
+/// The serial in `dig +short SOA` output.
+fn serial_of(soa: &str) -> u32 {
+    soa.split_whitespace()
+        .nth(2)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no SOA: {soa:?}"))
+}
+
+/// Transfers by view: a key of `--view-key` selects its view for AXFR, IXFR (from the view's
+/// own journal) and the SOA queries it signs; an unsigned transfer takes the view of its
+/// address; an NSD secondary whose address is in a view follows that view through NOTIFY and
+/// IXFR, and never sees what other clients see.
+#[test]
+fn transfers_soa_queries_and_notify_follow_the_view_of_the_key_or_address() {
+    use crate::secondaries::{Secondary, free_port};
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "records.yaml", &records("100.64.0.1"));
+    let keys = write(
+        dir.path(),
+        "tsig.conf",
+        &format!(
+            "key \"inside-xfr.\" {{ algorithm hmac-sha256; secret \"{INSIDE_KEY}\"; }};\nkey \"public-xfr.\" {{ algorithm hmac-sha256; secret \"{PUBLIC_KEY}\"; }};\n"
+        ),
+    );
+    let data = dir.path().join("data");
+    let nsd_port = free_port();
+    let m = Meshdns::serve(&[
+        "--records",
+        &file,
+        // NSD transfers from 127.0.0.2 and is notified at 127.0.0.1: both inside.
+        "--view",
+        "inside=127.0.0.1/32,127.0.0.2/32",
+        "--tsig-keys",
+        &keys,
+        "--allow-transfer-key",
+        "inside-xfr.",
+        "--allow-transfer-key",
+        "public-xfr.",
+        "--view-key",
+        "inside=inside-xfr.",
+        "--allow-transfer",
+        "127.0.0.2",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--notify",
+        &format!("127.0.0.1:{nsd_port}"),
+    ]);
+    let inside = format!("hmac-sha256:inside-xfr.:{INSIDE_KEY}");
+    let public = format!("hmac-sha256:public-xfr.:{PUBLIC_KEY}");
+    let axfr = |client: &str, key: Option<&str>, zone: &str| {
+        let mut args = vec!["-b", client];
+        if let Some(k) = key {
+            args.extend(["-y", k]);
+        }
+        args.extend([zone, "AXFR", "+noall", "+answer"]);
+        dig(m.dns, &args)
+    };
+    // By key, from an address in no view: the key's view, or every client's data.
+    let by_inside_key = axfr("127.0.0.3", Some(&inside), "example.org");
+    assert!(
+        by_inside_key.contains("100.64.0.1") && by_inside_key.contains("inside only"),
+        "{by_inside_key}"
+    );
+    let by_public_key = axfr("127.0.0.3", Some(&public), "example.org");
+    assert!(
+        !by_public_key.contains("100.64.0.1") && by_public_key.contains("everyone"),
+        "{by_public_key}"
+    );
+    // A zone of the view alone: transferred to the view's key, NOTAUTH for the others.
+    assert!(axfr("127.0.0.3", Some(&inside), "corp.internal").contains("100.64.0.9"));
+    let other = dig(
+        m.dns,
+        &["-b", "127.0.0.3", "-y", &public, "corp.internal", "AXFR"],
+    );
+    assert!(!other.contains("100.64.0.9"), "{other}");
+    // Unsigned, by address: 127.0.0.2 is inside.
+    let by_address = axfr("127.0.0.2", None, "example.org");
+    assert!(by_address.contains("100.64.0.1"), "{by_address}");
+
+    // The SOA a key signs for is its view's: the serial its transfers carry.
+    let soa = |client: &str, key: Option<&str>| {
+        let mut args = vec!["-b", client];
+        if let Some(k) = key {
+            args.extend(["-y", k]);
+        }
+        args.extend(["example.org", "SOA", "+short"]);
+        serial_of(&dig(m.dns, &args))
+    };
+    let inside_serial = soa("127.0.0.3", Some(&inside));
+    let shared_serial = soa("127.0.0.3", None);
+
+    let nsd_dir = dir.path().join("nsd");
+    std::fs::create_dir(&nsd_dir).unwrap();
+    let nsd = Secondary::nsd(
+        &nsd_dir,
+        nsd_port,
+        m.dns,
+        &["example.org", "corp.internal"],
+        "127.0.0.2",
+    );
+    nsd.wait_answer(&["www.example.org", "A"], "100.64.0.1", 30);
+    nsd.wait_answer(&["db.corp.internal", "A"], "100.64.0.9", 30);
+
+    // Only the inside view changes: its serial grows, every client's stays; NSD follows.
+    write(dir.path(), "records.yaml", &records("100.64.0.2"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while short(&m, "127.0.0.1", "www.example.org", "A") != "100.64.0.2" {
+        assert!(std::time::Instant::now() < deadline, "never reloaded");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let grown = soa("127.0.0.3", Some(&inside));
+    assert!(grown > inside_serial, "{grown} after {inside_serial}");
+    assert_eq!(soa("127.0.0.3", None), shared_serial);
+    assert_eq!(soa("127.0.0.3", Some(&public)), shared_serial);
+    let took = nsd.wait_answer(&["www.example.org", "A"], "100.64.0.2", 20);
+    eprintln!("nsd followed the inside view after {took:?}");
+    // IXFR from the view's own journal: the old address removed, the new one added.
+    let ixfr = dig(
+        m.dns,
+        &[
+            "-b",
+            "127.0.0.3",
+            "-y",
+            &inside,
+            "example.org",
+            &format!("IXFR={inside_serial}"),
+            "+noall",
+            "+answer",
+        ],
+    );
+    assert!(
+        ixfr.contains("100.64.0.1") && ixfr.contains("100.64.0.2") && !ixfr.contains("everyone"),
+        "an incremental transfer: {ixfr}"
+    );
+    let log = m.log_text();
+    assert!(
+        log.lines().any(|l| l.contains("peer=127.0.0.2")
+            && l.contains("zone=example.org.")
+            && l.contains("kind=\"ixfr\"")),
+        "nsd took an IXFR of the view:\n{log}"
+    );
+    // The secondary holds what the view alone holds.
+    assert_eq!(
+        dig(nsd.addr, &["secret.example.org", "TXT", "+short"]).trim(),
+        "\"inside only\""
+    );
+}
