@@ -90,10 +90,30 @@ impl Secondary {
         zones: &[&str],
         source: &str,
     ) -> Secondary {
+        Secondary::knot_keyed(dir, port, primary, zones, source, None)
+    }
+
+    /// [`Secondary::knot`] signing its SOA queries and transfers with `key` (name, base64
+    /// hmac-sha256 secret), and taking NOTIFY signed with it alone.
+    pub fn knot_keyed(
+        dir: &Path,
+        port: u16,
+        primary: SocketAddr,
+        zones: &[&str],
+        source: &str,
+        key: Option<(&str, &str)>,
+    ) -> Secondary {
         let d = dir.display();
         std::fs::create_dir_all(dir.join("db")).unwrap();
+        let (keys, use_key) = match key {
+            None => (String::new(), String::new()),
+            Some((name, secret)) => (
+                format!("key:\n  - id: {name}\n    algorithm: hmac-sha256\n    secret: {secret}\n"),
+                format!("    key: {name}\n"),
+            ),
+        };
         let mut conf = format!(
-            "server:\n  listen: 127.0.0.1@{port}\n  rundir: {d}\n  user: root\nlog:\n  - target: {d}/knot.log\n    any: info\ndatabase:\n  storage: {d}/db\nremote:\n  - id: primary\n    address: {ip}@{pp}\n    via: {source}\nacl:\n  - id: notify_from_primary\n    address: {ip}\n    action: notify\ntemplate:\n  - id: default\n    storage: {d}\n    zonefile-sync: -1\n    zonefile-load: none\n    journal-content: all\n    semantic-checks: off\nzone:\n",
+            "server:\n  listen: 127.0.0.1@{port}\n  rundir: {d}\n  user: root\nlog:\n  - target: {d}/knot.log\n    any: info\ndatabase:\n  storage: {d}/db\n{keys}remote:\n  - id: primary\n    address: {ip}@{pp}\n    via: {source}\n{use_key}acl:\n  - id: notify_from_primary\n    address: {ip}\n    action: notify\n{use_key}template:\n  - id: default\n    storage: {d}\n    zonefile-sync: -1\n    zonefile-load: none\n    journal-content: all\n    semantic-checks: off\nzone:\n",
             ip = primary.ip(),
             pp = primary.port()
         );

@@ -342,6 +342,7 @@ fn transfers_soa_queries_and_notify_follow_the_view_of_the_key_or_address() {
     );
     let data = dir.path().join("data");
     let nsd_port = free_port();
+    let knot_port = free_port();
     let m = Meshdns::serve(&[
         "--records",
         &file,
@@ -362,6 +363,9 @@ fn transfers_soa_queries_and_notify_follow_the_view_of_the_key_or_address() {
         data.to_str().unwrap(),
         "--notify",
         &format!("127.0.0.1:{nsd_port}"),
+        // Knot transfers from 127.0.0.3, in no view: its key selects the view.
+        "--notify",
+        &format!("127.0.0.1:{knot_port}@inside-xfr."),
     ]);
     let inside = format!("hmac-sha256:inside-xfr.:{INSIDE_KEY}");
     let public = format!("hmac-sha256:public-xfr.:{PUBLIC_KEY}");
@@ -418,6 +422,18 @@ fn transfers_soa_queries_and_notify_follow_the_view_of_the_key_or_address() {
     );
     nsd.wait_answer(&["www.example.org", "A"], "100.64.0.1", 30);
     nsd.wait_answer(&["db.corp.internal", "A"], "100.64.0.9", 30);
+    let knot_dir = dir.path().join("knot");
+    std::fs::create_dir(&knot_dir).unwrap();
+    let knot = Secondary::knot_keyed(
+        &knot_dir,
+        knot_port,
+        m.dns,
+        &["example.org", "corp.internal"],
+        "127.0.0.3",
+        Some(("inside-xfr.", INSIDE_KEY)),
+    );
+    knot.wait_answer(&["www.example.org", "A"], "100.64.0.1", 30);
+    knot.wait_answer(&["db.corp.internal", "A"], "100.64.0.9", 30);
 
     // Only the inside view changes: its serial grows, every client's stays; NSD follows.
     write(dir.path(), "records.yaml", &records("100.64.0.2"));
@@ -432,6 +448,8 @@ fn transfers_soa_queries_and_notify_follow_the_view_of_the_key_or_address() {
     assert_eq!(soa("127.0.0.3", Some(&public)), shared_serial);
     let took = nsd.wait_answer(&["www.example.org", "A"], "100.64.0.2", 20);
     eprintln!("nsd followed the inside view after {took:?}");
+    let took = knot.wait_answer(&["www.example.org", "A"], "100.64.0.2", 20);
+    eprintln!("knot followed the inside view by its key after {took:?}");
     // IXFR from the view's own journal: the old address removed, the new one added.
     let ixfr = dig(
         m.dns,
@@ -456,6 +474,12 @@ fn transfers_soa_queries_and_notify_follow_the_view_of_the_key_or_address() {
             && l.contains("zone=example.org.")
             && l.contains("kind=\"ixfr\"")),
         "nsd took an IXFR of the view:\n{log}"
+    );
+    assert!(
+        log.lines().any(|l| l.contains("peer=127.0.0.3")
+            && l.contains("zone=example.org.")
+            && l.contains("kind=\"ixfr\"")),
+        "knot took an IXFR of the view by its key:\n{log}"
     );
     // The secondary holds what the view alone holds.
     assert_eq!(
