@@ -183,6 +183,27 @@ fn meshdns_zone(
                 Value::Object(map) => views_of(map),
                 _ => Ok(None),
             };
+            // An entry's views narrow its zone's (as a DNSRecordSet's narrow its DNSZone's):
+            // an entry no view of its zone would see is refused.
+            let own_views = own_views.and_then(|v| match (v, &views) {
+                (Some(own), Some(zone_views)) => {
+                    let both: Vec<String> = own
+                        .iter()
+                        .filter(|v| zone_views.contains(v))
+                        .cloned()
+                        .collect();
+                    if both.is_empty() {
+                        Err(format!(
+                            "view: {} is not among its zone's views ({}): no client would see it",
+                            own.join(", "),
+                            zone_views.join(", ")
+                        ))
+                    } else {
+                        Ok(Some(both))
+                    }
+                }
+                (v, _) => Ok(v),
+            });
             match own_views
                 .map_err(|e| (String::new(), e))
                 .and_then(|v| meshdns_record(rec, &origin, zone_ttl).map(|list| (v, list)))

@@ -135,6 +135,48 @@ mod tests {
     }
 
     #[test]
+    fn an_entrys_views_narrow_its_zones() {
+        let yaml = b"zones:
+  - origin: example.org
+    view: [inside, lab]
+    records:
+      - {name: a, type: A, value: 192.0.2.1}
+      - {name: b, type: A, value: 192.0.2.2, view: [lab, outside]}
+      - {name: c, type: A, value: 192.0.2.3, view: outside}
+";
+        let p = parse("r.yaml", &FileKind::Auto, yaml, &settings()).unwrap();
+        let tagged: Vec<(Vec<String>, Vec<String>)> = p
+            .tagged
+            .iter()
+            .map(|(views, z)| {
+                let names = z
+                    .records
+                    .to_vec()
+                    .iter()
+                    .map(|r| r.name.to_string())
+                    .collect();
+                (views.clone(), names)
+            })
+            .collect();
+        let v = |list: &[&str]| list.iter().map(ToString::to_string).collect::<Vec<_>>();
+        assert_eq!(
+            tagged,
+            [
+                (v(&["lab"]), v(&["b.example.org."])),
+                (v(&["inside", "lab"]), v(&["a.example.org."])),
+            ]
+        );
+        assert!(p.zones.is_empty());
+        let shown: Vec<String> = p.problems.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "r.yaml: zones[0].records[2]: view: outside is not among its zone's views (inside, lab): no client would see it"
+            ]
+        );
+    }
+
+    #[test]
     fn tailscale_file_loads_and_skips_bad_entries() {
         let json = br#"{"version":"v1alpha1",
             "ip4":{"Foo.ts.net":["100.64.0.1","not-an-ip"],"a..ts.net":["1.2.3.4"],"x.example.com":["1.1.1.1"]},
