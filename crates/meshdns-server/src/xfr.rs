@@ -216,7 +216,12 @@ impl Transfers {
             return None; // no additional records, so no TSIG
         }
         let mut out = answer.to_vec();
+        // Only a key granted transfers reads its view's SOA this way (the address's view
+        // answered otherwise): a view key does not grant.
         let view_answer = |key: &Name| {
+            if !self.policy.allowed_keys.contains(key) {
+                return None;
+            }
             let (views, keys) = self.views.as_ref()?;
             let (_, catalog, _) = views.at(*keys.get(key)?);
             Some(answer_from(&catalog.load()))

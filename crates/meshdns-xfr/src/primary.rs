@@ -99,6 +99,18 @@ impl Primary {
     /// the next one (RFC 1982), and the difference goes in its journal. Returns the zones whose
     /// serial changed.
     pub fn update(&self, catalog: &mut Catalog, now: u32) -> Vec<(Name, u32)> {
+        self.update_above(catalog, now, &|_| None)
+    }
+
+    /// [`Primary::update`], where a zone new to this primary gets a serial above `floor`'s for
+    /// it, if any: a view's zone that was served with the shared serial until the view changed
+    /// it must not go back below what its secondaries have.
+    pub fn update_above(
+        &self,
+        catalog: &mut Catalog,
+        now: u32,
+        floor: &dyn Fn(&Name) -> Option<u32>,
+    ) -> Vec<(Name, u32)> {
         let mut inner = self.inner.lock().expect("primary state");
         let inner = &mut *inner;
         let mut changed = Vec::new();
@@ -172,6 +184,12 @@ impl Primary {
                         (None, Some(serial), _) => serial,
                         (None, None, Some(k)) => next_serial(k.serial, now),
                         (None, None, None) => now,
+                    };
+                    let serial = match floor(origin) {
+                        Some(f) if zone.given_serial().is_none() && !serial_gt(serial, f) => {
+                            next_serial(f, now)
+                        }
+                        _ => serial,
                     };
                     let mut state = ZoneState {
                         version: Version {

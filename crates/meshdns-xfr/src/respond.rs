@@ -530,6 +530,38 @@ mod tests {
     }
 
     #[test]
+    fn a_view_serves_its_own_zones_first_and_a_zone_new_to_it_starts_above_the_floor() {
+        let shared = primary(1, 10);
+        let origin: Name = "example.".parse().unwrap();
+        let at = shared.version(&origin).unwrap().serial;
+        // The view changes the zone: its primary takes it over, above the shared serial.
+        let view = Primary::new(None, 1000, true);
+        let mut b = CatalogBuilder::new(BuildDefaults {
+            default_ttl: 60,
+            serial: 1,
+        });
+        b.declare(&origin);
+        let (mut own, _) = b.build();
+        let floor = at.wrapping_add(1_000);
+        view.update_above(&mut own, 1_800_000_000, &|o| {
+            (o == &origin).then_some(floor)
+        });
+        let own_serial = view.version(&origin).unwrap().serial;
+        assert!(
+            crate::serial::serial_gt(own_serial, floor),
+            "{own_serial} {floor}"
+        );
+        let both = Primaries {
+            own: Some(&view),
+            shared: &shared,
+        };
+        assert_eq!(both.version(&origin).unwrap().serial, own_serial);
+        assert_eq!(Primaries::one(&shared).version(&origin).unwrap().serial, at);
+        let other: Name = "other.".parse().unwrap();
+        assert!(both.version(&other).is_none());
+    }
+
+    #[test]
     fn big_records_split_messages_below_a_tcp_frame_and_edns_is_echoed() {
         // 40 records of 20 KB: several must not share a message.
         let p = primary(40, 20_000);

@@ -89,8 +89,11 @@ pub struct SourceConfig {
 }
 
 /// Gives the zones of `view` that are `default`'s own (the same `Arc`) `default`'s serials;
-/// returns the others, as a catalog (with their overlays) for the view's serial book.
-fn shared_serials(view: &mut Catalog, default: &Catalog) -> Catalog {
+/// returns the others, as a catalog (with their overlays) for the view's serial book. A zone
+/// the view's book decides already (`held`) stays there even when it is shared again: its
+/// serial must never go back to the shared one, which may be lower than what the view's
+/// secondaries have.
+fn shared_serials(view: &mut Catalog, default: &Catalog, held: &dyn Fn(&Name) -> bool) -> Catalog {
     let origins: Vec<Name> = view.zones().iter().map(|z| z.origin().clone()).collect();
     let mut own = Vec::new();
     for origin in &origins {
@@ -98,7 +101,7 @@ fn shared_serials(view: &mut Catalog, default: &Catalog) -> Catalog {
             continue;
         };
         match (default.zone(origin), default.get(origin)) {
-            (Some(d), Some(found)) if Arc::ptr_eq(d, &zone) => {
+            (Some(d), Some(found)) if Arc::ptr_eq(d, &zone) && !held(origin) => {
                 view.set_serial(origin, found.serial)
             }
             _ => own.push(zone),
@@ -250,8 +253,14 @@ impl FileSources {
             // Zones the view shares with every client's catalog carry that catalog's serials;
             // the view's own book decides only the zones the view changes (no digest of a
             // shared zone per view, which at start was a whole walk of each zone per view).
-            let mut own = shared_serials(&mut catalog, default);
-            for (zone, serial) in view.primary.update(&mut own, unix_now() as u32) {
+            let held = |o: &Name| view.primary.version(o).is_some();
+            let mut own = shared_serials(&mut catalog, default, &held);
+            // A zone the view starts to change goes on from the serial it had when shared.
+            let floor = |o: &Name| default.get(o).map(|f| f.serial);
+            for (zone, serial) in view
+                .primary
+                .update_above(&mut own, unix_now() as u32, &floor)
+            {
                 debug!(view = %view.name, %zone, serial, "zone serial");
             }
             for (origin, serial) in own.serials() {
@@ -397,7 +406,7 @@ impl FileSources {
         // Each view: the serials of the origins it shares, and its own origins' next ones.
         for view in &self.views {
             let mut own = Catalog::clone(&view.catalog.load());
-            shared_serials(&mut own, &catalog);
+            shared_serials(&mut own, &catalog, &|o| view.primary.version(o).is_some());
             view.primary
                 .stamp_published(&mut own, changes.clone(), unix_now() as u32);
             view.catalog.store(Arc::new(own));

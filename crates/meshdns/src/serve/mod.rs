@@ -440,9 +440,14 @@ fn sources(
     // Only transfers keep a second index of the keys: without them, no copy at start-up. The
     // keys stored are known before the first snapshot, so a restart keeps the serial.
     if plan.transfers.is_some() {
-        shared
-            .primary
-            .load_published(store.overlay().entries().into_iter().collect());
+        let set: meshdns_xfr::content::PublishedSet =
+            store.overlay().entries().into_iter().collect();
+        // Each view's primary keeps the keys too: a pkarr origin a view changes is
+        // transferred from it (a copy per view).
+        for (_, _, primary) in shared.views.iter().flat_map(|v| v.outs()) {
+            primary.load_published(set.clone());
+        }
+        shared.primary.load_published(set);
     }
     (sources.with_pkarr(store.clone()), Some(poker))
 }

@@ -394,7 +394,10 @@ fn transfers_soa_queries_and_notify_follow_the_view_of_the_key_or_address() {
         m.dns,
         &["-b", "127.0.0.3", "-y", &public, "corp.internal", "AXFR"],
     );
-    assert!(!other.contains("100.64.0.9"), "{other}");
+    assert!(
+        !other.contains("100.64.0.9") && other.contains("Transfer failed"),
+        "{other}"
+    );
     // Unsigned, by address: 127.0.0.2 is inside.
     let by_address = axfr("127.0.0.2", None, "example.org");
     assert!(by_address.contains("100.64.0.1"), "{by_address}");
@@ -450,12 +453,13 @@ fn transfers_soa_queries_and_notify_follow_the_view_of_the_key_or_address() {
     eprintln!("nsd followed the inside view after {took:?}");
     let took = knot.wait_answer(&["www.example.org", "A"], "100.64.0.2", 20);
     eprintln!("knot followed the inside view by its key after {took:?}");
-    // IXFR from the view's own journal: the old address removed, the new one added.
+    // IXFR from the view's own journal: the old address removed, the new one added (asked
+    // from 127.0.0.4, so that the log's IXFRs to 127.0.0.3 are Knot's).
     let ixfr = dig(
         m.dns,
         &[
             "-b",
-            "127.0.0.3",
+            "127.0.0.4",
             "-y",
             &inside,
             "example.org",
@@ -486,4 +490,36 @@ fn transfers_soa_queries_and_notify_follow_the_view_of_the_key_or_address() {
         dig(nsd.addr, &["secret.example.org", "TXT", "+short"]).trim(),
         "\"inside only\""
     );
+
+    // The view's last records of example.org go: the zone is the same as every client's
+    // again, but its serial in the view goes on upwards, and both secondaries drop them.
+    let untagged = records("100.64.0.2")
+        .replace(
+            "      - {name: www, type: A, value: 100.64.0.2, view: inside}\n",
+            "",
+        )
+        .replace(
+            "      - {name: secret, type: TXT, value: inside only, view: [inside]}\n",
+            "",
+        );
+    assert!(!untagged.contains("secret"), "{untagged}");
+    write(dir.path(), "records.yaml", &untagged);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !from(&m, "127.0.0.1", "secret.example.org", "TXT", &[]).contains("NXDOMAIN") {
+        assert!(std::time::Instant::now() < deadline, "never reloaded");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let after = soa("127.0.0.3", Some(&inside));
+    assert!(after > grown, "{after} after {grown}");
+    for secondary in [&nsd, &knot] {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !dig(secondary.addr, &["secret.example.org", "TXT"]).contains("NXDOMAIN") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} kept the view's removed record",
+                secondary.addr
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
 }
