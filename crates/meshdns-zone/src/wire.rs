@@ -495,7 +495,7 @@ impl<'b, 'n> Writer<'b, 'n> {
 
     /// Writes a record's owner, type, class IN, TTL and a placeholder RDLENGTH, whose place
     /// it returns for [`Writer::end_record`].
-    #[inline]
+    #[inline(always)]
     fn begin_record(&mut self, owner: Owner<'n>, rtype: RType, ttl: u32) -> usize {
         self.put_owner(owner);
         self.buf.extend_from_slice(&rtype.0.to_be_bytes());
@@ -507,7 +507,7 @@ impl<'b, 'n> Writer<'b, 'n> {
     }
 
     /// Fills in the RDLENGTH at `len_at` for the RDATA written since, and counts the record.
-    #[inline]
+    #[inline(always)]
     fn end_record(&mut self, section: Section, len_at: usize) {
         let rdlen = (self.buf.len() - len_at - 2) as u16;
         self.buf[len_at..len_at + 2].copy_from_slice(&rdlen.to_be_bytes());
