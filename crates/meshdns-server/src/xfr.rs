@@ -283,17 +283,32 @@ impl Transfers {
                 v.load(Relaxed)
             );
         }
-        let sizes = self.primary.journal_sizes();
-        out.push_str("# HELP meshdns_journal_records Records held in the IXFR journal per zone.\n# TYPE meshdns_journal_records gauge\n");
-        for (zone, _, _, records) in &sizes {
-            let _ = writeln!(out, "meshdns_journal_records{{zone=\"{zone}\"}} {records}");
+        // The shared journals, then each view's own (labelled with the view).
+        let mut sizes: Vec<(String, Vec<(Name, u32, usize, usize)>)> =
+            vec![(String::new(), self.primary.journal_sizes())];
+        if let Some((views, _)) = &self.views {
+            for (name, _, primary) in views.outs() {
+                let view = format!(",view=\"{}\"", crate::metrics::label_value(&name));
+                sizes.push((view, primary.journal_sizes()));
+            }
         }
-        out.push_str("# HELP meshdns_journal_differences Differences (serial steps) held in the IXFR journal per zone.\n# TYPE meshdns_journal_differences gauge\n");
-        for (zone, _, deltas, _) in &sizes {
-            let _ = writeln!(
-                out,
-                "meshdns_journal_differences{{zone=\"{zone}\"}} {deltas}"
-            );
+        out.push_str("# HELP meshdns_journal_records Records held in the IXFR journal per zone (and view).\n# TYPE meshdns_journal_records gauge\n");
+        for (view, zones) in &sizes {
+            for (zone, _, _, records) in zones {
+                let _ = writeln!(
+                    out,
+                    "meshdns_journal_records{{zone=\"{zone}\"{view}}} {records}"
+                );
+            }
+        }
+        out.push_str("# HELP meshdns_journal_differences Differences (serial steps) held in the IXFR journal per zone (and view).\n# TYPE meshdns_journal_differences gauge\n");
+        for (view, zones) in &sizes {
+            for (zone, _, deltas, _) in zones {
+                let _ = writeln!(
+                    out,
+                    "meshdns_journal_differences{{zone=\"{zone}\"{view}}} {deltas}"
+                );
+            }
         }
     }
 }

@@ -366,6 +366,8 @@ fn transfers_soa_queries_and_notify_follow_the_view_of_the_key_or_address() {
         // Knot transfers from 127.0.0.3, in no view: its key selects the view.
         "--notify",
         &format!("127.0.0.1:{knot_port}@inside-xfr."),
+        "--http",
+        "127.0.0.1:0",
     ]);
     let inside = format!("hmac-sha256:inside-xfr.:{INSIDE_KEY}");
     let public = format!("hmac-sha256:public-xfr.:{PUBLIC_KEY}");
@@ -471,6 +473,14 @@ fn transfers_soa_queries_and_notify_follow_the_view_of_the_key_or_address() {
     assert!(
         ixfr.contains("100.64.0.1") && ixfr.contains("100.64.0.2") && !ixfr.contains("everyone"),
         "an incremental transfer: {ixfr}"
+    );
+    // The view's journal is reported with its view.
+    let (_, metrics) = m.get("/metrics");
+    assert!(
+        metrics.lines().any(|l| l
+            .starts_with("meshdns_journal_differences{zone=\"example.org.\",view=\"inside\"}")
+            && !l.ends_with(" 0")),
+        "{metrics}"
     );
     let log = m.log_text();
     assert!(
