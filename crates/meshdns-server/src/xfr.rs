@@ -284,8 +284,7 @@ impl Transfers {
             );
         }
         // The shared journals, then each view's own (labelled with the view).
-        let mut sizes: Vec<(String, Vec<(Name, u32, usize, usize)>)> =
-            vec![(String::new(), self.primary.journal_sizes())];
+        let mut sizes = vec![(String::new(), self.primary.journal_sizes())];
         if let Some((views, _)) = &self.views {
             for (name, _, primary) in views.outs() {
                 let view = format!(",view=\"{}\"", crate::metrics::label_value(&name));
