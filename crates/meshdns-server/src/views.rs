@@ -92,23 +92,14 @@ impl Views {
             .collect()
     }
 
-    /// The view `client` is in (the first whose ranges hold it), by name.
-    pub fn classify(&self, client: IpAddr) -> Option<&str> {
-        self.find(client).map(|v| v.name.as_str())
-    }
-
-    /// The place of the view `client` is in, in the order configured.
+    /// The place of the view `client` is in (the first whose ranges hold it), in the order
+    /// configured.
     pub fn index(&self, client: IpAddr) -> Option<usize> {
         let (v4, addr) = ip_bits(client);
         self.ranges
             .iter()
             .find(|r| r.v4 == v4 && addr & r.mask == r.net)
             .map(|r| r.view)
-    }
-
-    /// The place of the view named `name`.
-    pub fn position(&self, name: &str) -> Option<usize> {
-        self.views.iter().position(|v| v.name == name)
     }
 
     /// The name, catalog and primary of the view at `i` ([`Views::index`]).
@@ -209,7 +200,7 @@ mod tests {
             ("::1", None),
         ] {
             let ip: IpAddr = client.parse().unwrap();
-            assert_eq!(views.classify(ip), want, "{client}");
+            assert_eq!(views.index(ip).map(|i| views.at(i).0), want, "{client}");
             let picked = views.pick(ip, &default, true);
             assert_eq!(Arc::ptr_eq(picked, &default), want.is_none(), "{client}");
         }

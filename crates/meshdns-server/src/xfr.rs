@@ -291,22 +291,25 @@ impl Transfers {
                 sizes.push((view, primary.journal_sizes()));
             }
         }
-        out.push_str("# HELP meshdns_journal_records Records held in the IXFR journal per zone (and view).\n# TYPE meshdns_journal_records gauge\n");
-        for (view, zones) in &sizes {
-            for (zone, _, _, records) in zones {
-                let _ = writeln!(
-                    out,
-                    "meshdns_journal_records{{zone=\"{zone}\"{view}}} {records}"
-                );
-            }
-        }
-        out.push_str("# HELP meshdns_journal_differences Differences (serial steps) held in the IXFR journal per zone (and view).\n# TYPE meshdns_journal_differences gauge\n");
-        for (view, zones) in &sizes {
-            for (zone, _, deltas, _) in zones {
-                let _ = writeln!(
-                    out,
-                    "meshdns_journal_differences{{zone=\"{zone}\"{view}}} {deltas}"
-                );
+        // Each size is (zone, serial, differences, records), as `Primary::journal_sizes` gives.
+        let gauges = [
+            ("meshdns_journal_records", "Records held", true),
+            (
+                "meshdns_journal_differences",
+                "Differences (serial steps) held",
+                false,
+            ),
+        ];
+        for (metric, what, records) in gauges {
+            let _ = writeln!(
+                out,
+                "# HELP {metric} {what} in the IXFR journal per zone (and view).\n# TYPE {metric} gauge"
+            );
+            for (view, zones) in &sizes {
+                for z in zones {
+                    let value = if records { z.3 } else { z.2 };
+                    let _ = writeln!(out, "{metric}{{zone=\"{}\"{view}}} {value}", z.0);
+                }
             }
         }
     }

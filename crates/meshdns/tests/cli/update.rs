@@ -32,13 +32,18 @@ fn nsupdate_with(m: &Meshdns, key: Option<&str>, args: &[&str], script: &str) ->
     if let Some(k) = key {
         cmd.args(["-y", k]);
     }
+    let text = format!("server {} {}\n{script}\nsend\n", m.dns.ip(), m.dns.port());
+    run_script(cmd, &text, "nsupdate (apt-get install dnsutils)")
+}
+
+/// Runs `cmd` with `text` on its standard input: (exit success, stdout + stderr).
+fn run_script(mut cmd: Command, text: &str, what: &str) -> (bool, String) {
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("nsupdate (apt-get install dnsutils)");
-    let text = format!("server {} {}\n{script}\nsend\n", m.dns.ip(), m.dns.port());
+        .expect(what);
     child
         .stdin
         .take()
@@ -223,30 +228,12 @@ fn nsupdate_writes_and_every_refusal_has_its_rcode() {
     );
 
     // knsupdate (Knot's client) too.
-    let mut child = Command::new("knsupdate")
-        .args(["-y", &upd])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("knsupdate (apt-get install knot-dnsutils)");
-    let script = format!(
-        "server {} {}\nzone dyn.example.\nupdate add knot.dyn.example. 60 A 192.0.2.30\nsend\n",
-        m.dns.ip(),
-        m.dns.port()
+    let (ok, out) = knsupdate(
+        &m,
+        Some(&upd),
+        "update add knot.dyn.example. 60 A 192.0.2.30",
     );
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(script.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(ok, "{out}");
     assert_eq!(
         dig(m.dns, &["knot.dyn.example", "A", "+short"]).trim(),
         "192.0.2.30"
@@ -392,33 +379,13 @@ fn knsupdate(m: &Meshdns, key: Option<&str>, script: &str) -> (bool, String) {
     if let Some(k) = key {
         cmd.args(["-y", k]);
     }
-    let mut child = cmd
-        .args(["-t", "3", "-r", "0"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("knsupdate (apt-get install knot-dnsutils)");
+    cmd.args(["-t", "3", "-r", "0"]);
     let text = format!(
         "server {} {}\nzone dyn.example.\n{script}\nsend\n",
         m.dns.ip(),
         m.dns.port()
     );
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    run_script(cmd, &text, "knsupdate (apt-get install knot-dnsutils)")
 }
 
 /// Sorted `dig +short` lines.

@@ -371,13 +371,17 @@ fn transfers_soa_queries_and_notify_follow_the_view_of_the_key_or_address() {
     ]);
     let inside = format!("hmac-sha256:inside-xfr.:{INSIDE_KEY}");
     let public = format!("hmac-sha256:public-xfr.:{PUBLIC_KEY}");
-    let axfr = |client: &str, key: Option<&str>, zone: &str| {
+    // `dig -b CLIENT [-y KEY] ARGS…`.
+    let signed = |client: &str, key: Option<&str>, rest: &[&str]| {
         let mut args = vec!["-b", client];
         if let Some(k) = key {
             args.extend(["-y", k]);
         }
-        args.extend([zone, "AXFR", "+noall", "+answer"]);
+        args.extend(rest);
         dig(m.dns, &args)
+    };
+    let axfr = |client: &str, key: Option<&str>, zone: &str| {
+        signed(client, key, &[zone, "AXFR", "+noall", "+answer"])
     };
     // By key, from an address in no view: the key's view, or every client's data.
     let by_inside_key = axfr("127.0.0.3", Some(&inside), "example.org");
@@ -392,10 +396,7 @@ fn transfers_soa_queries_and_notify_follow_the_view_of_the_key_or_address() {
     );
     // A zone of the view alone: transferred to the view's key, NOTAUTH for the others.
     assert!(axfr("127.0.0.3", Some(&inside), "corp.internal").contains("100.64.0.9"));
-    let other = dig(
-        m.dns,
-        &["-b", "127.0.0.3", "-y", &public, "corp.internal", "AXFR"],
-    );
+    let other = signed("127.0.0.3", Some(&public), &["corp.internal", "AXFR"]);
     assert!(
         !other.contains("100.64.0.9") && other.contains("Transfer failed"),
         "{other}"
@@ -406,12 +407,7 @@ fn transfers_soa_queries_and_notify_follow_the_view_of_the_key_or_address() {
 
     // The SOA a key signs for is its view's: the serial its transfers carry.
     let soa = |client: &str, key: Option<&str>| {
-        let mut args = vec!["-b", client];
-        if let Some(k) = key {
-            args.extend(["-y", k]);
-        }
-        args.extend(["example.org", "SOA", "+short"]);
-        serial_of(&dig(m.dns, &args))
+        serial_of(&signed(client, key, &["example.org", "SOA", "+short"]))
     };
     let inside_serial = soa("127.0.0.3", Some(&inside));
     let shared_serial = soa("127.0.0.3", None);
@@ -457,13 +453,10 @@ fn transfers_soa_queries_and_notify_follow_the_view_of_the_key_or_address() {
     eprintln!("knot followed the inside view by its key after {took:?}");
     // IXFR from the view's own journal: the old address removed, the new one added (asked
     // from 127.0.0.4, so that the log's IXFRs to 127.0.0.3 are Knot's).
-    let ixfr = dig(
-        m.dns,
+    let ixfr = signed(
+        "127.0.0.4",
+        Some(&inside),
         &[
-            "-b",
-            "127.0.0.4",
-            "-y",
-            &inside,
             "example.org",
             &format!("IXFR={inside_serial}"),
             "+noall",
