@@ -519,4 +519,15 @@ fn pkarr(out: &mut String, store: &PkarrStore) {
         "meshdns_pkarr_commit_seconds_total {}",
         c.commit_micros.load(Relaxed) as f64 / 1e6
     );
+    header(
+        out,
+        "meshdns_pkarr_stale_log_rows",
+        "Change-log rows of replaced packets not removed yet (removed in rounds, in order).",
+        "gauge",
+    );
+    let _ = writeln!(
+        out,
+        "meshdns_pkarr_stale_log_rows {}",
+        c.stale_rows.load(Relaxed)
+    );
 }

@@ -86,6 +86,13 @@ const EXPIRE_EVERY: Duration = Duration::from_secs(1);
 const EXPIRE_SLICES: usize = 600;
 /// Packets one slice walks at least.
 const EXPIRE_ROWS: usize = 1_000;
+/// Stale log rows gathered before a round removes them, at least; and the share of the store
+/// gathered at most (an eighth: at a million stored, a round then removes about seven rows of
+/// each page of the log, where removing each row with its publish wrote a page per publish).
+const STALE_ROUND: usize = 4_096;
+const STALE_SHARE: usize = 8;
+/// Stale log rows one commit removes, at most (in number order: neighbours share pages).
+const STALE_PER_COMMIT: usize = 1_024;
 
 /// How the relay behaves.
 #[derive(Debug, Clone)]
@@ -212,6 +219,8 @@ pub struct PkarrCounters {
     pub replicated: AtomicU64,
     /// The highest change number committed (this replica's head).
     pub head: AtomicU64,
+    /// Log rows of replaced packets not removed yet.
+    pub stale_rows: AtomicU64,
 }
 
 impl PkarrCounters {
@@ -360,6 +369,7 @@ impl PkarrStore {
             prefetch(&dir.join(DB_FILE));
         }
         let (overlay, beyond) = load(&db, horizon(config.max_future), config.lookups)?;
+        let stale = tables::stale_rows(&db).map_err(io)?;
         let overlay = Arc::new(overlay);
         // Kept on disk, not served: if the clock is what is behind (no RTC, NTP not synced
         // yet), deleting them would lose every packet; a publish at today's time replaces one.
@@ -371,6 +381,7 @@ impl PkarrStore {
             .copied()
             .unwrap_or(0);
         counters.head.store(head, Relaxed);
+        counters.stale_rows.store(stale.len() as u64, Relaxed);
         if !beyond.is_empty() {
             warn!(
                 not_served = beyond.len(),
@@ -389,6 +400,7 @@ impl PkarrStore {
             max_future: config.max_future,
             window: config.commit_window,
             expire_from: std::cell::Cell::new(None),
+            stale: std::cell::RefCell::new(Stale::new(stale)),
         };
         let thread = std::thread::Builder::new()
             .name("meshdns-pkarr".into())
@@ -887,6 +899,57 @@ struct Writer {
     window: Duration,
     /// Where the next expiry walk starts (key order; `None`: the first key).
     expire_from: std::cell::Cell<Option<Key>>,
+    /// The log rows of replaced packets, to remove.
+    stale: std::cell::RefCell<Stale>,
+}
+
+/// The numbers of stale log rows (their packets replaced) not removed yet: gathered, then
+/// removed in rounds, a bounded chunk per commit in number order, so that the removals of one
+/// round share the log's pages.
+#[derive(Debug, Default)]
+struct Stale {
+    gathering: Vec<u64>,
+    /// This round's, in descending order: the chunk to remove next is at the end.
+    removing: Vec<u64>,
+}
+
+impl Stale {
+    fn new(gathering: Vec<u64>) -> Stale {
+        Stale {
+            gathering,
+            removing: Vec::new(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.gathering.len() + self.removing.len()
+    }
+
+    /// The rows to remove in the next commit: none until `round` have gathered, then the
+    /// lowest `STALE_PER_COMMIT` of the round each commit, until it is through.
+    fn chunk(&mut self, round: usize) -> &[u64] {
+        if self.removing.is_empty() && self.gathering.len() >= round {
+            std::mem::swap(&mut self.removing, &mut self.gathering);
+            self.removing.sort_unstable_by(|a, b| b.cmp(a));
+        }
+        let n = self.removing.len().min(STALE_PER_COMMIT);
+        &self.removing[self.removing.len() - n..]
+    }
+
+    /// The last chunk was removed (committed).
+    fn removed(&mut self, n: usize) {
+        self.removing
+            .truncate(self.removing.len().saturating_sub(n));
+    }
+
+    /// Every number not removed yet.
+    fn all(&self) -> Vec<u64> {
+        self.gathering
+            .iter()
+            .chain(&self.removing)
+            .copied()
+            .collect()
+    }
 }
 
 /// How much of the store one expiry pass walks.
@@ -915,7 +978,7 @@ impl Writer {
             match rx.recv_timeout(wait) {
                 Ok(job) => batch.push(job),
                 Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Disconnected) => return self.keep_stale(),
             }
             // Gathers for up to the window, but only while publishes keep coming: a quarter of
             // it without one ends the gathering (a lone publish waits that long, not the whole
@@ -983,6 +1046,25 @@ impl Writer {
         }
     }
 
+    /// Keeps the numbers of the stale log rows for the next start (the writer's last commit).
+    fn keep_stale(&self) {
+        let all = self.stale.borrow().all();
+        let kept = (|| -> Result<(), redb::Error> {
+            let txn = self.db.begin_write()?;
+            {
+                let mut t = Tables::open(&txn)?;
+                t.keep_stale(&all)?;
+                t.finish()?;
+            }
+            txn.commit()?;
+            Ok(())
+        })();
+        if let Err(e) = kept {
+            // The next start finds them by walking the log.
+            warn!(error = %e, stale = all.len(), "cannot keep the stale pkarr log rows' numbers");
+        }
+    }
+
     /// Checks the clients' publishes among `batch`, their signatures together: in a commit of
     /// five publishes that is about half the work of checking each alone, and it adds nothing
     /// to a publish's wait (the commit gathered them anyway). The checks are on this one
@@ -1021,6 +1103,10 @@ impl Writer {
         let started = Instant::now();
         let mut decided = Vec::with_capacity(puts.len());
         let mut expired = Vec::new();
+        let mut made_stale = Vec::new();
+        let round = (self.overlay.len() / STALE_SHARE).max(STALE_ROUND);
+        let mut rows = self.stale.borrow_mut();
+        let removing = rows.chunk(round).len();
         let outcome = (|| -> Result<(), redb::Error> {
             let txn = self.db.begin_write()?;
             {
@@ -1063,7 +1149,8 @@ impl Writer {
                     };
                     let result = match decision {
                         Ok(()) => {
-                            let seq = t.write(&key, &payload, origin.as_ref())?;
+                            let (seq, replaced) = t.write(&key, &payload, origin.as_ref())?;
+                            made_stale.extend(replaced);
                             staged.insert(key, (timestamp_us, payload));
                             Ok(seq)
                         }
@@ -1095,6 +1182,7 @@ impl Writer {
                 for (epoch, seq, _) in &cursors {
                     t.set_cursor(epoch, *seq)?;
                 }
+                t.remove_stale(rows.chunk(round))?;
                 t.finish()?;
             }
             txn.commit()?;
@@ -1106,6 +1194,10 @@ impl Writer {
             .fetch_add(started.elapsed().as_micros() as u64, Relaxed);
         match outcome {
             Ok(()) => {
+                rows.removed(removing);
+                rows.gathering.append(&mut made_stale);
+                self.counters.stale_rows.store(rows.len() as u64, Relaxed);
+                drop(rows);
                 // Published first, expired after: a packet published already past its age
                 // went in and out of the database in this one commit.
                 let mut replies = Vec::with_capacity(decided.len());
@@ -1290,7 +1382,7 @@ fn migrate(db: &Database, dir: &Path) -> std::io::Result<()> {
                 if old.is_some_and(|old| old >= p.timestamp_us) {
                     continue;
                 }
-                t.write(&key, p.payload(), None).map_err(io)?;
+                t.write_now(&key, p.payload(), None).map_err(io)?;
                 moved += 1;
             }
             t.finish().map_err(io)?;
@@ -1343,6 +1435,37 @@ mod tests {
 
     fn served(store: &PkarrStore, secret: &SecretKey) -> Option<u64> {
         store.overlay().stamp(secret.public().as_bytes())
+    }
+
+    #[test]
+    fn stale_rows_are_removed_in_rounds_lowest_first_a_chunk_a_commit() {
+        let mut stale = Stale::new(vec![9, 3]);
+        assert!(stale.chunk(4).is_empty(), "not a round's worth yet");
+        let gathered: Vec<u64> = (1..=STALE_PER_COMMIT as u64)
+            .rev()
+            .map(|n| n * 10)
+            .collect();
+        stale.gathering.extend(&gathered);
+        let first = stale.chunk(4).to_vec();
+        assert_eq!(first.len(), STALE_PER_COMMIT);
+        let mut sorted = first.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted[..3], [3, 9, 10], "the lowest numbers first");
+        // Rows made stale during a round wait for the next one.
+        stale.gathering.push(1);
+        assert_eq!(
+            stale.chunk(4),
+            first.as_slice(),
+            "not removed yet: the same chunk"
+        );
+        stale.removed(first.len());
+        let second = stale.chunk(4).to_vec();
+        assert_eq!(second.len(), 2, "the round's rest");
+        assert!(second.iter().all(|n| *n > *sorted.last().unwrap()));
+        stale.removed(2);
+        assert!(stale.chunk(4).is_empty(), "one row gathered: below a round");
+        assert_eq!(stale.all(), [1]);
+        assert_eq!(stale.len(), 1);
     }
 
     #[tokio::test]
@@ -1593,11 +1716,19 @@ mod tests {
         assert_eq!((none.next, none.head), (8, 8));
         // What this replica holds by its cursors, and itself.
         assert_eq!(store.have().unwrap(), have(&[(epoch, 8), (peer, 42)]));
+        // The rows of the three replaced packets (2, 3, 5) wait to be removed in a round.
+        assert_eq!(store.counters.stale_rows.load(Relaxed), 3);
         drop(store);
         // The epoch, numbers and cursors survive a restart; numbers are never given twice.
+        // The stale rows' numbers were kept at the stop: nothing to find by walking the log.
         let store = open();
         assert_eq!(store.epoch(), epoch);
         assert_eq!(store.cursor(&peer).unwrap(), 42);
+        assert_eq!(store.counters.stale_rows.load(Relaxed), 3);
+        let again = store
+            .changes_after(0, usize::MAX, &Have::new(), &|_| false)
+            .unwrap();
+        assert_eq!(again.entries.len(), 5, "stale rows are not read");
         let p = payload_at(&secrets[3], "addr=192.0.2.3:3", t + 300);
         store
             .put(None, &secrets[3].public().to_z32(), &p, None)

@@ -4,22 +4,25 @@
 //!   published.
 //! - `log`: sequence → key, then (for packets another replica sent) the epoch and sequence
 //!   number the packet had on the replica that took it from its publisher (a publish taken
-//!   here has none: it is its own origin). One row per stored key, at the number of its last
-//!   change. A replica that wants what changed here since sequence `s` reads `log` from
-//!   `s + 1` on ([`changes_after`]): what it missed costs what was missed, not a walk of every
-//!   key. A reader names how far it read each replica ([`Have`]); entries it got first-hand
-//!   are left out of its pages.
+//!   here has none: it is its own origin). A row per stored key at the number of its last
+//!   change, and the rows of replaced packets not yet removed (stale: a row whose number is
+//!   not its key's packet's; readers skip them). A replica that wants what changed here since
+//!   sequence `s` reads `log` from `s + 1` on ([`changes_after`]): what it missed costs what
+//!   was missed, not a walk of every key. A reader names how far it read each replica
+//!   ([`Have`]); entries it got first-hand are left out of its pages.
 //! - `meta`: this replica's `epoch` (16 random bytes, made with the database: a replica that
 //!   lost its disk is a new one, and its peers start reading it from the beginning) and
 //!   `next_seq` (kept, so a number is never given twice, even after its row went).
 //! - `cursors`: peer epoch → the last of that peer's sequence numbers whose packet is here,
 //!   written in the same commit as those packets or a later one (never ahead of the data).
 //!
-//! A publish changes two rows at random places (its key's, and the log row of its previous
-//! number) and appends one: every other index would be another page copied and written per
-//! publish (the first layout had five such rows: 30% of a replica's CPU per replicated
-//! packet). Expiry has no index: it walks `packets_v2` in key order a slice at a time
-//! ([`Tables::expired_from`]).
+//! A publish changes one row at a random place (its key's) and appends one: every other
+//! index would be another page copied and written per publish (the first layout had five such
+//! rows: 30% of a replica's CPU per replicated packet). The log row of the packet it replaces
+//! is left stale; the writer removes stale rows later, many at a time in number order, so
+//! that the removals share pages ([`Tables::remove_stale`]; their numbers are kept in memory,
+//! in `meta` across a clean stop, and found again by [`stale_rows`] after a crash). Expiry has
+//! no index: it walks `packets_v2` in key order a slice at a time ([`Tables::expired_from`]).
 //!
 //! Stores of the first layout (`packets` with bare payloads, `seq_of`, `changes`, `origins`,
 //! `by_timestamp`) are moved to this one at start ([`prepare`]), a bounded commit at a time.
@@ -32,6 +35,8 @@ pub(super) const PACKETS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::n
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 const CURSORS: TableDefinition<&[u8; 16], u64> = TableDefinition::new("cursors");
+/// The `meta` row of the stale log rows' numbers at a clean stop.
+const STALE: &str = "stale";
 
 /// The first layout's tables, read once to move their rows.
 mod v1 {
@@ -127,28 +132,43 @@ impl<'t> Tables<'t> {
             .map(|row| payload_of(row.value()).to_vec()))
     }
 
-    /// Stores `payload` as `key`'s packet under the next sequence number, which it returns
-    /// (the log row of the packet it replaces goes); with the replica it came from when
-    /// another replica sent it.
+    /// Stores `payload` as `key`'s packet under the next sequence number, with the replica it
+    /// came from when another replica sent it. Returns that number, and the number of the log
+    /// row of the packet it replaced, left stale for [`Tables::remove_stale`].
     pub fn write(
         &mut self,
         key: &Key,
         payload: &[u8],
         origin: Option<&Origin>,
-    ) -> Result<u64, redb::StorageError> {
+    ) -> Result<(u64, Option<u64>), redb::StorageError> {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.put(key, seq, payload, origin)?;
+        let stale = self.put(key, seq, payload, origin)?;
+        Ok((seq, stale))
+    }
+
+    /// [`Tables::write`], the replaced packet's log row removed at once.
+    pub fn write_now(
+        &mut self,
+        key: &Key,
+        payload: &[u8],
+        origin: Option<&Origin>,
+    ) -> Result<u64, redb::StorageError> {
+        let (seq, stale) = self.write(key, payload, origin)?;
+        if let Some(stale) = stale {
+            self.log.remove(stale)?;
+        }
         Ok(seq)
     }
 
+    /// Stores the packet and its log row; returns the number of the row it made stale.
     fn put(
         &mut self,
         key: &Key,
         seq: u64,
         payload: &[u8],
         origin: Option<&Origin>,
-    ) -> Result<(), redb::StorageError> {
+    ) -> Result<Option<u64>, redb::StorageError> {
         let mut row = Vec::with_capacity(8 + payload.len());
         row.extend_from_slice(&seq.to_be_bytes());
         row.extend_from_slice(payload);
@@ -156,11 +176,23 @@ impl<'t> Tables<'t> {
             .packets
             .insert(key, row.as_slice())?
             .map(|old| seq_of(old.value()));
-        if let Some(previous) = previous {
-            self.log.remove(previous)?;
-        }
         let (entry, len) = log_row(key, origin);
         self.log.insert(seq, &entry[..len])?;
+        Ok(previous)
+    }
+
+    /// Removes the stale log rows numbered `seqs` (rows already gone are skipped).
+    pub fn remove_stale(&mut self, seqs: &[u64]) -> Result<(), redb::StorageError> {
+        for seq in seqs {
+            self.log.remove(*seq)?;
+        }
+        Ok(())
+    }
+
+    /// Keeps the numbers of stale log rows not removed yet, for the next start (a clean stop).
+    pub fn keep_stale(&mut self, seqs: &[u64]) -> Result<(), redb::StorageError> {
+        let bytes: Vec<u8> = seqs.iter().flat_map(|s| s.to_be_bytes()).collect();
+        self.meta.insert(STALE, bytes.as_slice())?;
         Ok(())
     }
 
@@ -280,7 +312,9 @@ fn move_v1(db: &redb::Database) -> Result<(), redb::Error> {
                     }
                 };
                 let origin = origins.get(seq)?.and_then(|o| origin_of(o.value()));
-                t.put(key, seq, payload, origin.as_ref())?;
+                if let Some(stale) = t.put(key, seq, payload, origin.as_ref())? {
+                    t.log.remove(stale)?;
+                }
                 old.remove(key)?;
             }
             t.finish()?;
@@ -386,7 +420,8 @@ pub(super) fn changes_after(
         if have.get(&origin.0).is_some_and(|read| *read >= origin.1) || held(seq) {
             continue;
         }
-        let Some(row) = packets.get(&key)? else {
+        // A stale row (its key has a newer packet, under a later number), or a packet gone.
+        let Some(row) = packets.get(&key)?.filter(|r| seq_of(r.value()) == seq) else {
             continue;
         };
         let payload = payload_of(row.value()).to_vec();
@@ -427,6 +462,53 @@ pub(super) fn have(db: &redb::Database, own: Epoch) -> Result<Have, redb::Error>
     Ok(have)
 }
 
+/// The numbers of the stale log rows, in order: those kept at the last clean stop (taken from
+/// `meta`), or, when the log holds other rows than one per packet and those (a crash, or a
+/// stop that could not keep them), found by walking the packets and the log.
+pub(super) fn stale_rows(db: &redb::Database) -> Result<Vec<u64>, redb::Error> {
+    use redb::ReadableTableMetadata;
+    let txn = db.begin_write()?;
+    let stale = {
+        let mut t = Tables::open(&txn)?;
+        let kept: Vec<u64> = t
+            .meta
+            .remove(STALE)?
+            .map(|v| {
+                v.value()
+                    .chunks_exact(8)
+                    .map(|c| u64::from_be_bytes(c.try_into().unwrap_or_default()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let (rows, packets) = (t.log.len()?, t.packets.len()?);
+        if rows == packets + kept.len() as u64 {
+            let mut kept = kept;
+            kept.sort_unstable();
+            kept
+        } else {
+            let mut live = Vec::with_capacity(packets as usize);
+            for entry in t.packets.iter()? {
+                live.push(seq_of(entry?.1.value()));
+            }
+            live.sort_unstable();
+            let mut stale = Vec::new();
+            for entry in t.log.iter()? {
+                let seq = entry?.0.value();
+                if live.binary_search(&seq).is_err() {
+                    stale.push(seq);
+                }
+            }
+            tracing::info!(
+                stale = stale.len(),
+                "pkarr change log: stale rows found after an unclean stop"
+            );
+            stale
+        }
+    };
+    txn.commit()?;
+    Ok(stale)
+}
+
 /// The cursor kept for `peer` (0: nothing read from it yet).
 pub(super) fn cursor(db: &redb::Database, peer: &Epoch) -> Result<u64, redb::Error> {
     use redb::ReadableDatabase;
@@ -465,6 +547,55 @@ mod tests {
     }
 
     #[test]
+    fn stale_log_rows_are_kept_at_a_clean_stop_and_found_after_a_crash() {
+        let db = redb::Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .unwrap();
+        prepare(&db).unwrap();
+        let epoch = [1u8; 16];
+        let txn = db.begin_write().unwrap();
+        let mut made_stale = Vec::new();
+        {
+            let mut t = Tables::open(&txn).unwrap();
+            for round in 0..3u64 {
+                for k in 0..4u8 {
+                    let (_, stale) = t.write(&[k; 32], &dated(round), None).unwrap();
+                    made_stale.extend(stale);
+                }
+            }
+            t.finish().unwrap();
+        }
+        txn.commit().unwrap();
+        assert_eq!(made_stale, [1, 2, 3, 4, 5, 6, 7, 8]);
+        // Readers see each key once, at its last number.
+        let page = changes_after(&db, epoch, 0, usize::MAX, &Have::new(), &|_| false).unwrap();
+        let seqs: Vec<u64> = page.entries.iter().map(|e| e.0).collect();
+        assert_eq!(seqs, [9, 10, 11, 12]);
+        // No numbers kept (a crash): the walk finds the stale rows.
+        assert_eq!(stale_rows(&db).unwrap(), made_stale);
+        // Kept at a stop: taken back as they were, and only once.
+        let txn = db.begin_write().unwrap();
+        {
+            let mut t = Tables::open(&txn).unwrap();
+            t.keep_stale(&[8, 2, 4, 1, 3, 5, 7, 6]).unwrap();
+            t.remove_stale(&[]).unwrap();
+        }
+        txn.commit().unwrap();
+        assert_eq!(stale_rows(&db).unwrap(), made_stale);
+        // Removed: the log holds one row per packet, and nothing is stale.
+        let txn = db.begin_write().unwrap();
+        {
+            let mut t = Tables::open(&txn).unwrap();
+            t.remove_stale(&made_stale).unwrap();
+            assert_eq!(t.log.len().unwrap(), 4);
+        }
+        txn.commit().unwrap();
+        assert_eq!(stale_rows(&db).unwrap(), Vec::<u64>::new());
+        let page = changes_after(&db, epoch, 0, usize::MAX, &Have::new(), &|_| false).unwrap();
+        assert_eq!(page.entries.len(), 4);
+    }
+
+    #[test]
     fn slices_of_the_expiry_walk_cover_the_store_once_and_find_only_the_old() {
         let db = redb::Database::builder()
             .create_with_backend(redb::backends::InMemoryBackend::new())
@@ -480,7 +611,7 @@ mod tests {
             if stamp < 100 {
                 old.push(key);
             }
-            t.write(&key, &dated(stamp), None).unwrap();
+            t.write_now(&key, &dated(stamp), None).unwrap();
         }
         let (mut found, mut from, mut slices) = (Vec::new(), None, 0);
         loop {
