@@ -20,7 +20,10 @@
 #   5. iroh-dns-server (one instance, no replication; IROH=path, found on PATH or in
 #      ~/.cargo/bin, skipped when absent) on one core: the same fill and the same stream (the
 #      same packets), CPU per publish of each
-# EXTRA adds flags to every replica (say EXTRA="--pkarr-commit-window 3ms").
+# EXTRA adds flags to every replica (say EXTRA="--pkarr-commit-window 3ms"). SPREAD=1 takes the
+# stream's and the missed publishes' keys spread evenly over the N stored (default: the first
+# ones, which the fill stored first: republishes in the order keys last published, as iroh's
+# periodic republishing makes them; spread, each replaces a packet at a random place in the log).
 # Results: $OUT/pkarr_fleet_N.txt (default OUT=/tmp/meshdns-bench-out).
 #
 # Needs: cargo build --release -p meshdns --bin meshdns --example pkarr_load -p meshdns-sources;
@@ -50,8 +53,9 @@ say() { echo "$*" | tee -a "$RESULT"; }
 [ -s "$DATA/v1_$N.bin" ] || "$LOAD" sign "$N" 1 "$DATA/v1_$N.bin"
 # Signed now, newer than anything stored; versions apart from earlier runs'.
 v=$(( $(date +%s) % 30000 + 2 ))
-"$LOAD" sign "$STREAM" "$v" "$DATA/fleet_stream.bin"
-"$LOAD" sign "$MISSED" $((v + 30000)) "$DATA/fleet_missed.bin"
+spread=(); [ "${SPREAD:-0}" = 1 ] && spread=(--spread "$N")
+"$LOAD" sign "$STREAM" "$v" "$DATA/fleet_stream.bin" "${spread[@]}"
+"$LOAD" sign "$MISSED" $((v + 30000)) "$DATA/fleet_missed.bin" "${spread[@]}"
 
 rm -rf "$RUN"; mkdir -p "$RUN"
 openssl rand -hex 32 > "$RUN/token" 2> /dev/null || head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$RUN/token"
@@ -76,7 +80,7 @@ ms() { echo $(( $(date +%s%N) / 1000000 )); }
 trap 'for i in 0 1 2; do stop $i; done' EXIT
 
 for i in 0 1 2; do start "$i"; done
-say "== 3 replicas, $N endpoints ($(git -C "$ROOT" describe --always --dirty))"
+say "== 3 replicas, $N endpoints ($(git -C "$ROOT" describe --always --dirty))${SPREAD:+, republishes spread}"
 
 # 1. fill
 t0=$(ms)

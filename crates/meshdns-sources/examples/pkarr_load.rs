@@ -1,8 +1,11 @@
 //! A pkarr publish load generator: measures a relay (meshdns or iroh-dns-server), not itself.
 //!
 //! ```text
-//! pkarr_load sign N VERSION FILE     pre-sign N packets (keys 0..N, TXT as iroh publishes; the
-//!                                     addr port is 1000+VERSION so each version is told apart)
+//! pkarr_load sign N VERSION FILE [--spread M]
+//!                                     pre-sign N packets (keys 0..N, TXT as iroh publishes; the
+//!                                     addr port is 1000+VERSION so each version is told apart);
+//!                                     with --spread, N keys evenly spread over 0..M instead
+//!                                     (republishes scattered over a store filled with 0..M)
 //! pkarr_load put FILE HTTP DNS ORIGIN [--rate R] [--conns C] [--pid PID] [--check]
 //!                  [--answer-dns ADDR]
 //!                                     PUT every packet of FILE over C keep-alive connections, at
@@ -45,7 +48,8 @@ fn marker(version: u16) -> Vec<u8> {
     format!("addr=192.0.2.7:{}", 1000 + version).into_bytes()
 }
 
-fn sign(n: u64, version: u16, file: &str) {
+fn sign(n: u64, version: u16, file: &str, spread: u64) {
+    let step = (spread / n.max(1)).max(1);
     let started = Instant::now();
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
     let chunks: Vec<Vec<u8>> = std::thread::scope(|s| {
@@ -54,7 +58,7 @@ fn sign(n: u64, version: u16, file: &str) {
                 s.spawn(move || {
                     let mut out = Vec::new();
                     for i in (t..n).step_by(threads as usize) {
-                        let secret = secret(i);
+                        let secret = secret(i * step);
                         let addr = String::from_utf8(marker(version)).unwrap();
                         let strings = [
                             "relay=https://relay.example.net./".to_string(),
@@ -204,7 +208,11 @@ fn main() {
             .cloned()
     };
     match args.get(1).map(String::as_str) {
-        Some("sign") => sign(args[2].parse().unwrap(), args[3].parse().unwrap(), &args[4]),
+        Some("sign") => {
+            let n = args[2].parse().unwrap();
+            let spread = flag("--spread").map_or(n, |m| m.parse().unwrap());
+            sign(n, args[3].parse().unwrap(), &args[4], spread)
+        }
         Some("ready") => {
             let dns: SocketAddr = args[2].parse().unwrap();
             let packets = read(&args[4]);

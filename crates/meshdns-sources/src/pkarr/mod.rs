@@ -1758,6 +1758,37 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_writer_removes_stale_log_rows_in_rounds() {
+        let store = PkarrStore::open(config(None, Duration::from_secs(3600))).unwrap();
+        let secret = SecretKey::generate();
+        let z32 = secret.public().to_z32();
+        let t = now_us() - 10_000_000;
+        let publishes = STALE_ROUND as u64 + STALE_PER_COMMIT as u64;
+        for i in 0..publishes {
+            let p = payload_at(&secret, "addr=192.0.2.1:1", t + i);
+            store.put(None, &z32, &p, None).await.unwrap();
+        }
+        // A round began once 4,096 were stale, and went on a chunk a commit (each publish
+        // here is a commit of its own): what is left is what went stale since.
+        let left = store.counters.stale_rows.load(Relaxed);
+        assert!(left < STALE_PER_COMMIT as u64 * 2, "{left} stale rows left");
+        let all = store
+            .changes_after(0, usize::MAX, &Have::new(), &|_| false)
+            .unwrap();
+        assert_eq!((all.head, all.entries.len()), (publishes, 1));
+        let rows = {
+            use redb::{ReadableDatabase, ReadableTableMetadata};
+            let txn = store.db.begin_read().unwrap();
+            txn.open_table(tables::LOG).unwrap().len().unwrap()
+        };
+        assert_eq!(
+            rows,
+            1 + left,
+            "one live row and the stale ones not removed yet"
+        );
+    }
+
+    #[tokio::test]
     async fn packets_stored_without_a_change_log_get_one_at_start() {
         let dir = tempfile::tempdir().unwrap();
         let secret = SecretKey::generate();

@@ -32,7 +32,7 @@ use redb::{ReadableTable, TableDefinition};
 use meshdns_zone::Key;
 
 pub(super) const PACKETS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("packets_v2");
-const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
+pub(super) const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 const CURSORS: TableDefinition<&[u8; 16], u64> = TableDefinition::new("cursors");
 /// The `meta` row of the stale log rows' numbers at a clean stop.
