@@ -11,8 +11,9 @@
 //!   was missed, not a walk of every key. A reader names how far it read each replica
 //!   ([`Have`]); entries it got first-hand are left out of its pages.
 //! - `meta`: this replica's `epoch` (16 random bytes, made with the database: a replica that
-//!   lost its disk is a new one, and its peers start reading it from the beginning) and
-//!   `next_seq` (kept, so a number is never given twice, even after its row went).
+//!   lost its disk is a new one, and its peers start reading it from the beginning),
+//!   `next_seq` (kept, so a number is never given twice, even after its row went), and from a
+//!   clean stop to the next start `stale` (the numbers of the stale log rows, 8 bytes each).
 //! - `cursors`: peer epoch → the last of that peer's sequence numbers whose packet is here,
 //!   written in the same commit as those packets or a later one (never ahead of the data).
 //!
