@@ -80,7 +80,7 @@ ms() { echo $(( $(date +%s%N) / 1000000 )); }
 trap 'for i in 0 1 2; do stop $i; done' EXIT
 
 for i in 0 1 2; do start "$i"; done
-say "== 3 replicas, $N endpoints ($(git -C "$ROOT" describe --always --dirty))${SPREAD:+, republishes spread}"
+say "== 3 replicas, $N endpoints ($(git -C "$ROOT" describe --always --dirty))$([ "${SPREAD:-0}" = 1 ] && echo ", republishes spread")"
 
 # 1. fill
 t0=$(ms)

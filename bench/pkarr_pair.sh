@@ -65,7 +65,7 @@ stream)
   rm -rf "$RUN"; cp -a "$BASE" "$RUN"
   for i in 0 1; do start "$i"; done
   sleep 3
-  v=$(( $(date +%s) % 30000 + 40000 ))
+  v=$(( $(date +%s) % 20000 + 40000 ))   # pkarr_load versions are u16 (port 1000 + v)
   spread=(); [ -n "${SPREAD:-}" ] && spread=(--spread "$SPREAD")
   "$LOAD" sign "$S" "$v" "$RUN/stream.bin" "${spread[@]}" > /dev/null
   c0=$(cpu_ticks 0); c1=$(cpu_ticks 1); w1=$(wchar 1)
