@@ -285,9 +285,10 @@ fn take_batch(q: &mut VecDeque<Entry>, now: Instant, window: Duration) -> Next {
     }
 }
 
-/// Replication latency buckets (seconds): from the local commit to the peer's answer.
-const LAG_BUCKETS: [f64; 10] = [
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 10.0,
+/// Replication latency buckets (seconds): from the local commit to the peer's answer (finer
+/// below 100 ms, the bound a steady stream is held to).
+const LAG_BUCKETS: [f64; 13] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.035, 0.05, 0.065, 0.08, 0.1, 0.25, 1.0, 10.0,
 ];
 
 #[derive(Default)]

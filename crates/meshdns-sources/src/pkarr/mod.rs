@@ -91,7 +91,9 @@ const EXPIRE_ROWS: usize = 1_000;
 /// each page of the log, where removing each row with its publish wrote a page per publish).
 const STALE_ROUND: usize = 4_096;
 const STALE_SHARE: usize = 8;
-/// Stale log rows one commit removes, at most (in number order: neighbours share pages).
+/// Stale log rows one commit removes, at most, unless the last commit made more stale (a page
+/// of a catch-up replaces up to thousands): removals keep pace with what goes stale. In number
+/// order: neighbours share pages.
 const STALE_PER_COMMIT: usize = 1_024;
 
 /// How the relay behaves.
@@ -256,6 +258,9 @@ enum Job {
     Cursor(Epoch, u64, Reply),
     /// Expire now (tests), answering with how many went.
     Expire(std::sync::mpsc::Sender<usize>),
+    /// Commit what was gathered with it, keep what the next start needs, and stop (answered
+    /// once that is durable); jobs queued after it are dropped with the queue.
+    Stop(std::sync::mpsc::Sender<()>),
 }
 
 /// A client's publish as it came: its key, relay payload and `If-Match`.
@@ -761,6 +766,20 @@ impl PkarrStore {
         0
     }
 
+    /// Stops the writer once what was queued before is committed, keeping the numbers of the
+    /// stale log rows for the next start (which then need no walk of the log); publishes after
+    /// this are refused. Dropping the store does the same, but a process that exits while the
+    /// last holder of the store is still being dropped elsewhere would not wait for it: `serve`
+    /// closes the store before it returns.
+    pub fn close(&self) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        if let Some(jobs) = &self.jobs
+            && jobs.send(Job::Stop(tx)).is_ok()
+        {
+            let _ = rx.recv();
+        }
+    }
+
     /// Number of packets stored.
     pub fn len(&self) -> usize {
         self.overlay.len()
@@ -911,6 +930,8 @@ struct Stale {
     gathering: Vec<u64>,
     /// This round's, in descending order: the chunk to remove next is at the end.
     removing: Vec<u64>,
+    /// How many rows the last commit made stale: a chunk removes at least as many.
+    pace: usize,
 }
 
 impl Stale {
@@ -918,6 +939,7 @@ impl Stale {
         Stale {
             gathering,
             removing: Vec::new(),
+            pace: 0,
         }
     }
 
@@ -926,20 +948,23 @@ impl Stale {
     }
 
     /// The rows to remove in the next commit: none until `round` have gathered, then the
-    /// lowest `STALE_PER_COMMIT` of the round each commit, until it is through.
+    /// lowest `STALE_PER_COMMIT` of the round each commit (or as many as the last commit made
+    /// stale, if more), until it is through.
     fn chunk(&mut self, round: usize) -> &[u64] {
         if self.removing.is_empty() && self.gathering.len() >= round {
             std::mem::swap(&mut self.removing, &mut self.gathering);
             self.removing.sort_unstable_by(|a, b| b.cmp(a));
         }
-        let n = self.removing.len().min(STALE_PER_COMMIT);
+        let n = self.removing.len().min(STALE_PER_COMMIT.max(self.pace));
         &self.removing[self.removing.len() - n..]
     }
 
-    /// The last chunk was removed (committed).
-    fn removed(&mut self, n: usize) {
+    /// The last chunk was removed (committed), and the commit made `made` rows stale.
+    fn committed(&mut self, n: usize, made: &mut Vec<u64>) {
         self.removing
             .truncate(self.removing.len().saturating_sub(n));
+        self.pace = made.len();
+        self.gathering.append(made);
     }
 
     /// Every number not removed yet.
@@ -999,6 +1024,7 @@ impl Writer {
             }
             let mut expire_now = (Instant::now() >= next_expiry).then_some(Walk::Slice);
             let mut waiting = Vec::new();
+            let mut stop = None;
             let mut puts = Vec::with_capacity(batch.len());
             let mut cursors = Vec::new();
             let mut checks = self.check(&batch).into_iter();
@@ -1034,6 +1060,7 @@ impl Writer {
                         expire_now = Some(Walk::Whole);
                         waiting.push(tx);
                     }
+                    Job::Stop(tx) => stop = Some(tx),
                 }
             }
             let expired = self.commit(puts, cursors, expire_now);
@@ -1042,6 +1069,13 @@ impl Writer {
             }
             for tx in waiting {
                 let _ = tx.send(expired);
+            }
+            if let Some(tx) = stop {
+                // Jobs queued behind the stop are dropped with the queue: their senders see
+                // it closed.
+                self.keep_stale();
+                let _ = tx.send(());
+                return;
             }
         }
     }
@@ -1194,8 +1228,7 @@ impl Writer {
             .fetch_add(started.elapsed().as_micros() as u64, Relaxed);
         match outcome {
             Ok(()) => {
-                rows.removed(removing);
-                rows.gathering.append(&mut made_stale);
+                rows.committed(removing, &mut made_stale);
                 self.counters.stale_rows.store(rows.len() as u64, Relaxed);
                 drop(rows);
                 // Published first, expired after: a packet published already past its age
@@ -1458,14 +1491,39 @@ mod tests {
             first.as_slice(),
             "not removed yet: the same chunk"
         );
-        stale.removed(first.len());
+        stale.committed(first.len(), &mut Vec::new());
         let second = stale.chunk(4).to_vec();
         assert_eq!(second.len(), 2, "the round's rest");
         assert!(second.iter().all(|n| *n > *sorted.last().unwrap()));
-        stale.removed(2);
+        stale.committed(2, &mut Vec::new());
         assert!(stale.chunk(4).is_empty(), "one row gathered: below a round");
         assert_eq!(stale.all(), [1]);
         assert_eq!(stale.len(), 1);
+    }
+
+    #[test]
+    fn stale_rows_are_removed_as_fast_as_commits_make_them() {
+        let round = 3 * STALE_PER_COMMIT;
+        let mut stale = Stale::new((1..=4 * round as u64).collect());
+        assert_eq!(stale.chunk(round).len(), STALE_PER_COMMIT);
+        // A commit of a large catch-up page makes more stale than a chunk removes ...
+        let mut made: Vec<u64> = (0..2 * STALE_PER_COMMIT as u64)
+            .map(|n| n + 1_000_000)
+            .collect();
+        stale.committed(STALE_PER_COMMIT, &mut made);
+        assert!(made.is_empty(), "gathered for the next round");
+        // ... so the next chunk removes as many.
+        assert_eq!(stale.chunk(round).len(), 2 * STALE_PER_COMMIT);
+        stale.committed(2 * STALE_PER_COMMIT, &mut Vec::new());
+        assert_eq!(
+            stale.chunk(round).len(),
+            STALE_PER_COMMIT,
+            "back to the usual chunk"
+        );
+        assert_eq!(
+            stale.len(),
+            4 * round + 2 * STALE_PER_COMMIT - 3 * STALE_PER_COMMIT
+        );
     }
 
     #[tokio::test]
@@ -1556,6 +1614,14 @@ mod tests {
             Some(second.as_slice())
         );
         assert_eq!(served(&reopened, &secret), Some(stamp));
+        // Closed: what was committed stays, and publishes after it are refused, not lost
+        // waiting.
+        reopened.close();
+        let third = payload(&secret, "addr=192.0.2.3:3");
+        assert!(matches!(
+            reopened.put(None, &key, &third, None).await,
+            Err(PutError::Busy | PutError::Io(_))
+        ));
         drop(reopened);
 
         // Expired by age: dropped from the overlay and the database.

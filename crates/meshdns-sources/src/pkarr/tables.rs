@@ -540,6 +540,15 @@ mod tests {
 
     use super::*;
 
+    /// A prepared database in memory.
+    fn memory_db() -> redb::Database {
+        let db = redb::Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .unwrap();
+        prepare(&db).unwrap();
+        db
+    }
+
     /// A payload dated `stamp` (only its date is read here).
     fn dated(stamp: u64) -> Vec<u8> {
         let mut p = vec![0u8; 84];
@@ -549,10 +558,7 @@ mod tests {
 
     #[test]
     fn stale_log_rows_are_kept_at_a_clean_stop_and_found_after_a_crash() {
-        let db = redb::Database::builder()
-            .create_with_backend(redb::backends::InMemoryBackend::new())
-            .unwrap();
-        prepare(&db).unwrap();
+        let db = memory_db();
         let epoch = [1u8; 16];
         let txn = db.begin_write().unwrap();
         let mut made_stale = Vec::new();
@@ -598,10 +604,7 @@ mod tests {
 
     #[test]
     fn slices_of_the_expiry_walk_cover_the_store_once_and_find_only_the_old() {
-        let db = redb::Database::builder()
-            .create_with_backend(redb::backends::InMemoryBackend::new())
-            .unwrap();
-        prepare(&db).unwrap();
+        let db = memory_db();
         let txn = db.begin_write().unwrap();
         let mut t = Tables::open(&txn).unwrap();
         let mut old = Vec::new();

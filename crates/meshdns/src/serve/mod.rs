@@ -204,8 +204,18 @@ pub async fn run(mut plan: ServePlan) -> Result<()> {
     .await;
     let watcher_stopped =
         tokio::time::timeout(grace, tokio::task::spawn_blocking(move || watcher.stop())).await;
-    match (stopped, watcher_stopped) {
-        (Ok(()), Ok(_)) => info!("stopped"),
+    // The pkarr writer's last commit (what the next start needs) is waited for here: the
+    // store's last holder may be a task the runtime drops after this returns.
+    let pkarr_closed = match shared.pkarr.clone() {
+        Some(store) => {
+            tokio::time::timeout(grace, tokio::task::spawn_blocking(move || store.close()))
+                .await
+                .is_ok()
+        }
+        None => true,
+    };
+    match (stopped, watcher_stopped, pkarr_closed) {
+        (Ok(()), Ok(_), true) => info!("stopped"),
         _ => warn!(
             grace_ms = grace.as_millis() as u64,
             "stopped with work still in progress after --shutdown-grace; it is dropped"

@@ -424,6 +424,64 @@ fn acknowledged_publishes_survive_kill_9() {
     assert!(metrics.contains("meshdns_pkarr_packets 200"), "{metrics}");
 }
 
+/// A replaced packet's change-log row is left stale and removed later: a SIGTERM keeps their
+/// numbers for the next start, which then takes them without walking the log; after
+/// `kill -9` the start finds them by the walk.
+#[test]
+fn a_clean_stop_keeps_the_stale_log_rows_for_the_next_start() {
+    const WALKED: &str = "stale rows found after an unclean stop";
+    let stale_rows = |m: &Meshdns| {
+        let (_, metrics) = m.get("/metrics");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("meshdns_pkarr_stale_log_rows "))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_else(|| panic!("no stale-row gauge in {metrics}"))
+    };
+    let data = tempfile::tempdir().unwrap();
+    let m = serve(data.path());
+    let secret = SecretKey::generate();
+    let key = secret.public().to_z32();
+    let first = signed(&secret, 1);
+    let stamp = u64::from_be_bytes(first[64..72].try_into().unwrap());
+    // The first publish, and three newer ones: three rows go stale.
+    for n in 0..4u64 {
+        let payload = resigned(&secret, &first, stamp + n);
+        let (status, ..) = http(
+            m.http.unwrap(),
+            "PUT",
+            &format!("/pkarr/{key}"),
+            None,
+            &payload,
+        );
+        assert_eq!(status, 204, "publish {n}");
+    }
+    assert_eq!(stale_rows(&m), "3");
+
+    let log = m.log.clone();
+    assert!(m.terminate().success());
+    assert!(!log.lock().unwrap().join("\n").contains(WALKED));
+    let m = serve(data.path());
+    assert_eq!(stale_rows(&m), "3", "kept across the clean stop");
+    let log = m.log.lock().unwrap().join("\n");
+    assert!(!log.contains(WALKED), "a clean stop needs no walk:\n{log}");
+
+    // Without a goodbye, the walk finds the same rows.
+    let mut m = m;
+    m.child.kill().unwrap();
+    m.child.wait().unwrap();
+    let m = serve(data.path());
+    assert_eq!(stale_rows(&m), "3", "found by the walk");
+    let log = m.log.lock().unwrap().join("\n");
+    assert!(log.contains(WALKED), "{log}");
+    let (status, _, stored) = http(m.http.unwrap(), "GET", &format!("/pkarr/{key}"), None, &[]);
+    assert_eq!(
+        (status, stored),
+        (200, resigned(&secret, &first, stamp + 3)),
+        "the newest packet"
+    );
+}
+
 /// `signed`, re-signed as if published `age` ago.
 fn signed_ago(secret: &SecretKey, port: u16, age: std::time::Duration) -> Vec<u8> {
     let now = signed(secret, port);
