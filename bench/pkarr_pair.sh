@@ -9,8 +9,10 @@
 #                                                   # re-publishes to A at 1,000 PUT/s
 #
 # The stream prints, for LABEL: the CPU per publish of A (took it, pushed it to B) and of B
-# (received it), and B's bytes handed to write() per publish (/proc/PID/io wchar: the pages
-# its commits wrote). SPREAD=N takes the stream's keys spread evenly over the N stored
+# (received it); B's bytes handed to write() per publish (/proc/PID/io wchar: mostly the
+# pages its commits wrote, and its replies); the commits of A and B; and A's commit → B
+# acknowledged (the stream's share of meshdns_pkarr_replication_seconds, at bucket bounds).
+# EXTRA adds flags to both replicas (say EXTRA="--pkarr-push-window 40ms"). SPREAD=N takes the stream's keys spread evenly over the N stored
 # (default: the first S, which the fill stored first). PERF=1 records B with perf (cpu-clock,
 # DWARF call graphs) into $OUT/pair_LABEL.perf.
 #
@@ -69,6 +71,7 @@ stream)
   spread=(); [ -n "${SPREAD:-}" ] && spread=(--spread "$SPREAD")
   "$LOAD" sign "$S" "$v" "$RUN/stream.bin" "${spread[@]}" > /dev/null
   c0=$(cpu_ticks 0); c1=$(cpu_ticks 1); w1=$(wchar 1)
+  k0=$(metric 0 meshdns_pkarr_commits_total); k1=$(metric 1 meshdns_pkarr_commits_total)
   if [ "${PERF:-0}" = 1 ]; then
     perf record -e cpu-clock -F 499 -g --call-graph dwarf,16384 -p "${PIDS[1]}" \
       -o "$OUT/pair_$LABEL.perf" > /dev/null 2>&1 &
@@ -79,7 +82,14 @@ stream)
   if [ "${PERF:-0}" = 1 ]; then kill -INT "$pp"; wait "$pp" || true; fi
   a=$(( ($(cpu_ticks 0) - c0) * 10000 / S ))
   b=$(( ($(cpu_ticks 1) - c1) * 10000 / S ))
-  echo "$LABEL ($S${SPREAD:+ spread over $SPREAD}): CPU per publish A $a µs, B $b µs; B wrote $(( ($(wchar 1) - w1) / S )) bytes per publish; $out" | tee -a "$OUT/pkarr_pair.txt"
+  lag=$(curl -s "http://127.0.0.1:${HTTP[0]}/metrics" | python3 -c '
+import re, sys
+rows = [(float("inf") if m[0] == "+Inf" else float(m[0]), int(m[1]))
+        for m in re.findall(r"^meshdns_pkarr_replication_seconds_bucket\{[^}]*le=\"([^\"]+)\"\} (\d+)", sys.stdin.read(), re.M)]
+total = rows[-1][1] if rows else 0
+q = lambda f: next(le for le, c in rows if c >= f * total) * 1000
+print(f"p50 <= {q(0.5):g} ms, p99 <= {q(0.99):g} ms" if total else "none")')
+  echo "$LABEL ($S${SPREAD:+ spread over $SPREAD}${EXTRA:+; $EXTRA}): CPU per publish A $a µs, B $b µs; B wrote $(( ($(wchar 1) - w1) / S )) bytes per publish; commits A $(( $(metric 0 meshdns_pkarr_commits_total) - k0 )), B $(( $(metric 1 meshdns_pkarr_commits_total) - k1 )); lag $lag; $out" | tee -a "$OUT/pkarr_pair.txt"
   ;;
 *) echo "usage: $0 fill N | stream LABEL" >&2; exit 2 ;;
 esac
