@@ -319,6 +319,12 @@ pub struct ServeConfig {
     #[arg(long, value_name = "DURATION", value_parser = values::duration, help_heading = "pkarr replication")]
     #[serde(default, deserialize_with = "de::duration")]
     pub pkarr_push_window: Option<Duration>,
+    /// The largest page of its change log this replica serves a peer catching up (bytes of
+    /// packets; at least 1024): a reader holds two at a time and commits one per page
+    /// [default: 4194304].
+    #[arg(long, value_name = "BYTES", value_parser = values::page_bytes, help_heading = "pkarr replication")]
+    #[serde(default, deserialize_with = "de::page_bytes")]
+    pub pkarr_page_bytes: Option<u32>,
 
     /// Join the Mainline DHT (BEP 44, as pkarr clients use it): keys not published here are
     /// looked up there, and every publish taken here is put there [default: false].
@@ -586,6 +592,7 @@ impl ServeConfig {
                 pkarr_catchup_interval,
                 pkarr_peer_queue,
                 pkarr_push_window,
+                pkarr_page_bytes,
                 pkarr_dht,
                 no_pkarr_dht,
                 pkarr_dht_bootstrap,

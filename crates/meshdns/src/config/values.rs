@@ -287,6 +287,10 @@ pub mod de {
         with(d, super::at_least_one_u32)
     }
 
+    pub fn page_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+        with(d, super::page_bytes)
+    }
+
     /// An optional [`super::rrl_rate`].
     pub fn rrl_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
         with(d, super::rrl_rate)
@@ -573,6 +577,16 @@ impl FromText for ViewKey {
 /// An address or prefix (`10.0.0.0/8`, `2001:db8::/32`, `192.0.2.7`).
 pub fn cidr(text: &str) -> Result<meshdns_zone::Cidr, String> {
     text.trim().parse()
+}
+
+/// A catch-up page's size in bytes: 1024 to 4 MiB (what a reader takes in one response).
+pub fn page_bytes(text: &str) -> Result<u32, String> {
+    match text.trim().parse::<u32>() {
+        Ok(n) if (1024..=4 << 20).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{text:?}: expected bytes from 1024 to 4194304 (4 MiB)"
+        )),
+    }
 }
 
 /// A count of at least one.

@@ -782,6 +782,9 @@ fn replication(
     config.push_window = settings
         .pkarr_push_window
         .unwrap_or(defaults::PKARR_PUSH_WINDOW);
+    config.page_bytes = settings
+        .pkarr_page_bytes
+        .map_or(meshdns_server::replicate::PAGE_BYTES, |n| n as usize);
     Ok(Some(config))
 }
 

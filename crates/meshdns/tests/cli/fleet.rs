@@ -290,6 +290,52 @@ fn a_restarted_replica_is_ready_only_once_it_caught_up() {
     drop((a, b));
 }
 
+/// A catch-up of many pages (the peer serves pages of 1 KiB: a few packets each) checks each
+/// page while the one before is committed, keeps every packet, and leaves the cursor at the
+/// end: later reads fetch none of them again.
+#[test]
+fn a_catch_up_of_many_pages_keeps_every_packet_and_its_cursor() {
+    let fleet = Fleet::new(2);
+    let a = fleet.start(0, &["--pkarr-page-bytes", "1024"]);
+    let mut c = fleet.start(1, &[]);
+    eventually("c ready", || ready(c.http.unwrap()));
+    c.child.kill().unwrap();
+    c.child.wait().unwrap();
+    let secrets: Vec<SecretKey> = (0..120).map(|_| SecretKey::generate()).collect();
+    for (i, s) in secrets.iter().enumerate() {
+        assert_eq!(put(a.http.unwrap(), s, &signed(s, i as u16 + 1)), 204);
+    }
+    let c = fleet.start(1, &["--pkarr-catchup-wait", "60s"]);
+    let addr = c.http.unwrap();
+    eventually("c ready again", || ready(addr));
+    for (i, s) in secrets.iter().enumerate() {
+        assert!(
+            stored(addr, s).is_some(),
+            "publish {i} missing when c said ready"
+        );
+    }
+    let fetched = |c: &Meshdns| -> u64 {
+        let (_, metrics) = c.get("/metrics");
+        catchup_packets(&metrics).iter().map(|(_, n)| n).sum()
+    };
+    assert_eq!(fetched(&c), 120, "each missed packet read once");
+    let (_, metrics) = c.get("/metrics");
+    let runs = |m: &str| -> u64 {
+        m.lines()
+            .filter_map(|l| l.strip_prefix("meshdns_pkarr_catchup_runs_total{"))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+            .sum()
+    };
+    let before = runs(&metrics);
+    // Two more periodic reads (every second here) start from the kept cursor.
+    eventually("two more catch-up runs", || {
+        let (_, m) = c.get("/metrics");
+        runs(&m) >= before + 2
+    });
+    assert_eq!(fetched(&c), 120, "nothing read again");
+    drop(a);
+}
+
 /// A new replica reads first the peer whose log holds the publishes it took itself, and then
 /// nothing of the other's copies of them: each packet crosses the network once.
 #[test]
