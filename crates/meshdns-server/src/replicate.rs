@@ -151,32 +151,19 @@ pub struct Page {
     pub next: u64,
 }
 
-/// The results of packets queued with [`PeerStore::queue_replicated`], one per item, once
-/// decided.
-pub type Deciding = Pin<Box<dyn Future<Output = Vec<Applied>> + Send>>;
-
 /// The store replication reads and writes.
 pub trait PeerStore: Send + Sync + 'static {
     /// This replica's epoch.
     fn epoch(&self) -> Epoch;
     /// Stores packets a peer sent, each verified as a publish; rate limited as publishes of
-    /// `client` when given (a sender without the token). One result per item.
+    /// `client` when given (a sender without the token). With `cursor`, the peer's cursor is
+    /// kept once they are decided. One result per item.
     fn put_replicated(
         &self,
         client: Option<IpAddr>,
         items: Vec<([u8; 32], Vec<u8>, Option<Origin>)>,
+        cursor: Option<(Epoch, u64)>,
     ) -> Pin<Box<dyn Future<Output = Vec<Applied>> + Send + '_>>;
-    /// Checks packets read from a peer's log and queues them for the store, in order: packets
-    /// queued after them are decided after them. The answer to the first future is a second
-    /// that gives the results once decided, so that the next page is checked while this one
-    /// is committed.
-    fn queue_replicated(
-        &self,
-        items: Vec<([u8; 32], Vec<u8>, Option<Origin>)>,
-    ) -> Pin<Box<dyn Future<Output = Deciding> + Send + '_>>;
-    /// Keeps the peer's cursor once the packets queued before are decided (committed with
-    /// them or after).
-    fn keep_cursor(&self, epoch: Epoch, seq: u64) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
     /// The changes after `after` the reader does not hold by `have` nor by `held`, one page
     /// (blocking).
     fn changes_after(
@@ -1092,11 +1079,7 @@ impl Replicator {
         };
         // The next page is read while this one is stored: the peer's reading and this
         // replica's checking and committing overlap (a page is up to 4 MiB; two are held).
-        // And each page is checked and queued while the writer commits the one before, whose
-        // results are awaited after: its fsync is not waited out idle. A page's cursor is kept
-        // once it and every page before it were decided without a failure.
         let mut ahead = sample.take();
-        let mut deciding: Option<(u64, u64, Deciding)> = None;
         while after < target {
             // Ready meanwhile (the wait ran out): the other peers' reads go on page by page.
             if whole.is_some() && self.ready.load(Relaxed) {
@@ -1119,14 +1102,14 @@ impl Replicator {
                 .into_iter()
                 .map(|(_, k, p, origin)| (k, p, Some(origin)))
                 .collect();
-            // Its answer is the page's results, to await later (a future on purpose).
-            #[allow(clippy::async_yields_async)]
-            let queue = async {
+            let store = async {
                 let _one_at_a_time = match whole {
                     None => Some(self.catching_up.lock().await),
                     Some(_) => None,
                 };
-                self.store.queue_replicated(items).await
+                self.store
+                    .put_replicated(None, items, Some((epoch, next)))
+                    .await
             };
             // What it leaves out counts this page as read (`have` may say less than is
             // here, never more).
@@ -1138,42 +1121,23 @@ impl Replicator {
                     Ok(None)
                 }
             };
-            let (queued, read) = tokio::join!(queue, read_ahead);
-            if let Some(before) = deciding.take() {
-                stored += self.decided(peer, epoch, before).await?;
+            let (results, read) = tokio::join!(store, read_ahead);
+            stored += results.iter().filter(|r| **r == Applied::Stored).count() as u64;
+            peer.counters.fetched.fetch_add(n, Relaxed);
+            if results.contains(&Applied::Failed) {
+                // The cursor did not move: read again next time.
+                return Err("this replica could not store some of the page".into());
             }
-            deciding = Some((next, n, queued));
             ahead = read?;
             if next <= after {
                 break;
             }
             after = next;
         }
-        if let Some(last) = deciding.take() {
-            stored += self.decided(peer, epoch, last).await?;
-        }
         if whole.is_some() {
             self.start_reads.fetch_add(1, Relaxed);
         }
         Ok(stored)
-    }
-
-    /// Waits for the results of a page queued from the peer with `epoch` (`n` entries, read to
-    /// `next`); keeps the peer's cursor at `next` unless one failed (then it stays, and the
-    /// page is read again next time). Returns how many were stored.
-    async fn decided(
-        &self,
-        peer: &Peer,
-        epoch: Epoch,
-        (next, n, results): (u64, u64, Deciding),
-    ) -> Result<u64, String> {
-        let results = results.await;
-        peer.counters.fetched.fetch_add(n, Relaxed);
-        if results.contains(&Applied::Failed) {
-            return Err("this replica could not store some of the page".into());
-        }
-        self.store.keep_cursor(epoch, next).await;
-        Ok(results.iter().filter(|r| **r == Applied::Stored).count() as u64)
     }
 
     /// What a page read from the peer with `epoch`, from `after` on, can leave out
@@ -1570,7 +1534,7 @@ async fn push(
         .into_iter()
         .map(|(key, seq, payload)| (key, payload, origin(seq)))
         .collect();
-    let results = r.store.put_replicated(client, items).await;
+    let results = r.store.put_replicated(client, items, None).await;
     r.count_received(auth, &results);
     if client.is_none()
         && let Some(epoch) = sender

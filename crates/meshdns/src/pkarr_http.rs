@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::http::{HeaderValue, StatusCode};
 use meshdns_server::relay::{PkarrRelay, Refusal, Stored};
-use meshdns_server::replicate::{Applied, Deciding, Have, Origin, Page, PeerStore, Replicator};
+use meshdns_server::replicate::{Applied, Have, Origin, Page, PeerStore, Replicator};
 use meshdns_sources::{LookupError, PkarrDht, PkarrStore, PutError};
 
 /// The pkarr relay as the HTTP endpoint sees it.
@@ -49,32 +49,12 @@ impl PeerStore for PkarrPeers {
         &self,
         client: Option<std::net::IpAddr>,
         items: Vec<([u8; 32], Vec<u8>, Option<Origin>)>,
+        cursor: Option<([u8; 16], u64)>,
     ) -> Pin<Box<dyn Future<Output = Vec<Applied>> + Send + '_>> {
         Box::pin(async move {
-            let results = self.store.put_replicated(client, items, None).await;
+            let results = self.store.put_replicated(client, items, cursor).await;
             results.iter().map(applied).collect()
         })
-    }
-
-    fn queue_replicated(
-        &self,
-        items: Vec<([u8; 32], Vec<u8>, Option<Origin>)>,
-    ) -> Pin<Box<dyn Future<Output = Deciding> + Send + '_>> {
-        // Its answer is the results' future, awaited once the next page is queued.
-        #[allow(clippy::async_yields_async)]
-        Box::pin(async move {
-            let queued = self.store.queue_replicated(None, items).await;
-            Box::pin(async move { queued.decided().await.iter().map(applied).collect() })
-                as Deciding
-        })
-    }
-
-    fn keep_cursor(
-        &self,
-        epoch: [u8; 16],
-        seq: u64,
-    ) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(self.store.keep_cursor(epoch, seq))
     }
 
     fn changes_after(

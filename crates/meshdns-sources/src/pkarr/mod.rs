@@ -474,26 +474,6 @@ impl PkarrStore {
         items: Vec<(Key, Vec<u8>, Option<Origin>)>,
         cursor: Option<(Epoch, u64)>,
     ) -> Vec<Result<(), PutError>> {
-        let results = self.queue_replicated(client, items).await.decided().await;
-        // The cursor moves only past packets that are here (or lost to a winner, or could
-        // never be stored): a failed write is read again next time.
-        if let Some((epoch, seq)) = cursor
-            && !results.iter().any(failed)
-        {
-            self.keep_cursor(epoch, seq).await;
-        }
-        results
-    }
-
-    /// The first half of [`PkarrStore::put_replicated`]: the packets decided without a
-    /// signature check, the others checked and queued for the writer, in order. Packets queued
-    /// after these are decided after them, so a catch-up checks its next page while the
-    /// writer commits this one ([`Queued::decided`] waits for the answers).
-    pub async fn queue_replicated(
-        &self,
-        client: Option<IpAddr>,
-        items: Vec<(Key, Vec<u8>, Option<Origin>)>,
-    ) -> Queued {
         let latest = horizon(self.config.max_future);
         let mut results: Vec<Option<Result<(), PutError>>> = vec![None; items.len()];
         let mut origins: Vec<Option<Origin>> = items.iter().map(|i| i.2).collect();
@@ -549,18 +529,35 @@ impl PkarrStore {
                 Err(e) => results[i] = Some(Err(e)),
             }
         }
-        Queued {
-            results,
-            waiting,
-            counters: self.counters.clone(),
+        for (i, done) in waiting {
+            results[i] = Some(
+                done.await
+                    .unwrap_or_else(|_| Err(PutError::Io("the store's writer has stopped".into())))
+                    .map(|_seq| ()),
+            );
         }
-    }
-
-    /// Keeps that every packet of the peer with `epoch` up to `seq` is here, once the
-    /// packets queued before are decided (committed with them or after: never ahead of the
-    /// data). For a page whose packets were all decided without a failure ([`failed`]).
-    pub async fn keep_cursor(&self, epoch: Epoch, seq: u64) {
-        if let Some(jobs) = &self.jobs {
+        let results: Vec<Result<(), PutError>> = results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(PutError::Io("not decided".into()))))
+            .collect();
+        for r in &results {
+            match r {
+                Ok(()) => {
+                    self.counters.accepted.fetch_add(1, Relaxed);
+                    self.counters.replicated.fetch_add(1, Relaxed);
+                }
+                Err(e) => self.counters.reject(e),
+            }
+        }
+        // The cursor moves only past packets that are here (or lost to a winner, or could
+        // never be stored): a failed write is read again next time.
+        let failed = results
+            .iter()
+            .any(|r| matches!(r, Err(PutError::Io(_) | PutError::Busy)));
+        if let Some((epoch, seq)) = cursor
+            && !failed
+            && let Some(jobs) = &self.jobs
+        {
             let (reply, done) = tokio::sync::oneshot::channel();
             if self
                 .send(jobs, Job::Cursor(epoch, seq, reply))
@@ -570,6 +567,7 @@ impl PkarrStore {
                 let _ = done.await;
             }
         }
+        results
     }
 
     /// What the store serves, for the catalog to attach under each origin.
@@ -800,48 +798,6 @@ impl Drop for PkarrStore {
         if let Some(t) = self.writer.take() {
             let _ = t.join();
         }
-    }
-}
-
-/// Whether a replicated packet's result leaves it to be read again (the store failed or was
-/// busy): a cursor must not move past it.
-pub fn failed(result: &Result<(), PutError>) -> bool {
-    matches!(result, Err(PutError::Io(_) | PutError::Busy))
-}
-
-/// Replicated packets queued for the writer ([`PkarrStore::queue_replicated`]).
-pub struct Queued {
-    results: Vec<Option<Result<(), PutError>>>,
-    waiting: Vec<(usize, tokio::sync::oneshot::Receiver<Result<u64, PutError>>)>,
-    counters: Arc<PkarrCounters>,
-}
-
-impl Queued {
-    /// One result per item, in order, once the writer decided them (and committed those it
-    /// stored).
-    pub async fn decided(mut self) -> Vec<Result<(), PutError>> {
-        for (i, done) in std::mem::take(&mut self.waiting) {
-            self.results[i] = Some(
-                done.await
-                    .unwrap_or_else(|_| Err(PutError::Io("the store's writer has stopped".into())))
-                    .map(|_seq| ()),
-            );
-        }
-        let results: Vec<Result<(), PutError>> = self
-            .results
-            .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(PutError::Io("not decided".into()))))
-            .collect();
-        for r in &results {
-            match r {
-                Ok(()) => {
-                    self.counters.accepted.fetch_add(1, Relaxed);
-                    self.counters.replicated.fetch_add(1, Relaxed);
-                }
-                Err(e) => self.counters.reject(e),
-            }
-        }
-        results
     }
 }
 

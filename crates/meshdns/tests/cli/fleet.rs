@@ -290,9 +290,8 @@ fn a_restarted_replica_is_ready_only_once_it_caught_up() {
     drop((a, b));
 }
 
-/// A catch-up of many pages (the peer serves pages of 1 KiB: a few packets each) checks each
-/// page while the one before is committed, keeps every packet, and leaves the cursor at the
-/// end: later reads fetch none of them again.
+/// A catch-up of many pages (the peer serves pages of 1 KiB: a few packets each) keeps every
+/// packet and leaves the cursor at the end: later reads fetch none of them again.
 #[test]
 fn a_catch_up_of_many_pages_keeps_every_packet_and_its_cursor() {
     let fleet = Fleet::new(2);
