@@ -119,6 +119,35 @@ fn catchup_packets(metrics: &str) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// Replica `i` (`down`) killed once ready (`kill -9`), `n` publishes made while it is down
+/// (the `k`th to `to(k)`), then `i` started again on its disk: it says ready only holding
+/// every one of them. Returns it and the publishers' keys.
+fn missed_while_down<'a>(
+    fleet: &Fleet,
+    mut down: Meshdns,
+    i: usize,
+    n: usize,
+    to: impl Fn(usize) -> &'a Meshdns,
+) -> (Meshdns, Vec<SecretKey>) {
+    eventually("ready before the kill", || ready(down.http.unwrap()));
+    down.child.kill().unwrap();
+    down.child.wait().unwrap();
+    let secrets: Vec<SecretKey> = (0..n).map(|_| SecretKey::generate()).collect();
+    for (k, s) in secrets.iter().enumerate() {
+        assert_eq!(put(to(k).http.unwrap(), s, &signed(s, k as u16 + 1)), 204);
+    }
+    let back = fleet.start(i, &["--pkarr-catchup-wait", "60s"]);
+    let addr = back.http.unwrap();
+    eventually("ready again", || ready(addr));
+    for (k, s) in secrets.iter().enumerate() {
+        assert!(
+            stored(addr, s).is_some(),
+            "publish {k} missing when it said ready"
+        );
+    }
+    (back, secrets)
+}
+
 fn ready(addr: SocketAddr) -> bool {
     http_get(addr, "/readyz").0 == 200
 }
@@ -248,25 +277,9 @@ fn a_restarted_replica_is_ready_only_once_it_caught_up() {
     let fleet = Fleet::new(3);
     let a = fleet.start(0, &[]);
     let b = fleet.start(1, &[]);
-    let mut c = fleet.start(2, &[]);
-    eventually("c ready", || ready(c.http.unwrap()));
-    c.child.kill().unwrap();
-    c.child.wait().unwrap();
-    let secrets: Vec<SecretKey> = (0..60).map(|_| SecretKey::generate()).collect();
-    for (i, s) in secrets.iter().enumerate() {
-        let to = if i % 2 == 0 { &a } else { &b };
-        assert_eq!(put(to.http.unwrap(), s, &signed(s, i as u16 + 1)), 204);
-    }
+    let c = fleet.start(2, &[]);
     // Back on the same disk: ready only with all 60.
-    let c = fleet.start(2, &["--pkarr-catchup-wait", "60s"]);
-    let addr = c.http.unwrap();
-    eventually("c ready again", || ready(addr));
-    for (i, s) in secrets.iter().enumerate() {
-        assert!(
-            stored(addr, s).is_some(),
-            "publish {i} missing when c said ready"
-        );
-    }
+    let (c, secrets) = missed_while_down(&fleet, c, 2, 60, |i| if i % 2 == 0 { &a } else { &b });
     drop(c);
     // On a new, empty disk: the same.
     let empty = tempfile::tempdir().unwrap();
@@ -296,23 +309,8 @@ fn a_restarted_replica_is_ready_only_once_it_caught_up() {
 fn a_catch_up_of_many_pages_keeps_every_packet_and_its_cursor() {
     let fleet = Fleet::new(2);
     let a = fleet.start(0, &["--pkarr-page-bytes", "1024"]);
-    let mut c = fleet.start(1, &[]);
-    eventually("c ready", || ready(c.http.unwrap()));
-    c.child.kill().unwrap();
-    c.child.wait().unwrap();
-    let secrets: Vec<SecretKey> = (0..120).map(|_| SecretKey::generate()).collect();
-    for (i, s) in secrets.iter().enumerate() {
-        assert_eq!(put(a.http.unwrap(), s, &signed(s, i as u16 + 1)), 204);
-    }
-    let c = fleet.start(1, &["--pkarr-catchup-wait", "60s"]);
-    let addr = c.http.unwrap();
-    eventually("c ready again", || ready(addr));
-    for (i, s) in secrets.iter().enumerate() {
-        assert!(
-            stored(addr, s).is_some(),
-            "publish {i} missing when c said ready"
-        );
-    }
+    let c = fleet.start(1, &[]);
+    let (c, _) = missed_while_down(&fleet, c, 1, 120, |_| &a);
     let fetched = |c: &Meshdns| -> u64 {
         let (_, metrics) = c.get("/metrics");
         catchup_packets(&metrics).iter().map(|(_, n)| n).sum()
