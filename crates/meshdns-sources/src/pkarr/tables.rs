@@ -155,11 +155,24 @@ impl<'t> Tables<'t> {
         payload: &[u8],
         origin: Option<&Origin>,
     ) -> Result<u64, redb::StorageError> {
-        let (seq, stale) = self.write(key, payload, origin)?;
-        if let Some(stale) = stale {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.put_now(key, seq, payload, origin)?;
+        Ok(seq)
+    }
+
+    /// Stores the packet under `seq`, the log row it made stale removed at once.
+    fn put_now(
+        &mut self,
+        key: &Key,
+        seq: u64,
+        payload: &[u8],
+        origin: Option<&Origin>,
+    ) -> Result<(), redb::StorageError> {
+        if let Some(stale) = self.put(key, seq, payload, origin)? {
             self.log.remove(stale)?;
         }
-        Ok(seq)
+        Ok(())
     }
 
     /// Stores the packet and its log row; returns the number of the row it made stale.
@@ -313,9 +326,7 @@ fn move_v1(db: &redb::Database) -> Result<(), redb::Error> {
                     }
                 };
                 let origin = origins.get(seq)?.and_then(|o| origin_of(o.value()));
-                if let Some(stale) = t.put(key, seq, payload, origin.as_ref())? {
-                    t.log.remove(stale)?;
-                }
+                t.put_now(key, seq, payload, origin.as_ref())?;
                 old.remove(key)?;
             }
             t.finish()?;
