@@ -12,9 +12,10 @@
 # (received it); B's bytes handed to write() per publish (/proc/PID/io wchar: mostly the
 # pages its commits wrote, and its replies); the commits of A and B; and A's commit → B
 # acknowledged (the stream's share of meshdns_pkarr_replication_seconds, at bucket bounds).
-# EXTRA adds flags to both replicas (say EXTRA="--pkarr-push-window 40ms"). SPREAD=N takes the stream's keys spread evenly over the N stored
-# (default: the first S, which the fill stored first). PERF=1 records B with perf (cpu-clock,
-# DWARF call graphs) into $OUT/pair_LABEL.perf.
+# EXTRA adds flags to both replicas (say EXTRA="--pkarr-push-window 40ms"). SPREAD=N takes
+# the stream's keys spread evenly over the N stored (default: the first S, which the fill
+# stored first). PERF=1 records B with perf (cpu-clock, DWARF call graphs) into
+# $OUT/pair_LABEL.perf.
 #
 # Needs: cargo build --release -p meshdns --bin meshdns -p meshdns-sources --example pkarr_load;
 # curl. Loopback only.

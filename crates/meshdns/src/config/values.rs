@@ -287,6 +287,7 @@ pub mod de {
         with(d, super::at_least_one_u32)
     }
 
+    /// An optional [`super::page_bytes`].
     pub fn page_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
         with(d, super::page_bytes)
     }
