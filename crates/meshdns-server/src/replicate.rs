@@ -164,6 +164,18 @@ pub trait PeerStore: Send + Sync + 'static {
         items: Vec<([u8; 32], Vec<u8>, Option<Origin>)>,
         cursor: Option<(Epoch, u64)>,
     ) -> Pin<Box<dyn Future<Output = Vec<Applied>> + Send + '_>>;
+    /// Stores packets a peer with the token pushed without waiting for acknowledgements: each
+    /// may be answered once decided and served, before it is durable (written within a
+    /// moment, by the store's next commit). The push's answer then names the head + 1, so the
+    /// sender counts them held only once a later commit made them durable.
+    fn put_pushed(
+        &self,
+        items: Vec<([u8; 32], Vec<u8>, Option<Origin>)>,
+    ) -> Pin<Box<dyn Future<Output = Vec<Applied>> + Send + '_>>;
+    /// After a start that followed an unclean stop, the head held durably then: pushes
+    /// answered above it may be lost. Until a peer was read through once, reads of it name
+    /// this as this replica's own head, so the peer sends back what it was told is held.
+    fn durable_head(&self) -> Option<u64>;
     /// The changes after `after` the reader does not hold by `have` nor by `held`, one page
     /// (blocking).
     fn changes_after(
@@ -376,6 +388,9 @@ pub struct Replicator {
     /// Periodic reads go one peer at a time: the cursor the first one moves leaves that
     /// peer's publishes out of the next one's pages (the other replicas hold copies of them).
     periodic: tokio::sync::Mutex<()>,
+    /// Peers (by epoch) read through since start: after an unclean stop, reads of the others
+    /// name the durable head ([`PeerStore::durable_head`]).
+    read_through: Mutex<std::collections::HashSet<Epoch>>,
 }
 
 /// The changes of this replica's log that one peer acknowledged holding, each with the head
@@ -575,6 +590,7 @@ impl Replicator {
             start_reads: AtomicU64::new(0),
             held: Mutex::default(),
             periodic: tokio::sync::Mutex::new(()),
+            read_through: Mutex::default(),
             config,
         }))
     }
@@ -1137,6 +1153,10 @@ impl Replicator {
         if whole.is_some() {
             self.start_reads.fetch_add(1, Relaxed);
         }
+        self.read_through
+            .lock()
+            .expect("read through")
+            .insert(epoch);
         Ok(stored)
     }
 
@@ -1157,6 +1177,16 @@ impl Replicator {
             .filter_map(|p| *p.epoch.lock().expect("epoch"))
             .collect();
         have.retain(|e, _| *e == self.epoch || known.contains(e));
+        if let Some(durable) = self.store.durable_head()
+            && !self
+                .read_through
+                .lock()
+                .expect("read through")
+                .contains(&epoch)
+            && let Some(own) = have.get_mut(&self.epoch)
+        {
+            *own = (*own).min(durable);
+        }
         have.insert(epoch, after);
         Ok(have)
     }
@@ -1534,7 +1564,15 @@ async fn push(
         .into_iter()
         .map(|(key, seq, payload)| (key, payload, origin(seq)))
         .collect();
-    let results = r.store.put_replicated(client, items, None).await;
+    // A push from a peer with the token that waits for no acknowledgement is answered before
+    // its packets are durable; its answer's head is one past this replica's, which the
+    // sender takes as "held" only once a later commit reached it.
+    let lazy = client.is_none() && !waited_for;
+    let results = if lazy {
+        r.store.put_pushed(items).await
+    } else {
+        r.store.put_replicated(client, items, None).await
+    };
     r.count_received(auth, &results);
     if client.is_none()
         && let Some(epoch) = sender
@@ -1550,7 +1588,7 @@ async fn push(
     r.stamp(&mut resp);
     // The head after this push's commit: the sender forgets what it knew this replica held
     // if a later read shows a lower one (a disk gone back to an older copy).
-    if let Ok(v) = HeaderValue::from_str(&r.store.head().to_string()) {
+    if let Ok(v) = HeaderValue::from_str(&(r.store.head() + u64::from(lazy)).to_string()) {
         resp.headers_mut().insert(HEAD_HEADER, v);
     }
     resp

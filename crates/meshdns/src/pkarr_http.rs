@@ -57,6 +57,20 @@ impl PeerStore for PkarrPeers {
         })
     }
 
+    fn put_pushed(
+        &self,
+        items: Vec<([u8; 32], Vec<u8>, Option<Origin>)>,
+    ) -> Pin<Box<dyn Future<Output = Vec<Applied>> + Send + '_>> {
+        Box::pin(async move {
+            let results = self.store.put_pushed(items).await;
+            results.iter().map(applied).collect()
+        })
+    }
+
+    fn durable_head(&self) -> Option<u64> {
+        self.store.durable_head()
+    }
+
     fn changes_after(
         &self,
         after: u64,

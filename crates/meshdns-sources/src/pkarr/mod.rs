@@ -96,6 +96,13 @@ const STALE_SHARE: usize = 8;
 /// order: neighbours share pages.
 const STALE_PER_COMMIT: usize = 1_024;
 
+/// Packets an authenticated peer pushed (no acknowledgement waiting on them) are answered once
+/// decided and served, and written by a later commit: at most this much later, or as soon as
+/// any commit runs (a client's publish, a cursor, an expiry slice, a stop) ...
+const LAZY_FLUSH: Duration = Duration::from_millis(100);
+/// ... or once this many wait.
+const LAZY_MAX: usize = 8_192;
+
 /// How the relay behaves.
 #[derive(Debug, Clone)]
 pub struct PkarrConfig {
@@ -244,6 +251,8 @@ struct Put {
     if_match: Option<u64>,
     /// Where another replica that sent it first took it.
     origin: Option<Origin>,
+    /// Pushed by a peer that waits for no acknowledgement: answered before it is durable.
+    lazy: bool,
     reply: Reply,
 }
 
@@ -317,6 +326,10 @@ pub struct PkarrStore {
     writer: Option<JoinHandle<()>>,
     buckets: Mutex<HashMap<IpAddr, (f64, Instant)>>,
     epoch: Epoch,
+    /// Pushed packets answered and served, not written yet.
+    pending: Arc<Mutex<Pending>>,
+    /// After a start that followed an unclean stop, the head held durably then.
+    unclean_head: Option<u64>,
     /// Publish counters.
     pub counters: Arc<PkarrCounters>,
 }
@@ -367,6 +380,7 @@ impl PkarrStore {
                 .create_with_backend(redb::backends::InMemoryBackend::new())
                 .map_err(io)?,
         };
+        let clean = tables::stopped_cleanly(&db).map_err(io)?;
         // The tables exist from the first start on, with this replica's epoch.
         let epoch = tables::prepare(&db).map_err(io)?;
         if let Some(dir) = &config.data_dir {
@@ -387,6 +401,14 @@ impl PkarrStore {
             .unwrap_or(0);
         counters.head.store(head, Relaxed);
         counters.stale_rows.store(stale.len() as u64, Relaxed);
+        let unclean_head = (!clean).then_some(head);
+        if unclean_head.is_some() {
+            info!(
+                head,
+                "pkarr store: the last run did not stop cleanly; pushes it answered before writing them may be lost, and each peer is read as if this replica held only its head until it was read through once"
+            );
+        }
+        let pending = Arc::new(Mutex::new(Pending::default()));
         if !beyond.is_empty() {
             warn!(
                 not_served = beyond.len(),
@@ -406,6 +428,7 @@ impl PkarrStore {
             window: config.commit_window,
             expire_from: std::cell::Cell::new(None),
             stale: std::cell::RefCell::new(Stale::new(stale)),
+            pending: pending.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("meshdns-pkarr".into())
@@ -420,7 +443,18 @@ impl PkarrStore {
             buckets: Mutex::default(),
             epoch,
             counters,
+            pending,
+            unclean_head,
         })
+    }
+
+    /// After a start that followed an unclean stop (or a first start of a store kept by a
+    /// build that did not mark clean stops), the head this replica held durably then: pushes
+    /// it answered before writing them ([`PkarrStore::put_pushed`]) may be lost above it. Until
+    /// a peer has been read through once, reads of it name this as the replica's own head, so
+    /// that the peer sends back what it was told is held and was lost.
+    pub fn durable_head(&self) -> Option<u64> {
+        self.unclean_head
     }
 
     /// This replica's identity: random, made with its database.
@@ -474,6 +508,29 @@ impl PkarrStore {
         items: Vec<(Key, Vec<u8>, Option<Origin>)>,
         cursor: Option<(Epoch, u64)>,
     ) -> Vec<Result<(), PutError>> {
+        self.replicated(client, items, cursor, false).await
+    }
+
+    /// [`PkarrStore::put_replicated`] for packets an authenticated peer pushed without waiting
+    /// for acknowledgements: each is answered once decided and served, before it is durable;
+    /// the writer writes them with its next commit, within [`LAZY_FLUSH`]. A crash loses
+    /// those not written yet, and the next start reads them back from the peers
+    /// ([`PkarrStore::durable_head`]). Pushes answered this way must not say this replica's
+    /// head holds them: its head + 1 says so only after the next commit.
+    pub async fn put_pushed(
+        &self,
+        items: Vec<(Key, Vec<u8>, Option<Origin>)>,
+    ) -> Vec<Result<(), PutError>> {
+        self.replicated(None, items, None, true).await
+    }
+
+    async fn replicated(
+        &self,
+        client: Option<IpAddr>,
+        items: Vec<(Key, Vec<u8>, Option<Origin>)>,
+        cursor: Option<(Epoch, u64)>,
+        lazy: bool,
+    ) -> Vec<Result<(), PutError>> {
         let latest = horizon(self.config.max_future);
         let mut results: Vec<Option<Result<(), PutError>>> = vec![None; items.len()];
         let mut origins: Vec<Option<Origin>> = items.iter().map(|i| i.2).collect();
@@ -520,7 +577,7 @@ impl PkarrStore {
                 // publish would.
                 Ok(mut v) => {
                     v.origin = origins[i].take();
-                    self.submit(v, client.is_none()).await
+                    self.submit(v, client.is_none(), lazy).await
                 }
                 Err(e) => Err(e),
             };
@@ -647,9 +704,12 @@ impl PkarrStore {
         &self,
         v: Verified,
         wait: bool,
+        lazy: bool,
     ) -> Result<tokio::sync::oneshot::Receiver<Result<u64, PutError>>, PutError> {
         let (reply, done) = tokio::sync::oneshot::channel();
-        self.queue(Job::Put(v.into_put(reply)), wait).await?;
+        let mut put = v.into_put(reply);
+        put.lazy = lazy;
+        self.queue(Job::Put(put), wait).await?;
         Ok(done)
     }
 
@@ -740,7 +800,16 @@ impl PkarrStore {
                 .get(id.as_bytes())?
                 .map(|v| payload_of(v.value()).to_vec()))
         };
-        let payload = read().map_err(|e| PutError::Io(e.to_string()))?;
+        let pending = self
+            .pending
+            .lock()
+            .expect("pending")
+            .newest(id.as_bytes())
+            .map(|(p, _)| p.to_vec());
+        let payload = match pending {
+            Some(p) => Some(p),
+            None => read().map_err(|e| PutError::Io(e.to_string()))?,
+        };
         // A row dated beyond the bound (kept from before it, or this clock is behind) is not
         // served, here as in DNS.
         let latest = horizon(self.config.max_future);
@@ -821,6 +890,7 @@ impl Verified {
             published: self.published,
             if_match: self.if_match,
             origin: self.origin,
+            lazy: false,
             reply,
         }
     }
@@ -920,6 +990,70 @@ struct Writer {
     expire_from: std::cell::Cell<Option<Key>>,
     /// The log rows of replaced packets, to remove.
     stale: std::cell::RefCell<Stale>,
+    /// Pushed packets answered and served, written by the next commit.
+    pending: Arc<Mutex<Pending>>,
+}
+
+/// Packets peers pushed that were decided, served and answered, and are not written yet: the
+/// next commit writes them first (every commit does), at most [`LAZY_FLUSH`] after the first.
+#[derive(Default)]
+struct Pending {
+    /// The newest of each key (a newer one takes its place): key, payload, origin, date.
+    /// Later decisions and `GET` look here before the database.
+    puts: Vec<(Key, Vec<u8>, Option<Origin>, u64)>,
+    /// Where each key is in `puts`.
+    index: HashMap<Key, usize>,
+    /// When the first was answered.
+    since: Option<Instant>,
+}
+
+impl Pending {
+    /// The payload waiting for `key`, and its date.
+    fn newest(&self, key: &Key) -> Option<(&[u8], u64)> {
+        self.index
+            .get(key)
+            .map(|&i| (self.puts[i].1.as_slice(), self.puts[i].3))
+    }
+
+    /// Keeps a decided packet, in place of the one waiting for its key.
+    fn keep(&mut self, key: Key, payload: Vec<u8>, origin: Option<Origin>, stamp: u64) {
+        let entry = (key, payload, origin, stamp);
+        match self.index.get(&key) {
+            Some(&i) => self.puts[i] = entry,
+            None => {
+                self.index.insert(key, self.puts.len());
+                self.puts.push(entry);
+            }
+        }
+        self.since.get_or_insert_with(Instant::now);
+    }
+}
+
+/// What the writer decides for a packet dated `timestamp_us` (with `If-Match` `if_match`)
+/// over the one stored dated `stored`: the newest wins; equal dates go by [`tie`] against the
+/// stored payload (`stored_payload`, asked for only then).
+fn decide<E>(
+    if_match: Option<u64>,
+    stored: Option<u64>,
+    timestamp_us: u64,
+    latest: u64,
+    payload: &[u8],
+    stored_payload: impl FnOnce() -> Result<Option<Vec<u8>>, E>,
+) -> Result<Result<(), PutError>, E> {
+    Ok(match (if_match, stored) {
+        (Some(m), s) if s != Some(m) => Err(PutError::Changed { stored: s }),
+        // The same timestamp: the same packet, or the tie rule decides.
+        (_, Some(s)) if s == timestamp_us && s <= latest => {
+            let order = stored_payload()?.map_or(std::cmp::Ordering::Greater, |p| tie(payload, &p));
+            match order {
+                std::cmp::Ordering::Equal => Err(PutError::Same),
+                std::cmp::Ordering::Less => Err(PutError::Stale),
+                std::cmp::Ordering::Greater => Ok(()),
+            }
+        }
+        (_, Some(s)) if stale(s, timestamp_us, latest) => Err(PutError::Stale),
+        _ => Ok(()),
+    })
 }
 
 /// The numbers of stale log rows (their packets replaced) not removed yet: gathered, then
@@ -998,12 +1132,17 @@ impl Writer {
     fn run(self, rx: Receiver<Job>) {
         let mut next_expiry = Instant::now();
         loop {
-            let wait = next_expiry.saturating_duration_since(Instant::now());
+            let due = self.pending_due();
+            let until = due.map_or(next_expiry, |d| d.min(next_expiry));
+            let wait = until.saturating_duration_since(Instant::now());
             let mut batch = Vec::new();
             match rx.recv_timeout(wait) {
                 Ok(job) => batch.push(job),
                 Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return self.keep_stale(),
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.commit(Vec::new(), Vec::new(), None);
+                    return self.keep_stale();
+                }
             }
             // Gathers for up to the window, but only while publishes keep coming: a quarter of
             // it without one ends the gathering (a lone publish waits that long, not the whole
@@ -1063,7 +1202,21 @@ impl Writer {
                     Job::Stop(tx) => stop = Some(tx),
                 }
             }
-            let expired = self.commit(puts, cursors, expire_now);
+            // Pushes alone, with nothing due: answered without a commit.
+            let lazy = !puts.is_empty()
+                && puts.iter().all(|p| p.lazy)
+                && cursors.is_empty()
+                && expire_now.is_none()
+                && waiting.is_empty()
+                && stop.is_none()
+                && due.is_none_or(|d| Instant::now() < d)
+                && self.pending.lock().expect("pending").puts.len() + puts.len() <= LAZY_MAX;
+            let expired = if lazy {
+                self.apply(puts);
+                0
+            } else {
+                self.commit(puts, cursors, expire_now)
+            };
             if expire_now.is_some() {
                 next_expiry = Instant::now() + EXPIRE_EVERY;
             }
@@ -1124,16 +1277,82 @@ impl Writer {
             .collect()
     }
 
-    /// Decides and commits one batch; returns how many packets expired.
+    /// Decides pushed packets without a commit: each is served and answered at once, and kept
+    /// for the next commit ([`Pending`]).
+    fn apply(&self, puts: Vec<Put>) {
+        let latest = horizon(self.max_future);
+        let mut pending = self.pending.lock().expect("pending");
+        let mut changed = false;
+        for Put {
+            key,
+            payload,
+            timestamp_us,
+            published,
+            origin,
+            reply,
+            ..
+        } in puts
+        {
+            let newest = pending.newest(&key);
+            let stored = newest.map(|n| n.1).or_else(|| self.overlay.stamp(&key));
+            let decision = decide(
+                None,
+                stored,
+                timestamp_us,
+                latest,
+                &payload,
+                || match newest {
+                    Some((p, _)) => Ok(Some(p.to_vec())),
+                    None => self.stored_payload(&key),
+                },
+            )
+            .unwrap_or_else(|e| Err(PutError::Io(e.to_string())));
+            if decision.is_ok() {
+                pending.keep(key, payload, origin, timestamp_us);
+                self.changes.record(key, Some(&published));
+                self.overlay.insert(key, published);
+                changed = true;
+            }
+            let _ = reply.send(decision.map(|()| 0));
+        }
+        drop(pending);
+        if changed {
+            self.changes.signal();
+        }
+    }
+
+    /// The payload stored for `key`, read in its own transaction.
+    fn stored_payload(&self, key: &Key) -> Result<Option<Vec<u8>>, redb::Error> {
+        let txn = self.db.begin_read()?;
+        let packets = txn.open_table(PACKETS)?;
+        Ok(packets.get(key)?.map(|v| payload_of(v.value()).to_vec()))
+    }
+
+    /// When the pushed packets waiting to be written are due (`None`: none waits).
+    fn pending_due(&self) -> Option<Instant> {
+        let pending = self.pending.lock().expect("pending");
+        pending.since.map(|t| {
+            if pending.puts.len() >= LAZY_MAX {
+                t
+            } else {
+                t + LAZY_FLUSH
+            }
+        })
+    }
+
+    /// Decides and commits one batch, after the pushed packets waiting (every commit writes
+    /// them); returns how many packets expired.
     fn commit(
         &self,
         puts: Vec<Put>,
         cursors: Vec<(Epoch, u64, Reply)>,
         expire: Option<Walk>,
     ) -> usize {
-        if puts.is_empty() && cursors.is_empty() && expire.is_none() {
+        let lazy = self.pending.lock().expect("pending").puts.clone();
+        if puts.is_empty() && cursors.is_empty() && expire.is_none() && lazy.is_empty() {
             return 0;
         }
+        let mut lazy_top = 0;
         let started = Instant::now();
         let mut decided = Vec::with_capacity(puts.len());
         let mut expired = Vec::new();
@@ -1145,6 +1364,12 @@ impl Writer {
             let txn = self.db.begin_write()?;
             {
                 let mut t = Tables::open(&txn)?;
+                // Decided and answered already, in their order.
+                for (key, payload, origin, _) in &lazy {
+                    let (seq, replaced) = t.write(key, payload, origin.as_ref())?;
+                    made_stale.extend(replaced);
+                    lazy_top = seq;
+                }
                 // What this batch decided for a key (a key may publish twice in one).
                 let mut staged: HashMap<Key, (u64, Vec<u8>)> = HashMap::new();
                 let latest = horizon(self.max_future);
@@ -1156,31 +1381,24 @@ impl Writer {
                     if_match,
                     origin,
                     reply,
+                    lazy: _,
                 } in puts
                 {
                     let stored = staged
                         .get(&key)
                         .map(|s| s.0)
                         .or_else(|| self.overlay.stamp(&key));
-                    let decision = match (if_match, stored) {
-                        (Some(m), s) if s != Some(m) => Err(PutError::Changed { stored: s }),
-                        // The same timestamp: the same packet, or the tie rule decides.
-                        (_, Some(s)) if s == timestamp_us && s <= latest => {
-                            let order = match staged.get(&key) {
-                                Some((_, p)) => tie(&payload, p),
-                                None => t
-                                    .payload(&key)?
-                                    .map_or(std::cmp::Ordering::Greater, |p| tie(&payload, &p)),
-                            };
-                            match order {
-                                std::cmp::Ordering::Equal => Err(PutError::Same),
-                                std::cmp::Ordering::Less => Err(PutError::Stale),
-                                std::cmp::Ordering::Greater => Ok(()),
-                            }
-                        }
-                        (_, Some(s)) if stale(s, timestamp_us, latest) => Err(PutError::Stale),
-                        _ => Ok(()),
-                    };
+                    let decision = decide(
+                        if_match,
+                        stored,
+                        timestamp_us,
+                        latest,
+                        &payload,
+                        || match staged.get(&key) {
+                            Some((_, p)) => Ok(Some(p.clone())),
+                            None => t.payload(&key),
+                        },
+                    )?;
                     let result = match decision {
                         Ok(()) => {
                             let (seq, replaced) = t.write(&key, &payload, origin.as_ref())?;
@@ -1228,6 +1446,11 @@ impl Writer {
             .fetch_add(started.elapsed().as_micros() as u64, Relaxed);
         match outcome {
             Ok(()) => {
+                if !lazy.is_empty() {
+                    // Nothing else adds to them: this thread is the only one that does.
+                    *self.pending.lock().expect("pending") = Pending::default();
+                    self.counters.head.fetch_max(lazy_top, Relaxed);
+                }
                 rows.committed(removing, &mut made_stale);
                 self.counters.stale_rows.store(rows.len() as u64, Relaxed);
                 drop(rows);
@@ -1673,6 +1896,95 @@ mod tests {
         };
         assert!(parse(winner).more_recent_than(&parse(loser)));
         assert!(!parse(loser).more_recent_than(&parse(winner)));
+    }
+
+    #[tokio::test]
+    async fn pushed_packets_are_served_at_once_and_written_by_the_next_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || {
+            PkarrStore::open(config(Some(dir.path().into()), Duration::from_secs(3600))).unwrap()
+        };
+        let store = open();
+        assert_eq!(store.durable_head(), None, "a new store");
+        let secret = SecretKey::generate();
+        let key = secret.public().to_z32();
+        let t = now_us() - 1000;
+        let x = payload_at(&secret, "addr=192.0.2.1:1", t);
+        let y = payload_at(&secret, "addr=192.0.2.2:2", t);
+        let (winner, loser) = match tie(&x, &y) {
+            std::cmp::Ordering::Greater => (&x, &y),
+            _ => (&y, &x),
+        };
+        let head = store.counters.head.load(Relaxed);
+        // Answered, served and found by GET before the commit that writes it ...
+        assert_eq!(
+            store.put_pushed(items(&secret, &[loser])).await,
+            vec![Ok(())]
+        );
+        assert_eq!(store.get(&key).unwrap().unwrap().payload, *loser);
+        assert_eq!(served(&store, &secret), Some(t));
+        // ... and decided against, as if stored: the same again, then the tie's winner.
+        assert_eq!(
+            store.put_pushed(items(&secret, &[loser])).await,
+            vec![Err(PutError::Same)]
+        );
+        assert_eq!(
+            store.put_pushed(items(&secret, &[winner])).await,
+            vec![Ok(())]
+        );
+        assert_eq!(
+            store.put_pushed(items(&secret, &[loser])).await,
+            vec![Err(PutError::Stale)]
+        );
+        assert_eq!(store.get(&key).unwrap().unwrap().payload, *winner);
+        // Written within LAZY_FLUSH: the log has the packet (the winner, once).
+        let written = || {
+            store
+                .changes_after(0, usize::MAX, &Have::new(), &|_| false)
+                .unwrap()
+                .entries
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while written().first().is_none_or(|e| e.2 != *winner) {
+            assert!(Instant::now() < deadline, "never written");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(written().len(), 1);
+        assert!(store.counters.head.load(Relaxed) > head);
+        // A client's publish commits at once, and whatever pushes wait goes with it.
+        let other = SecretKey::generate();
+        assert_eq!(
+            store
+                .put_pushed(items(&other, &[&payload(&other, "addr=192.0.2.3:3")]))
+                .await,
+            vec![Ok(())]
+        );
+        let third = SecretKey::generate();
+        store
+            .put(
+                None,
+                &third.public().to_z32(),
+                &payload(&third, "addr=192.0.2.4:4"),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(written().len(), 3, "the push written with the publish");
+        // A clean stop: no durable head to read peers with at the next start.
+        let last = store.counters.head.load(Relaxed);
+        drop(store);
+        assert_eq!(open().durable_head(), None);
+        // Without the mark a clean stop leaves (as after a crash): the head held durably.
+        {
+            let db = redb::Database::open(dir.path().join(DB_FILE)).unwrap();
+            let txn = db.begin_write().unwrap();
+            txn.open_table(redb::TableDefinition::<&str, &[u8]>::new("meta"))
+                .unwrap()
+                .remove("stale")
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        assert_eq!(open().durable_head(), Some(last), "the head at the stop");
     }
 
     #[tokio::test]

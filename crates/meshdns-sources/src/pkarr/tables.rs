@@ -474,6 +474,20 @@ pub(super) fn have(db: &redb::Database, own: Epoch) -> Result<Have, redb::Error>
     Ok(have)
 }
 
+/// Whether the last run stopped cleanly: its last commit kept the stale rows' numbers (a
+/// `meta` row [`stale_rows`] takes back), or there was no last run (no epoch yet: a new
+/// database). Read before [`prepare`].
+pub(super) fn stopped_cleanly(db: &redb::Database) -> Result<bool, redb::Error> {
+    use redb::ReadableDatabase;
+    let txn = db.begin_read()?;
+    let meta = match txn.open_table(META) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(true),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(meta.get("epoch")?.is_none() || meta.get(STALE)?.is_some())
+}
+
 /// The numbers of the stale log rows, in order: those kept at the last clean stop (taken from
 /// `meta`), or, when the log holds other rows than one per packet and those (a crash, or a
 /// stop that could not keep them), found by walking the packets and the log.
