@@ -176,6 +176,9 @@ pub trait PeerStore: Send + Sync + 'static {
     /// answered above it may be lost. Until a peer was read through once, reads of it name
     /// this as this replica's own head, so the peer sends back what it was told is held.
     fn durable_head(&self) -> Option<u64>;
+    /// Writes the pushes answered but not written yet, returning once they are durable and
+    /// numbered: a page read after it holds every packet this replica served before.
+    fn flush(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
     /// The changes after `after` the reader does not hold by `have` nor by `held`, one page
     /// (blocking).
     fn changes_after(
@@ -1628,6 +1631,9 @@ async fn changes(
         .and_then(parse_hex)
         .map(|reader| r.held_by(reader, after, &have))
         .unwrap_or_default();
+    // Pushes answered before they are written get their numbers first: the reader is shown
+    // every packet served here when it asked (what readiness after a catch-up promises).
+    r.store.flush().await;
     let store = r.store.clone();
     let max = r.config.page_bytes.min(PAGE_BYTES);
     let page = tokio::task::spawn_blocking(move || {

@@ -71,6 +71,10 @@ impl PeerStore for PkarrPeers {
         self.store.durable_head()
     }
 
+    fn flush(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(self.store.flush())
+    }
+
     fn changes_after(
         &self,
         after: u64,

@@ -267,6 +267,9 @@ enum Job {
     Cursor(Epoch, u64, Reply),
     /// Expire now (tests), answering with how many went.
     Expire(std::sync::mpsc::Sender<usize>),
+    /// Commit the pushed packets waiting to be written, answered once they are durable (and
+    /// numbered): a catch-up read after it sees every packet served here before it.
+    Flush(tokio::sync::oneshot::Sender<()>),
     /// Commit what was gathered with it, keep what the next start needs, and stop (answered
     /// once that is durable); jobs queued after it are dropped with the queue.
     Stop(std::sync::mpsc::Sender<()>),
@@ -835,6 +838,22 @@ impl PkarrStore {
         0
     }
 
+    /// Writes the pushed packets answered but not written yet ([`PkarrStore::put_pushed`]),
+    /// returning once they are durable and numbered; at once when none waits. A catch-up page
+    /// read after it holds every packet this replica served before the call, so a reader is
+    /// never ready with fewer than it was shown.
+    pub async fn flush(&self) {
+        if self.pending.lock().expect("pending").puts.is_empty() {
+            return;
+        }
+        let (tx, done) = tokio::sync::oneshot::channel();
+        if let Some(jobs) = &self.jobs
+            && self.send(jobs, Job::Flush(tx)).await.is_ok()
+        {
+            let _ = done.await;
+        }
+    }
+
     /// Stops the writer once what was queued before is committed, keeping the numbers of the
     /// stale log rows for the next start (which then need no walk of the log); publishes after
     /// this are refused. Dropping the store does the same, but a process that exits while the
@@ -1164,6 +1183,7 @@ impl Writer {
             let mut expire_now = (Instant::now() >= next_expiry).then_some(Walk::Slice);
             let mut waiting = Vec::new();
             let mut stop = None;
+            let mut flushed = Vec::new();
             let mut puts = Vec::with_capacity(batch.len());
             let mut cursors = Vec::new();
             let mut checks = self.check(&batch).into_iter();
@@ -1200,6 +1220,7 @@ impl Writer {
                         waiting.push(tx);
                     }
                     Job::Stop(tx) => stop = Some(tx),
+                    Job::Flush(tx) => flushed.push(tx),
                 }
             }
             // Pushes alone, with nothing due: answered without a commit.
@@ -1208,6 +1229,7 @@ impl Writer {
                 && cursors.is_empty()
                 && expire_now.is_none()
                 && waiting.is_empty()
+                && flushed.is_empty()
                 && stop.is_none()
                 && due.is_none_or(|d| Instant::now() < d)
                 && self.pending.lock().expect("pending").puts.len() + puts.len() <= LAZY_MAX;
@@ -1222,6 +1244,9 @@ impl Writer {
             }
             for tx in waiting {
                 let _ = tx.send(expired);
+            }
+            for tx in flushed {
+                let _ = tx.send(());
             }
             if let Some(tx) = stop {
                 // Jobs queued behind the stop are dropped with the queue: their senders see
@@ -1970,6 +1995,18 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(written().len(), 3, "the push written with the publish");
+        // A flush (what a catch-up read does first) returns once the push waiting is written.
+        let fourth = SecretKey::generate();
+        assert_eq!(
+            store
+                .put_pushed(items(&fourth, &[&payload(&fourth, "addr=192.0.2.5:5")]))
+                .await,
+            vec![Ok(())]
+        );
+        store.flush().await;
+        assert_eq!(written().len(), 4, "the push written by the flush");
+        store.flush().await;
+        assert_eq!(written().len(), 4, "nothing waits: a flush commits nothing");
         // A clean stop: no durable head to read peers with at the next start.
         let last = store.counters.head.load(Relaxed);
         drop(store);
