@@ -33,12 +33,30 @@ pub fn stdout_of(args: &[&str]) -> String {
 }
 
 impl Meshdns {
-    /// Runs `meshdns serve ARGS --listen 127.0.0.1:0` and waits for its ready line.
+    /// Runs `meshdns serve ARGS --listen 127.0.0.1:PORT` and waits for its ready line. PORT
+    /// is below the kernel's ephemeral range ([`free_port`]), not `:0`: a port the kernel
+    /// picks for the server is one it may also pick for a client's socket, and dig's UDP
+    /// socket sets `SO_REUSEPORT` as the server's do, so dig could be bound to the server's
+    /// own port and read its own query back as the answer (";; Warning: query response not
+    /// set", which failed a CI run). Another test's server may take the port first: then
+    /// this one cannot bind its TCP listener, exits, and is started again on another port.
     pub fn serve(args: &[&str]) -> Meshdns {
+        for _ in 0..8 {
+            match Meshdns::serve_on(args, free_port()) {
+                Ok(m) => return m,
+                Err(log) if log.contains("cannot bind") => continue,
+                Err(log) => panic!("meshdns never became ready; log:\n{log}"),
+            }
+        }
+        panic!("meshdns could not bind a free port in 8 tries");
+    }
+
+    fn serve_on(args: &[&str], port: u16) -> Result<Meshdns, String> {
+        let listen = format!("127.0.0.1:{port}");
         let mut child = bin()
             .arg("serve")
             .args(args)
-            .args(["--listen", "127.0.0.1:0", "--log-level", "info"])
+            .args(["--listen", &listen, "--log-level", "info"])
             .env_remove("RUST_LOG")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -48,7 +66,7 @@ impl Meshdns {
         let log = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = mpsc::channel();
         let sink = log.clone();
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if line.contains("meshdns ready") {
                     let _ = tx.send(line.clone());
@@ -56,14 +74,22 @@ impl Meshdns {
                 sink.lock().unwrap().push(line);
             }
         });
-        let ready = match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(line) => line,
-            Err(_) => {
-                let _ = child.kill();
-                panic!(
-                    "meshdns never became ready; log:\n{}",
-                    log.lock().unwrap().join("\n")
-                );
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let ready = loop {
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(line) => break line,
+                Err(_) if std::time::Instant::now() >= deadline => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(log.lock().unwrap().join("\n"));
+                }
+                Err(_) => {
+                    if child.try_wait().unwrap().is_some() {
+                        // Exited before ready: its whole log, once the pipe is read to its end.
+                        let _ = reader.join();
+                        return Err(log.lock().unwrap().join("\n"));
+                    }
+                }
             }
         };
         let field = |key: &str| -> Option<String> {
@@ -82,14 +108,14 @@ impl Meshdns {
         let http = field("http=").and_then(|h| h.parse().ok());
         let https = field("https=").and_then(|h| h.parse().ok());
         let dot = field("dot=").and_then(|h| h.split(',').next()?.parse().ok());
-        Meshdns {
+        Ok(Meshdns {
             child,
             dns,
             http,
             https,
             dot,
             log,
-        }
+        })
     }
 
     /// Sends SIGTERM and returns the exit status.
@@ -260,6 +286,24 @@ pub async fn resolve_within(
     }
 }
 
+/// The test servers' DNS ports are ones the kernel never hands a client socket: below its
+/// ephemeral range. (On a port it picked, a dig whose socket drew the same port read its own
+/// query back as the answer.)
+#[test]
+fn test_servers_listen_below_the_ephemeral_range() {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
+    let low: u16 = range.split_whitespace().next().unwrap().parse().unwrap();
+    let servers: Vec<Meshdns> = (0..3).map(|_| Meshdns::serve(&[])).collect();
+    for m in &servers {
+        assert!(m.dns.port() < low, "{} within {range}", m.dns);
+    }
+    let ports: std::collections::HashSet<u16> = servers.iter().map(|m| m.dns.port()).collect();
+    assert_eq!(ports.len(), 3, "three servers, three ports");
+    for m in servers {
+        assert!(m.terminate().success());
+    }
+}
+
 #[test]
 fn version_names_the_commit_it_was_built_from() {
     let text = stdout_of(&["--version"]);
@@ -348,4 +392,31 @@ pub fn metric(page: &str, name: &str) -> u64 {
         .find_map(|l| l.strip_prefix(name))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("no {name} in\n{page}"))
+}
+
+/// A port free for both UDP and TCP on 127.0.0.1 (for a server we start and tell the port).
+pub fn free_port() -> u16 {
+    // Below the kernel's ephemeral range (32768 and up by default): a port the tests pick here
+    // and bind a moment later cannot meanwhile be handed to some other test's `bind(..:0)`,
+    // only to another pick, one chance in 12,000.
+    // A test picks several ports before it binds them: none is handed out twice in one
+    // process (two picks of one test agreeing failed a CI run: DNS and HTTPS on one port).
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    use std::hash::{BuildHasher, Hasher};
+    loop {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        let port = 20_000 + (h.finish() % 12_000) as u16;
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if given.contains(&port) {
+            continue;
+        }
+        let Ok(_tcp) = std::net::TcpListener::bind(("127.0.0.1", port)) else {
+            continue;
+        };
+        if std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            given.push(port);
+            return port;
+        }
+    }
 }

@@ -7,32 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::*;
 
-/// A port free for both UDP and TCP on 127.0.0.1 (for a server we start and tell the port).
-pub fn free_port() -> u16 {
-    // Below the kernel's ephemeral range (32768 and up by default): a port the tests pick here
-    // and bind a moment later cannot meanwhile be handed to some other test's `bind(..:0)`,
-    // only to another pick, one chance in 12,000.
-    // A test picks several ports before it binds them: none is handed out twice in one
-    // process (two picks of one test agreeing failed a CI run: DNS and HTTPS on one port).
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    use std::hash::{BuildHasher, Hasher};
-    loop {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(std::process::id());
-        let port = 20_000 + (h.finish() % 12_000) as u16;
-        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-        if given.contains(&port) {
-            continue;
-        }
-        let Ok(_tcp) = std::net::TcpListener::bind(("127.0.0.1", port)) else {
-            continue;
-        };
-        if std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            given.push(port);
-            return port;
-        }
-    }
-}
+pub use crate::process::free_port;
 
 /// NSD's `server:` section for a server in `dir` on `port` (no privileges dropped, no chroot,
 /// every file in `dir`, reloads as soon as a transfer lands).
