@@ -549,7 +549,8 @@ mod tests {
             ],
         );
         assert_eq!((p.stamp(), p.record_count()), (7, 5));
-        let sets: Vec<(Vec<u8>, RType, u32, Vec<Vec<u8>>)> = p
+        type Set = (Vec<u8>, RType, u32, Vec<Vec<u8>>);
+        let sets: Vec<Set> = p
             .rrsets()
             .flat_map(|(prefix, sets)| {
                 sets.map(move |s| {
