@@ -212,9 +212,12 @@ fn the_relay_settings_read_from_flags_and_file() {
     let cfg = write(
         dir.path(),
         "c.yaml",
-        "serve: {trustedProxies: [10.0.0.0/8, '2001:db8::/32'], pkarrPutBurst: 50, pkarrCommitWindow: 2ms, pkarrMaxFuture: 90s}\n",
+        "serve: {trustedProxies: [10.0.0.0/8, '2001:db8::/32'], pkarrPutBurst: 50, pkarrCommitWindow: 2ms, pkarrMaxFuture: 90s, pkarrPageBytes: 65536}\n",
     );
     let s = serve(&["serve", "-c", &cfg]);
+    assert_eq!(s.pkarr_page_bytes, Some(65_536));
+    let s2 = serve(&["serve", "-c", &cfg, "--pkarr-page-bytes", "2048"]);
+    assert_eq!(s2.pkarr_page_bytes, Some(2048), "the flag over the file");
     let shown: Vec<String> = s.trusted_proxies.iter().map(|c| c.to_string()).collect();
     assert_eq!(shown, ["10.0.0.0/8", "2001:db8::/32"]);
     assert_eq!(s.pkarr_put_burst, Some(50));
@@ -332,6 +335,10 @@ fn bad_values_in_the_file_are_refused_naming_key_and_file() {
             "\"nope\" is not an address or prefix",
         ),
         ("serve:\n  pkarrPutBurst: 0\n", "at least 1"),
+        (
+            "serve:\n  pkarrPageBytes: 8388608\n",
+            "expected bytes from 1024 to 4194304",
+        ),
         ("serve:\n  rrlRate: 5000000\n", "from 0 (off)"),
         ("serve:\n  rrlIpv6Prefix: 200\n", "0 to 128"),
         ("serv:\n  listen: []\n", "unknown field `serv`"),
