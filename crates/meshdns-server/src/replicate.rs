@@ -177,8 +177,9 @@ pub trait PeerStore: Send + Sync + 'static {
     /// this as this replica's own head, so the peer sends back what it was told is held.
     fn durable_head(&self) -> Option<u64>;
     /// Writes the pushes answered but not written yet, returning once they are durable and
-    /// numbered: a page read after it holds every packet this replica served before.
-    fn flush(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
+    /// numbered (`Ok(true)`; `Ok(false)` when none waited): a page read after it holds every
+    /// packet this replica served before. An error when they could not be written.
+    fn flush(&self) -> Pin<Box<dyn Future<Output = Result<bool, String>> + Send + '_>>;
     /// The changes after `after` the reader does not hold by `have` nor by `held`, one page
     /// (blocking).
     fn changes_after(
@@ -1631,15 +1632,27 @@ async fn changes(
         .and_then(parse_hex)
         .map(|reader| r.held_by(reader, after, &have))
         .unwrap_or_default();
-    // Pushes answered before they are written get their numbers first: the reader is shown
-    // every packet served here when it asked (what readiness after a catch-up promises).
-    r.store.flush().await;
-    let store = r.store.clone();
     let max = r.config.page_bytes.min(PAGE_BYTES);
-    let page = tokio::task::spawn_blocking(move || {
-        store.changes_after(after, max, &have, &|seq| held.contains(&seq))
-    })
-    .await;
+    let read = |have: Have, held: std::collections::BTreeSet<u64>| {
+        let store = r.store.clone();
+        tokio::task::spawn_blocking(move || {
+            store.changes_after(after, max, &have, &|seq| held.contains(&seq))
+        })
+    };
+    let mut page = read(have.clone(), held.clone()).await;
+    // The page that reaches the head: pushes answered here before they were written get their
+    // numbers first and it is read again, so the reader is shown every packet served here
+    // when it asked (what readiness after a catch-up promises). Pages before it need not:
+    // the reader reads on.
+    if let Ok(Ok(p)) = &page
+        && p.next >= p.head
+    {
+        match r.store.flush().await {
+            Ok(false) => {}
+            Ok(true) => page = read(have, held).await,
+            Err(e) => return r.refuse("io", StatusCode::SERVICE_UNAVAILABLE, &e),
+        }
+    }
     match page {
         Ok(Ok(page)) => {
             let mut resp = (

@@ -71,8 +71,8 @@ impl PeerStore for PkarrPeers {
         self.store.durable_head()
     }
 
-    fn flush(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(self.store.flush())
+    fn flush(&self) -> Pin<Box<dyn Future<Output = Result<bool, String>> + Send + '_>> {
+        Box::pin(async move { self.store.flush().await.map_err(|e| e.to_string()) })
     }
 
     fn changes_after(

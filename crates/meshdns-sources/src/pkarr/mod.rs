@@ -267,9 +267,10 @@ enum Job {
     Cursor(Epoch, u64, Reply),
     /// Expire now (tests), answering with how many went.
     Expire(std::sync::mpsc::Sender<usize>),
-    /// Commit the pushed packets waiting to be written, answered once they are durable (and
-    /// numbered): a catch-up read after it sees every packet served here before it.
-    Flush(tokio::sync::oneshot::Sender<()>),
+    /// Commit the pushed packets waiting to be written, answered with whether they are
+    /// durable (and numbered) now: a catch-up read after it sees every packet served here
+    /// before it.
+    Flush(tokio::sync::oneshot::Sender<bool>),
     /// Commit what was gathered with it, keep what the next start needs, and stop (answered
     /// once that is durable); jobs queued after it are dropped with the queue.
     Stop(std::sync::mpsc::Sender<()>),
@@ -839,18 +840,26 @@ impl PkarrStore {
     }
 
     /// Writes the pushed packets answered but not written yet ([`PkarrStore::put_pushed`]),
-    /// returning once they are durable and numbered; at once when none waits. A catch-up page
-    /// read after it holds every packet this replica served before the call, so a reader is
-    /// never ready with fewer than it was shown.
-    pub async fn flush(&self) {
+    /// returning once they are durable and numbered: `Ok(true)`, or `Ok(false)` at once when
+    /// none waits. A catch-up page read after it holds every packet this replica served
+    /// before the call, so a reader is never ready with fewer than it was shown. An error
+    /// when they could not be written (the commit failed, the writer stopped).
+    pub async fn flush(&self) -> std::io::Result<bool> {
         if self.pending.lock().expect("pending").puts.is_empty() {
-            return;
+            return Ok(false);
         }
         let (tx, done) = tokio::sync::oneshot::channel();
-        if let Some(jobs) = &self.jobs
-            && self.send(jobs, Job::Flush(tx)).await.is_ok()
-        {
-            let _ = done.await;
+        let jobs = self
+            .jobs
+            .as_ref()
+            .ok_or_else(|| io("the store is closed"))?;
+        self.send(jobs, Job::Flush(tx))
+            .await
+            .map_err(|e| io(format!("{e:?}")))?;
+        match done.await {
+            Ok(true) => Ok(true),
+            Ok(false) => Err(io("the pushes waiting could not be written (see the log)")),
+            Err(_) => Err(io("the store's writer has stopped")),
         }
     }
 
@@ -1245,8 +1254,13 @@ impl Writer {
             for tx in waiting {
                 let _ = tx.send(expired);
             }
-            for tx in flushed {
-                let _ = tx.send(());
+            if !flushed.is_empty() {
+                // Only this thread adds to them: empty now means written (a failed commit
+                // keeps them).
+                let written = self.pending.lock().expect("pending").puts.is_empty();
+                for tx in flushed {
+                    let _ = tx.send(written);
+                }
             }
             if let Some(tx) = stop {
                 // Jobs queued behind the stop are dropped with the queue: their senders see
@@ -2003,10 +2017,14 @@ mod tests {
                 .await,
             vec![Ok(())]
         );
-        store.flush().await;
+        assert!(store.flush().await.unwrap(), "written");
         assert_eq!(written().len(), 4, "the push written by the flush");
-        store.flush().await;
-        assert_eq!(written().len(), 4, "nothing waits: a flush commits nothing");
+        assert!(!store.flush().await.unwrap(), "nothing waits");
+        assert_eq!(
+            written().len(),
+            4,
+            "a flush with nothing waiting commits nothing"
+        );
         // A clean stop: no durable head to read peers with at the next start.
         let last = store.counters.head.load(Relaxed);
         drop(store);

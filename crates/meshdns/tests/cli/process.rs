@@ -41,14 +41,22 @@ impl Meshdns {
     /// set", which failed a CI run). Another test's server may take the port first: then
     /// this one cannot bind its TCP listener, exits, and is started again on another port.
     pub fn serve(args: &[&str]) -> Meshdns {
+        let mut last = String::new();
         for _ in 0..8 {
-            match Meshdns::serve_on(args, free_port()) {
+            let port = free_port();
+            match Meshdns::serve_on(args, port) {
                 Ok(m) => return m,
-                Err(log) if log.contains("cannot bind") => continue,
+                // Taken by another test's server meanwhile (not a port the test gave).
+                Err(log)
+                    if log.contains(&format!("cannot bind TCP 127.0.0.1:{port}"))
+                        || log.contains(&format!("cannot bind UDP 127.0.0.1:{port}")) =>
+                {
+                    last = log;
+                }
                 Err(log) => panic!("meshdns never became ready; log:\n{log}"),
             }
         }
-        panic!("meshdns could not bind a free port in 8 tries");
+        panic!("meshdns could not bind a free port in 8 tries; the last log:\n{last}");
     }
 
     fn serve_on(args: &[&str], port: u16) -> Result<Meshdns, String> {
@@ -85,9 +93,13 @@ impl Meshdns {
                 }
                 Err(_) => {
                     if child.try_wait().unwrap().is_some() {
-                        // Exited before ready: its whole log, once the pipe is read to its end.
+                        // Exited: its whole log, once the pipe is read to its end (and ready
+                        // if it said so before it exited; the test then sees the exit).
                         let _ = reader.join();
-                        return Err(log.lock().unwrap().join("\n"));
+                        match rx.try_recv() {
+                            Ok(line) => break line,
+                            Err(_) => return Err(log.lock().unwrap().join("\n")),
+                        }
                     }
                 }
             }
@@ -396,17 +408,27 @@ pub fn metric(page: &str, name: &str) -> u64 {
 
 /// A port free for both UDP and TCP on 127.0.0.1 (for a server we start and tell the port).
 pub fn free_port() -> u16 {
-    // Below the kernel's ephemeral range (32768 and up by default): a port the tests pick here
-    // and bind a moment later cannot meanwhile be handed to some other test's `bind(..:0)`,
-    // only to another pick, one chance in 12,000.
+    // Below the kernel's ephemeral range (32768 and up by default; read from the kernel): a
+    // port the tests pick here and bind a moment later cannot meanwhile be handed to some
+    // other test's `bind(..:0)` or to a client's socket, only to another pick, one chance in
+    // 12,000.
     // A test picks several ports before it binds them: none is handed out twice in one
     // process (two picks of one test agreeing failed a CI run: DNS and HTTPS on one port).
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     use std::hash::{BuildHasher, Hasher};
+    let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768);
+    let start = low.saturating_sub(12_000).max(1_024);
+    assert!(
+        low > start + 1_000,
+        "the ephemeral range starts at {low}: too few ports below it"
+    );
     loop {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u32(std::process::id());
-        let port = 20_000 + (h.finish() % 12_000) as u16;
+        let port = start + (h.finish() % u64::from(low - start)) as u16;
         let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
         if given.contains(&port) {
             continue;
