@@ -180,6 +180,8 @@ pub trait PeerStore: Send + Sync + 'static {
     /// numbered (`Ok(true)`; `Ok(false)` when none waited): a page read after it holds every
     /// packet this replica served before. An error when they could not be written.
     fn flush(&self) -> Pin<Box<dyn Future<Output = Result<bool, String>> + Send + '_>>;
+    /// Whether pushes answered but not written yet wait.
+    fn waiting(&self) -> bool;
     /// The changes after `after` the reader does not hold by `have` nor by `held`, one page
     /// (blocking).
     fn changes_after(
@@ -1639,17 +1641,22 @@ async fn changes(
             store.changes_after(after, max, &have, &|seq| held.contains(&seq))
         })
     };
+    // Looked at before the read: pushes leave the list only once their commit can be read,
+    // so with none waiting now the page holds every packet served before this request.
+    let waiting = r.store.waiting();
     let mut page = read(have.clone(), held.clone()).await;
     // The page that reaches the head: pushes answered here before they were written get their
     // numbers first and it is read again, so the reader is shown every packet served here
-    // when it asked (what readiness after a catch-up promises). Pages before it need not:
-    // the reader reads on.
-    if let Ok(Ok(p)) = &page
+    // when it asked (what readiness after a catch-up promises). Read again even when the
+    // flush found none left: the writer's own timer may have written them after the read
+    // (a replica restarted from an older copy was ready without them, 1 full run in 5).
+    // Pages before it need not: the reader reads on.
+    if waiting
+        && let Ok(Ok(p)) = &page
         && p.next >= p.head
     {
         match r.store.flush().await {
-            Ok(false) => {}
-            Ok(true) => page = read(have, held).await,
+            Ok(_) => page = read(have, held).await,
             Err(e) => return r.refuse("io", StatusCode::SERVICE_UNAVAILABLE, &e),
         }
     }

@@ -75,6 +75,10 @@ impl PeerStore for PkarrPeers {
         Box::pin(async move { self.store.flush().await.map_err(|e| e.to_string()) })
     }
 
+    fn waiting(&self) -> bool {
+        self.store.waiting()
+    }
+
     fn changes_after(
         &self,
         after: u64,

@@ -839,13 +839,19 @@ impl PkarrStore {
         0
     }
 
+    /// Whether pushed packets answered but not written yet wait (they leave the list only
+    /// once their commit can be read).
+    pub fn waiting(&self) -> bool {
+        !self.pending.lock().expect("pending").puts.is_empty()
+    }
+
     /// Writes the pushed packets answered but not written yet ([`PkarrStore::put_pushed`]),
     /// returning once they are durable and numbered: `Ok(true)`, or `Ok(false)` at once when
     /// none waits. A catch-up page read after it holds every packet this replica served
     /// before the call, so a reader is never ready with fewer than it was shown. An error
     /// when they could not be written (the commit failed, the writer stopped).
     pub async fn flush(&self) -> std::io::Result<bool> {
-        if self.pending.lock().expect("pending").puts.is_empty() {
+        if !self.waiting() {
             return Ok(false);
         }
         let (tx, done) = tokio::sync::oneshot::channel();
