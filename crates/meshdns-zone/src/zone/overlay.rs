@@ -75,24 +75,25 @@ impl Published {
                 .count();
             let set = &records[i..end];
             i = end;
-            // Each RDATA once (its first), none longer than its length field holds.
-            let kept = |j: &usize| {
-                set[*j].3.len() <= usize::from(u16::MAX)
-                    && !set[..*j].iter().any(|r| r.3 == set[*j].3)
-            };
-            let n = (0..set.len()).filter(kept).count();
             let ttl = set.iter().map(|r| r.2).min().unwrap_or(0);
             if nodes.last().is_none_or(|n| n.0 != prefix) {
                 nodes.push((prefix, data.len()));
             }
             data.extend_from_slice(&rtype.0.to_be_bytes());
             data.extend_from_slice(&ttl.to_be_bytes());
-            data.extend_from_slice(&(n as u16).to_be_bytes());
-            for j in (0..set.len()).filter(kept) {
-                let rd = set[j].3;
-                data.extend_from_slice(&(rd.len() as u16).to_be_bytes());
-                data.extend_from_slice(rd);
+            // The set's size goes here once its records are written.
+            let at = data.len();
+            data.extend_from_slice(&[0, 0]);
+            let mut n = 0usize;
+            // Each RDATA once (its first), none longer than its length field holds.
+            for (j, r) in set.iter().enumerate() {
+                if r.3.len() <= usize::from(u16::MAX) && !set[..j].iter().any(|e| e.3 == r.3) {
+                    data.extend_from_slice(&(r.3.len() as u16).to_be_bytes());
+                    data.extend_from_slice(r.3);
+                    n += 1;
+                }
             }
+            data[at..at + 2].copy_from_slice(&(n as u16).to_be_bytes());
             count += n as u32;
         }
         let node_data = |k: usize| {
@@ -110,23 +111,16 @@ impl Published {
         ents.sort_unstable();
         ents.dedup();
         ents.retain(|p| !nodes.iter().any(|n| n.0 == *p));
-        let fits =
-            |prefix: &[u8], data: &[u8]| prefix.len() <= 255 && data.len() <= usize::from(u16::MAX);
-        let size = HEAD
-            + (0..nodes.len())
-                .filter(|&k| fits(nodes[k].0, node_data(k)))
-                .map(|k| 3 + nodes[k].0.len() + node_data(k).len())
-                .sum::<usize>()
-            + ents
-                .iter()
-                .filter(|p| fits(p, &[]))
-                .map(|p| 3 + p.len())
-                .sum::<usize>();
-        let mut blob = Vec::with_capacity(size);
+        // At most this much (less only when a name or its data is too long to keep).
+        let most = HEAD
+            + data.len()
+            + nodes.iter().map(|n| 3 + n.0.len()).sum::<usize>()
+            + ents.iter().map(|p| 3 + p.len()).sum::<usize>();
+        let mut blob = Vec::with_capacity(most);
         blob.extend_from_slice(&stamp.to_be_bytes());
         blob.extend_from_slice(&count.to_be_bytes());
         let mut put = |prefix: &[u8], data: &[u8]| {
-            if fits(prefix, data) {
+            if prefix.len() <= 255 && data.len() <= usize::from(u16::MAX) {
                 blob.push(prefix.len() as u8);
                 blob.extend_from_slice(prefix);
                 blob.extend_from_slice(&(data.len() as u16).to_be_bytes());
@@ -139,7 +133,6 @@ impl Published {
         for prefix in ents {
             put(prefix, &[]);
         }
-        debug_assert_eq!(blob.len(), size);
         Published { blob: blob.into() }
     }
 
