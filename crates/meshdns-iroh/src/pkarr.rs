@@ -62,14 +62,14 @@ fn signable(timestamp_us: u64, packet: &[u8]) -> Vec<u8> {
     s
 }
 
-/// A relay payload's parts, ready for its signature to be checked.
 /// Signatures per multi-scalar multiplication in [`SignedPacket::verify_relay_batch`]. From
 /// about 100 on, curve25519-dalek multiplies by Pippenger's method, whose work per point falls
 /// with the count: a packet cost 14% less to verify in batches of 256 than of 64 (`pkarr_load
-/// verify`, one core). A bad signature costs its batch this many single checks (about 13 ms),
-/// and a batch holds one sender's packets only.
+/// verify`, one core). A bad signature costs its batch this many single checks (about 13 ms);
+/// a caller mixing several senders' packets passes them in smaller slices.
 pub const BATCH: usize = 256;
 
+/// A relay payload's parts, ready for its signature to be checked.
 struct Prepared {
     key: ed25519_dalek::VerifyingKey,
     signature: ed25519_dalek::Signature,
