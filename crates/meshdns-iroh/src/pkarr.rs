@@ -173,9 +173,9 @@ impl SignedPacket {
 
     /// [`SignedPacket::verify_relay`] for many payloads, with the same verdict for each, in
     /// order. Signatures are checked together in batches of [`BATCH`] (one multi-scalar
-    /// multiplication per batch: under half the work per signature of checking each alone); a batch that
-    /// fails is checked one by one, so a bad signature costs its batch a second pass, never
-    /// another packet its verdict.
+    /// multiplication per batch: under half the work per signature of checking each alone);
+    /// a batch that fails is checked one by one, so a bad signature costs its batch a second
+    /// pass, never another packet its verdict.
     ///
     /// A batch proves every signature in it valid under the same equation
     /// [`ed25519_dalek::VerifyingKey::verify_strict`] checks, except that it cannot see a
