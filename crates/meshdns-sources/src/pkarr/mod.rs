@@ -103,6 +103,12 @@ const LAZY_FLUSH: Duration = Duration::from_millis(100);
 /// ... or once this many wait.
 const LAZY_MAX: usize = 8_192;
 
+/// Clients' publishes checked together at most, in [`Writer::check`]: different clients
+/// share these batches, and one client's bad signature costs its batch a pass of single
+/// checks, so at most 63 others. A replicated batch, one sender's, is
+/// [`meshdns_iroh::pkarr::BATCH`] (256). A commit rarely gathers more clients' publishes.
+const CLIENT_BATCH: usize = 64;
+
 /// How the relay behaves.
 #[derive(Debug, Clone)]
 pub struct PkarrConfig {
@@ -1315,11 +1321,8 @@ impl Writer {
         if items.is_empty() {
             return Vec::new();
         }
-        // Different clients' publishes share these batches, so one client's bad signature
-        // costs the others' batch a pass of single checks: batches of 64 bound that at 64
-        // (a replicated batch, one sender's, is 256). A commit rarely gathers more anyway.
         items
-            .chunks(64)
+            .chunks(CLIENT_BATCH)
             .flat_map(SignedPacket::verify_relay_batch)
             .zip(&items)
             .map(|(packet, (key, _))| checked(key, packet, self.max_future))
