@@ -15,7 +15,9 @@
 #   3. catch-up: C stopped (SIGTERM), 100,000 re-publishes PUT to A as fast as acknowledged,
 #                C started again (on core CATCHUP_CPU, default 1: its own): time from start to
 #                /readyz 200 (caught up with A and B) and C's CPU time meanwhile; the last of
-#                them on C; and how many of them are not on C
+#                them on C; and how many of them are not on C. Twice: C's database still in
+#                the page cache (a restart in place), then, with 100,000 newer re-publishes,
+#                dropped from it first (a replica rescheduled to another node starts cold)
 #   4. RSS of each replica, and the data directories' sizes
 #   5. iroh-dns-server (one instance, no replication; IROH=path, found on PATH or in
 #      ~/.cargo/bin, skipped when absent) on one core: the same fill and the same stream (the
@@ -56,6 +58,7 @@ v=$(( $(date +%s) % 30000 + 2 ))
 spread=(); [ "${SPREAD:-0}" = 1 ] && spread=(--spread "$N")
 "$LOAD" sign "$STREAM" "$v" "$DATA/fleet_stream.bin" "${spread[@]}"
 "$LOAD" sign "$MISSED" $((v + 30000)) "$DATA/fleet_missed.bin" "${spread[@]}"
+"$LOAD" sign "$MISSED" $((v + 30001)) "$DATA/fleet_missed_cold.bin" "${spread[@]}"
 
 rm -rf "$RUN"; mkdir -p "$RUN"
 openssl rand -hex 32 > "$RUN/token" 2> /dev/null || head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$RUN/token"
@@ -127,17 +130,24 @@ for peer, buckets in sorted(after.items()):
     print(f"lag {peer}: A's commit → peer acknowledged, the stream's {total}: p50 ≤ {q(0.5) * 1000:g} ms, p99 ≤ {q(0.99) * 1000:g} ms (histogram buckets)")
 EOF
 
-# 3. catch-up of MISSED publishes
-stop 2
-out=$(taskset -c 1 "$LOAD" put "$DATA/fleet_missed.bin" "127.0.0.1:${HTTP[0]}" "127.0.0.1:${DNS[0]}" bench.test. --conns 64)
-say "missed:    $MISSED published to A while C was down: $out"
-t0=$(ms)
-CPU=$CATCHUP_CPU start 2 --pkarr-catchup-wait 600s
-cc=$(cpu_ticks 2)
-until [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${HTTP[2]}/readyz")" = 200 ]; do sleep 0.05; done
-t1=$(ms)
-cpu_c=$(python3 -c "print(round(($(cpu_ticks 2) - $cc) / 100, 1))")
-last=$(python3 - "$DATA/fleet_missed.bin" <<'EOF'
+# 3. catch-up of MISSED publishes: warm, then cold
+catchup() { # catchup warm|cold FILE
+  stop 2
+  local out; out=$(taskset -c 1 "$LOAD" put "$2" "127.0.0.1:${HTTP[0]}" "127.0.0.1:${DNS[0]}" bench.test. --conns 64)
+  say "missed ($1): $MISSED published to A while C was down: $out"
+  if [ "$1" = cold ]; then
+    # Written back, then dropped from the page cache (GNU dd: nocache with count=0 drops the
+    # whole file's cached pages).
+    sync "$RUN/c/pkarr.redb"
+    dd if="$RUN/c/pkarr.redb" iflag=nocache count=0 status=none
+  fi
+  local t0; t0=$(ms)
+  CPU=$CATCHUP_CPU start 2 --pkarr-catchup-wait 600s
+  local cc; cc=$(cpu_ticks 2)
+  until [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${HTTP[2]}/readyz")" = 200 ]; do sleep 0.05; done
+  local t1; t1=$(ms)
+  local cpu_c; cpu_c=$(python3 -c "print(round(($(cpu_ticks 2) - $cc) / 100, 1))")
+  local last; last=$(python3 - "$2" <<'EOF'
 import struct, sys
 data = open(sys.argv[1], 'rb').read()[2:]
 pos, key = 0, None
@@ -146,9 +156,12 @@ while pos < len(data):
 print(key)
 EOF
 )
-code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${HTTP[2]}/pkarr/$last")
-say "catch-up:  C (on core $CATCHUP_CPU) started → /readyz 200 in $(( t1 - t0 )) ms, using ${cpu_c} s of CPU; the last missed publish on C then: HTTP $code; C read $(metric 2 "meshdns_pkarr_catchup_packets_total{peer=\"http://127.0.0.1:${HTTP[0]}\"}") packets from A, $(metric 2 "meshdns_pkarr_catchup_packets_total{peer=\"http://127.0.0.1:${HTTP[1]}\"}") from B"
-say "missing:   $(taskset -c 1 "$LOAD" missing "$DATA/fleet_missed.bin" "127.0.0.1:${HTTP[2]}") of $MISSED missed publishes not on C after its catch-up"
+  local code; code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${HTTP[2]}/pkarr/$last")
+  say "catch-up ($1): C (on core $CATCHUP_CPU) started → /readyz 200 in $(( t1 - t0 )) ms, using ${cpu_c} s of CPU; the last missed publish on C then: HTTP $code; C read $(metric 2 "meshdns_pkarr_catchup_packets_total{peer=\"http://127.0.0.1:${HTTP[0]}\"}") packets from A, $(metric 2 "meshdns_pkarr_catchup_packets_total{peer=\"http://127.0.0.1:${HTTP[1]}\"}") from B; $(grep -o 'store loaded.*' "$RUN/c.log" | tail -1)"
+  say "missing ($1): $(taskset -c 1 "$LOAD" missing "$2" "127.0.0.1:${HTTP[2]}") of $MISSED missed publishes not on C after its catch-up"
+}
+catchup warm "$DATA/fleet_missed.bin"
+catchup cold "$DATA/fleet_missed_cold.bin"
 
 # 4. memory and disk, and the pushes that failed or were refused
 for i in 0 1 2; do say "rss ${NAMES[$i]}:     $(rss_mib "$i") MiB, disk $(du -sh "$RUN/${NAMES[$i]}" | cut -f1)"; done

@@ -382,9 +382,22 @@ impl PkarrStore {
             Some(dir) => {
                 std::fs::create_dir_all(dir)?;
                 let path = dir.join(DB_FILE);
+                // Before redb opens it: a repair after a crash walks every tree, from the
+                // cache too.
+                prefetch(&path);
+                let named = |e: &dyn std::fmt::Display| io(format!("{}: {e}", path.display()));
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(&path)
+                    .map_err(|e| named(&e))?;
+                advise_random(&file);
+                let backend = redb::backends::FileBackend::new(file).map_err(|e| named(&e))?;
                 builder
-                    .create(&path)
-                    .map_err(|e| io(format!("{}: {e}", path.display())))?
+                    .create_with_backend(backend)
+                    .map_err(|e| named(&e))?
             }
             None => builder
                 .create_with_backend(redb::backends::InMemoryBackend::new())
@@ -395,7 +408,6 @@ impl PkarrStore {
         let epoch = tables::prepare(&db).map_err(io)?;
         if let Some(dir) = &config.data_dir {
             migrate(&db, &dir.join(LEGACY_DIR))?;
-            prefetch(&dir.join(DB_FILE));
         }
         let (overlay, beyond) = load(&db, horizon(config.max_future), config.lookups)?;
         let stale = tables::stale_rows(&db).map_err(io)?;
@@ -1560,15 +1572,43 @@ impl Writer {
 /// read ahead instead, `posix_fadvise(WILLNEED)`, took 4.2 s: the walk's random reads then
 /// compete with the read-ahead). On a warm cache the pass would be a 0.5 s copy a million
 /// endpoints, so the cache is asked first.
+///
+/// The pass reads with random-access advice ([`advise_random`]): a sequential read fills the
+/// cache with large folios (ext4 from Linux 6.16 on), and every later 4 KiB page the writer
+/// writes into one then costs the kernel work for the whole folio. Measured on this project's
+/// VM (Linux 6.18, ext4), a replica catching up 100,000 publishes over a million stored after
+/// a cold start: 14.6 s and 15.8 s of CPU with the sequential pass; 7.1 s and 7.7 s when the
+/// same pages were cached one page per folio. The advised pass is also faster (a 941 MB store
+/// read in 0.8 s, against 1.5 s).
 fn prefetch(path: &Path) {
     use std::io::Read;
     if let Ok(mut file) = std::fs::File::open(path) {
         if cached(&file) {
             return;
         }
+        advise_random(&file);
         let mut buf = vec![0u8; 4 << 20];
         while matches!(file.read(&mut buf), Ok(n) if n > 0) {}
     }
+}
+
+/// Advises the kernel that `file` is read at random (`posix_fadvise(RANDOM)`): no read-ahead,
+/// and what is read is cached a page per folio. redb reads and writes whole pages at places
+/// the B-tree picks; read-ahead would only cache the neighbours, in large folios that make
+/// each later page write cost the kernel the folio's size ([`prefetch`]). Advice only: a
+/// kernel that ignores it serves the same bytes.
+fn advise_random(file: &std::fs::File) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: advice on a file descriptor this function's caller holds open; no memory
+        // is passed.
+        unsafe {
+            libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = file;
 }
 
 /// Whether nine tenths of `file`'s allocated pages are in the page cache (`mincore` over a
