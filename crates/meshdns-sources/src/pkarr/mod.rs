@@ -1577,9 +1577,9 @@ impl Writer {
 /// cache with large folios (ext4 from Linux 6.16 on), and every later 4 KiB page the writer
 /// writes into one then costs the kernel work for the whole folio. Measured on this project's
 /// VM (Linux 6.18, ext4), a replica catching up 100,000 publishes over a million stored after
-/// a cold start: 14.6 s and 15.8 s of CPU with the sequential pass; 7.1 s and 7.7 s when the
-/// same pages were cached one page per folio. The advised pass is also faster (a 941 MB store
-/// read in 0.8 s, against 1.5 s).
+/// a cold start: the catch-up took 14.6 s after a sequential pass (15.8 s of CPU from the
+/// start), and 7.1 s (7.7 s) with the same pages cached a page per folio. The advised pass is
+/// also faster (a 941 MB store read in 0.8 s, against 1.5 s).
 fn prefetch(path: &Path) {
     use std::io::Read;
     if let Ok(mut file) = std::fs::File::open(path) {
