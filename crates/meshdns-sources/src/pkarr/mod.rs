@@ -382,9 +382,6 @@ impl PkarrStore {
             Some(dir) => {
                 std::fs::create_dir_all(dir)?;
                 let path = dir.join(DB_FILE);
-                // Before redb opens it: a repair after a crash walks every tree, from the
-                // cache too.
-                prefetch(&path);
                 let named = |e: &dyn std::fmt::Display| io(format!("{}: {e}", path.display()));
                 let file = std::fs::OpenOptions::new()
                     .read(true)
@@ -394,6 +391,9 @@ impl PkarrStore {
                     .open(&path)
                     .map_err(|e| named(&e))?;
                 advise_random(&file);
+                // Before redb opens it: a repair after a crash walks every tree, from the
+                // cache too.
+                prefetch(&file);
                 let backend = redb::backends::FileBackend::new(file).map_err(|e| named(&e))?;
                 builder
                     .create_with_backend(backend)
@@ -1573,23 +1573,23 @@ impl Writer {
 /// compete with the read-ahead). On a warm cache the pass would be a 0.5 s copy a million
 /// endpoints, so the cache is asked first.
 ///
-/// The pass reads with random-access advice ([`advise_random`]): a sequential read fills the
+/// The file comes with random-access advice ([`advise_random`]): a sequential read fills the
 /// cache with large folios (ext4 from Linux 6.16 on), and every later 4 KiB page the writer
 /// writes into one then costs the kernel work for the whole folio. Measured on this project's
 /// VM (Linux 6.18, ext4), a replica catching up 100,000 publishes over a million stored after
 /// a cold start: the catch-up took 14.6 s after a sequential pass (15.8 s of CPU from the
 /// start), and 7.1 s (7.7 s) with the same pages cached a page per folio. The advised pass is
 /// also faster (a 941 MB store read in 0.8 s, against 1.5 s).
-fn prefetch(path: &Path) {
+///
+/// `file` is the one redb is given: it reads at given offsets, so this pass moving the file's
+/// position changes nothing for it.
+fn prefetch(mut file: &std::fs::File) {
     use std::io::Read;
-    if let Ok(mut file) = std::fs::File::open(path) {
-        if cached(&file) {
-            return;
-        }
-        advise_random(&file);
-        let mut buf = vec![0u8; 4 << 20];
-        while matches!(file.read(&mut buf), Ok(n) if n > 0) {}
+    if cached(file) {
+        return;
     }
+    let mut buf = vec![0u8; 4 << 20];
+    while matches!(file.read(&mut buf), Ok(n) if n > 0) {}
 }
 
 /// Advises the kernel that `file` is read at random (`posix_fadvise(RANDOM)`): no read-ahead,
