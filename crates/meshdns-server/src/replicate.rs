@@ -151,19 +151,38 @@ pub struct Page {
     pub next: u64,
 }
 
+/// Packets checked by [`PeerStore::check_page`], to be stored: one result per item.
+pub type Storing<'a> = Pin<Box<dyn Future<Output = Vec<Applied>> + Send + 'a>>;
+
+/// A page of a peer's log, checked and not stored yet.
+struct CheckedPage<'a> {
+    epoch: Epoch,
+    next: u64,
+    /// Its packets.
+    n: u64,
+    storing: Storing<'a>,
+}
+
 /// The store replication reads and writes.
 pub trait PeerStore: Send + Sync + 'static {
     /// This replica's epoch.
     fn epoch(&self) -> Epoch;
     /// Stores packets a peer sent, each verified as a publish; rate limited as publishes of
-    /// `client` when given (a sender without the token). With `cursor`, the peer's cursor is
-    /// kept once they are decided. One result per item.
+    /// `client` when given (a sender without the token). One result per item.
     fn put_replicated(
         &self,
         client: Option<IpAddr>,
         items: Vec<([u8; 32], Vec<u8>, Option<Origin>)>,
-        cursor: Option<(Epoch, u64)>,
     ) -> Pin<Box<dyn Future<Output = Vec<Applied>> + Send + '_>>;
+    /// Checks a page of a peer's log as [`PeerStore::put_replicated`] would (signatures, and
+    /// which packets a winner is held for already) without the store's writer, and gives what
+    /// then stores the packets that passed and keeps `cursor` once they are decided.
+    /// Catch-up checks a page while the writer commits the one before.
+    fn check_page(
+        &self,
+        items: Vec<([u8; 32], Vec<u8>, Option<Origin>)>,
+        cursor: (Epoch, u64),
+    ) -> Pin<Box<dyn Future<Output = Storing<'_>> + Send + '_>>;
     /// Stores packets a peer with the token pushed without waiting for acknowledgements: each
     /// may be answered once decided and served, before it is durable (written within a
     /// moment, by the store's next commit). The push's answer then names the head + 1, so the
@@ -1099,9 +1118,14 @@ impl Replicator {
             }
             Some(guard)
         };
-        // The next page is read while this one is stored: the peer's reading and this
-        // replica's checking and committing overlap (a page is up to 4 MiB; two are held).
-        let mut ahead = sample.take();
+        // The next page is read and checked while this one is stored: the peer's reading,
+        // this replica's signature checks and its writer's commits overlap (a page is up to
+        // 4 MiB; two are held). The writer decides again what it stores, so a page checked
+        // before the one ahead of it is committed is stored as if checked after.
+        let mut ahead = match sample.take() {
+            Some(page) => Some(self.checked(page).await),
+            None => None,
+        };
         while after < target {
             // Ready meanwhile (the wait ran out): the other peers' reads go on page by page.
             if whole.is_some() && self.ready.load(Relaxed) {
@@ -1110,35 +1134,31 @@ impl Replicator {
             let page = match ahead.take() {
                 Some(page) => page,
                 None => {
-                    self.page(peer, after, &self.have(epoch, after).await?)
-                        .await?
+                    let page = self
+                        .page(peer, after, &self.have(epoch, after).await?)
+                        .await?;
+                    self.checked(page).await
                 }
             };
             if page.epoch != epoch {
                 return Err("the peer's epoch changed while reading it".into());
             }
             let next = page.next;
-            let n = page.entries.len() as u64;
-            let items = page
-                .entries
-                .into_iter()
-                .map(|(_, k, p, origin)| (k, p, Some(origin)))
-                .collect();
+            let n = page.n;
             let store = async {
                 let _one_at_a_time = match whole {
                     None => Some(self.catching_up.lock().await),
                     Some(_) => None,
                 };
-                self.store
-                    .put_replicated(None, items, Some((epoch, next)))
-                    .await
+                page.storing.await
             };
             // What it leaves out counts this page as read (`have` may say less than is
             // here, never more).
             let read_ahead = async {
                 if next > after && next < target {
                     let have = self.have(epoch, next).await?;
-                    self.page(peer, next, &have).await.map(Some)
+                    let page = self.page(peer, next, &have).await?;
+                    Ok::<_, String>(Some(self.checked(page).await))
                 } else {
                     Ok(None)
                 }
@@ -1164,6 +1184,23 @@ impl Replicator {
             .expect("read through")
             .insert(epoch);
         Ok(stored)
+    }
+
+    /// A page read from a peer, its packets checked ([`PeerStore::check_page`]), to be
+    /// stored with the peer's cursor at its end.
+    async fn checked(&self, page: Page) -> CheckedPage<'_> {
+        let n = page.entries.len() as u64;
+        let items = page
+            .entries
+            .into_iter()
+            .map(|(_, k, p, origin)| (k, p, Some(origin)))
+            .collect();
+        CheckedPage {
+            epoch: page.epoch,
+            next: page.next,
+            n,
+            storing: self.store.check_page(items, (page.epoch, page.next)).await,
+        }
     }
 
     /// What a page read from the peer with `epoch`, from `after` on, can leave out
@@ -1577,7 +1614,7 @@ async fn push(
     let results = if lazy {
         r.store.put_pushed(items).await
     } else {
-        r.store.put_replicated(client, items, None).await
+        r.store.put_replicated(client, items).await
     };
     r.count_received(auth, &results);
     if client.is_none()

@@ -36,7 +36,7 @@ pub use pkarr::dht::{DhtConfig, DhtCounters, LookupError, PkarrDht};
 pub fn pkarr_dht_buckets() -> &'static [f64] {
     &pkarr::dht::LATENCY_BUCKETS
 }
-pub use pkarr::{ChangePage, Epoch, PkarrConfig, PkarrStore, PutError, StoredPacket};
+pub use pkarr::{ChangePage, Checked, Epoch, PkarrConfig, PkarrStore, PutError, StoredPacket};
 pub use read::{load_source, read_manifests};
 pub use records::parse;
 pub use snapshot::{

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::http::{HeaderValue, StatusCode};
 use meshdns_server::relay::{PkarrRelay, Refusal, Stored};
-use meshdns_server::replicate::{Applied, Have, Origin, Page, PeerStore, Replicator};
+use meshdns_server::replicate::{Applied, Have, Origin, Page, PeerStore, Replicator, Storing};
 use meshdns_sources::{LookupError, PkarrDht, PkarrStore, PutError};
 
 /// The pkarr relay as the HTTP endpoint sees it.
@@ -49,11 +49,29 @@ impl PeerStore for PkarrPeers {
         &self,
         client: Option<std::net::IpAddr>,
         items: Vec<([u8; 32], Vec<u8>, Option<Origin>)>,
-        cursor: Option<([u8; 16], u64)>,
     ) -> Pin<Box<dyn Future<Output = Vec<Applied>> + Send + '_>> {
         Box::pin(async move {
-            let results = self.store.put_replicated(client, items, cursor).await;
+            let results = self.store.put_replicated(client, items, None).await;
             results.iter().map(applied).collect()
+        })
+    }
+
+    #[expect(
+        clippy::async_yields_async,
+        reason = "the checking is awaited now, the storing it gives later"
+    )]
+    fn check_page(
+        &self,
+        items: Vec<([u8; 32], Vec<u8>, Option<Origin>)>,
+        cursor: ([u8; 16], u64),
+    ) -> Pin<Box<dyn Future<Output = Storing<'_>> + Send + '_>> {
+        Box::pin(async move {
+            let checked = self.store.check_replicated(None, items).await;
+            let storing: Storing<'_> = Box::pin(async move {
+                let results = self.store.store_checked(checked, Some(cursor)).await;
+                results.iter().map(applied).collect()
+            });
+            storing
         })
     }
 

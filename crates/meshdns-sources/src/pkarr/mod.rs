@@ -553,9 +553,23 @@ impl PkarrStore {
         cursor: Option<(Epoch, u64)>,
         lazy: bool,
     ) -> Vec<Result<(), PutError>> {
+        let checked = self.check_replicated(client, items).await;
+        self.submit_checked(checked, cursor, lazy).await
+    }
+
+    /// The first half of [`PkarrStore::put_replicated`], which needs nothing of the writer:
+    /// each packet's signature checked, and those decided without one (over the sender's
+    /// rate, older than what is stored, or the very packet stored) answered. Catch-up checks
+    /// a page while the writer commits the one before ([`PkarrStore::store_checked`]); the
+    /// writer decides again what it stores, so a packet stored meanwhile changes nothing.
+    pub async fn check_replicated(
+        &self,
+        client: Option<IpAddr>,
+        items: Vec<(Key, Vec<u8>, Option<Origin>)>,
+    ) -> Checked {
         let latest = horizon(self.config.max_future);
         let mut results: Vec<Option<Result<(), PutError>>> = vec![None; items.len()];
-        let mut origins: Vec<Option<Origin>> = items.iter().map(|i| i.2).collect();
+        let origins: Vec<Option<Origin>> = items.iter().map(|i| i.2).collect();
         let mut todo = Vec::with_capacity(items.len());
         // Decided without a signature check: over the sender's rate, older than what is
         // stored, or the very packet stored (a catch-up over keys already here, or the same
@@ -591,6 +605,37 @@ impl PkarrStore {
         drop(read);
         // Signatures checked off the async workers, on every core.
         let verified = verify_all(todo, self.config.max_future).await;
+        Checked {
+            client,
+            results,
+            origins,
+            verified,
+        }
+    }
+
+    /// The second half of [`PkarrStore::put_replicated`]: the packets `checked` passed go to
+    /// the writer, and the peer's `cursor` is kept once they are decided. One result per
+    /// item checked, in order.
+    pub async fn store_checked(
+        &self,
+        checked: Checked,
+        cursor: Option<(Epoch, u64)>,
+    ) -> Vec<Result<(), PutError>> {
+        self.submit_checked(checked, cursor, false).await
+    }
+
+    async fn submit_checked(
+        &self,
+        checked: Checked,
+        cursor: Option<(Epoch, u64)>,
+        lazy: bool,
+    ) -> Vec<Result<(), PutError>> {
+        let Checked {
+            client,
+            mut results,
+            mut origins,
+            verified,
+        } = checked;
         let mut waiting = Vec::with_capacity(verified.len());
         for (i, v) in verified {
             let submitted = match v {
@@ -920,6 +965,16 @@ impl Drop for PkarrStore {
             let _ = t.join();
         }
     }
+}
+
+/// Packets a peer sent, checked and not stored yet ([`PkarrStore::check_replicated`]).
+pub struct Checked {
+    client: Option<IpAddr>,
+    /// Those decided already, by index.
+    results: Vec<Option<Result<(), PutError>>>,
+    origins: Vec<Option<Origin>>,
+    /// The others, by index, with their signature's verdict.
+    verified: Vec<(usize, Result<Verified, PutError>)>,
 }
 
 /// A publish whose signature, records and date were checked.
@@ -1952,6 +2007,52 @@ mod tests {
             .iter()
             .map(|p| (*secret.public().as_bytes(), (*p).clone(), None))
             .collect()
+    }
+
+    #[tokio::test]
+    async fn packets_checked_before_an_earlier_page_is_stored_are_decided_when_stored() {
+        // Catch-up checks the next page while the writer stores this one: what the check saw
+        // stored is out of date by the time its page is stored, and the writer decides again.
+        let t = now_us() - 1000;
+        let (k, l) = (SecretKey::generate(), SecretKey::generate());
+        let older = payload_at(&k, "addr=192.0.2.1:1", t);
+        let newer = payload_at(&k, "addr=192.0.2.2:2", t + 1);
+        let other = payload_at(&l, "addr=192.0.2.3:3", t);
+        let store = PkarrStore::open(config(None, Duration::from_secs(3600))).unwrap();
+        // Checked while nothing of k is stored: both pass their checks.
+        let mut second = items(&k, &[&older]);
+        second.extend(items(&l, &[&other]));
+        let checked_older = store.check_replicated(None, second).await;
+        let checked_newer = store.check_replicated(None, items(&k, &[&newer])).await;
+        // The newer is stored first; the older, checked before it was, loses when stored.
+        assert_eq!(store.store_checked(checked_newer, None).await, vec![Ok(())]);
+        assert_eq!(
+            store.store_checked(checked_older, None).await,
+            vec![Err(PutError::Stale), Ok(())]
+        );
+        assert_eq!(served(&store, &k), Some(t + 1));
+        assert_eq!(
+            store.get(&k.public().to_z32()).unwrap().unwrap().payload,
+            newer
+        );
+        assert_eq!(served(&store, &l), Some(t));
+        // Checked as stale (the newer is stored): refused without reaching the writer.
+        let checked = store.check_replicated(None, items(&k, &[&older])).await;
+        assert_eq!(
+            store.store_checked(checked, None).await,
+            vec![Err(PutError::Stale)]
+        );
+        // A forged packet (of the stored timestamp: unchecked, the tie rule could let it win)
+        // fails its check, whenever it is stored.
+        let mut forged = other.clone();
+        forged[80] ^= 1;
+        let checked = store.check_replicated(None, items(&l, &[&forged])).await;
+        let results = store.store_checked(checked, None).await;
+        assert!(
+            matches!(results[..], [Err(PutError::Payload(_) | PutError::Key(_))]),
+            "{results:?}"
+        );
+        assert_eq!(served(&store, &l), Some(t));
     }
 
     #[tokio::test]
