@@ -1636,16 +1636,38 @@ impl Writer {
 /// start), and 7.1 s (7.7 s) with the same pages cached a page per folio. The advised pass is
 /// also faster (a 941 MB store read in 0.8 s, against 1.5 s).
 ///
-/// `file` is the one redb is given: it reads at given offsets, so this pass moving the file's
-/// position changes nothing for it.
-fn prefetch(mut file: &std::fs::File) {
-    use std::io::Read;
+/// `file` is the one redb is given; the pass reads at given offsets, as redb does. It reads
+/// the file's [`PREFETCH_READERS`] parts at once: one reader at a time left the disk idle
+/// between its requests (a 941 MB store, measured: 0.75–0.87 s with one reader, 0.54–0.57 s
+/// with two to eight, for the same 0.45 s of CPU).
+fn prefetch(file: &std::fs::File) {
+    use std::os::unix::fs::FileExt;
     if cached(file) {
         return;
     }
-    let mut buf = vec![0u8; 4 << 20];
-    while matches!(file.read(&mut buf), Ok(n) if n > 0) {}
+    let Ok(len) = file.metadata().map(|m| m.len()) else {
+        return;
+    };
+    let part = len.div_ceil(PREFETCH_READERS).next_multiple_of(4 << 20);
+    std::thread::scope(|s| {
+        for i in 0..PREFETCH_READERS {
+            s.spawn(move || {
+                let mut buf = vec![0u8; 4 << 20];
+                let (mut at, end) = (i * part, len.min((i + 1) * part));
+                while at < end {
+                    let want = buf.len().min((end - at) as usize);
+                    match file.read_at(&mut buf[..want], at) {
+                        Ok(n) if n > 0 => at += n as u64,
+                        _ => break,
+                    }
+                }
+            });
+        }
+    });
 }
+
+/// How many parts of the store [`prefetch`] reads at once.
+const PREFETCH_READERS: u64 = 4;
 
 /// Advises the kernel that `file` is read at random (`posix_fadvise(RANDOM)`): no read-ahead,
 /// and what is read is cached a page per folio. redb reads and writes whole pages at places
@@ -2007,6 +2029,33 @@ mod tests {
             .iter()
             .map(|p| (*secret.public().as_bytes(), (*p).clone(), None))
             .collect()
+    }
+
+    #[test]
+    fn the_start_up_read_caches_every_part_of_the_store() {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store");
+        // Parts of 8 MiB (a quarter, rounded up to the read size): the third is short, the
+        // fourth empty.
+        let mut file = std::fs::File::create(&path).unwrap();
+        let block: Vec<u8> = (0..1 << 20).map(|i| (i % 251) as u8).collect();
+        for _ in 0..21 {
+            file.write_all(&block).unwrap();
+        }
+        file.write_all(&block[..4097]).unwrap();
+        file.sync_all().unwrap();
+        drop(file);
+        let file = std::fs::File::open(&path).unwrap();
+        // SAFETY: advice on a descriptor held open here; no memory is passed.
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert!(
+            !cached(&file),
+            "written back and dropped from the page cache"
+        );
+        prefetch(&file);
+        assert!(cached(&file), "every part read");
     }
 
     #[tokio::test]
