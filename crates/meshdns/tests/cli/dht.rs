@@ -2,7 +2,10 @@
 //! to 127.0.0.1, each bootstrapped from the others (never the public DHT: every node here,
 //! meshdns's included, is bound to loopback and told its bootstrap nodes).
 
+use std::collections::HashSet;
 use std::net::{Ipv4Addr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hickory_proto::op::{Message, MessageType, OpCode, Query};
@@ -348,38 +351,63 @@ fn a_thousand_queries_for_one_key_make_one_lookup() {
         .block_on(client.put_mutable(item(&secret, &payload), None))
         .unwrap();
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    // Answers are read as they come, on a thread of their own.
-    let reader = sock.try_clone().unwrap();
-    let answers = std::thread::spawn(move || {
-        let mut answered = 0;
-        let mut buf = [0u8; 2048];
-        while let Ok((n, _)) = reader.recv_from(&mut buf) {
-            let r = Message::from_vec(&buf[..n]).unwrap();
-            if r.answers.len() == 1 {
-                answered += 1;
+    sock.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    // Answers are read as they come, on a thread of their own, by query id.
+    let answered = Arc::new(Mutex::new(HashSet::new()));
+    let done = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (sock, answered, done) = (sock.try_clone().unwrap(), answered.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            while !done.load(SeqCst) {
+                if let Ok((n, _)) = sock.recv_from(&mut buf) {
+                    let r = Message::from_vec(&buf[..n]).unwrap();
+                    if r.answers.len() == 1 {
+                        answered.lock().unwrap().insert(r.metadata.id);
+                    }
+                }
             }
-            if answered == 1000 {
+        })
+    };
+    let count = || answered.lock().unwrap().len();
+    let name = Name::from_ascii(format!("{}.", iroh_name(&secret))).unwrap();
+    // In bursts of 10, 2 ms apart: the first burst arrives while the lookup runs. UDP on
+    // loopback drops some under bursts on a busy machine (the kernel's receive buffers, not
+    // meshdns: 856 and 896 of 1,000 were answered in CI), so what went unanswered is asked
+    // again, in up to five rounds; every query must be answered.
+    for _round in 0..5 {
+        let missing: Vec<u16> = (0..1000u16)
+            .filter(|id| !answered.lock().unwrap().contains(id))
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        for (i, id) in missing.iter().enumerate() {
+            let mut q = Message::new(*id, MessageType::Query, OpCode::Query);
+            q.add_query(Query::query(name.clone(), RecordType::TXT));
+            sock.send_to(&q.to_vec().unwrap(), m.dns).unwrap();
+            if i % 10 == 9 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        // Until the answers stop coming.
+        let mut seen = count();
+        loop {
+            std::thread::sleep(Duration::from_millis(300));
+            if count() == seen {
                 break;
             }
-        }
-        answered
-    });
-    let name = Name::from_ascii(format!("{}.", iroh_name(&secret))).unwrap();
-    // In bursts of 10, 2 ms apart: the first burst arrives while the lookup runs; larger
-    // bursts overflowed a receive buffer on a busy machine (the kernel's drops, not meshdns's:
-    // 896 of 1,000 answered once in CI with bursts of 50, the reader parsing in a debug build).
-    for id in 0..1000u16 {
-        let mut q = Message::new(id, MessageType::Query, OpCode::Query);
-        q.add_query(Query::query(name.clone(), RecordType::TXT));
-        sock.send_to(&q.to_vec().unwrap(), m.dns).unwrap();
-        if id % 10 == 9 {
-            std::thread::sleep(Duration::from_millis(2));
+            seen = count();
         }
     }
-    let answered = answers.join().unwrap();
-    // UDP on loopback may drop a few under a burst; those that came are answers.
-    assert!(answered > 900, "{answered} of 1000 answered");
+    done.store(true, SeqCst);
+    reader.join().unwrap();
+    assert_eq!(
+        count(),
+        1000,
+        "queries answered, of 1,000 asked in up to five rounds"
+    );
     counted(&m, "found", 1);
     assert_eq!(started(&m), 1);
     assert_eq!(lookups(&m, "refused"), 0);
