@@ -1620,9 +1620,9 @@ impl Writer {
     }
 }
 
-/// Reads the whole database file once, front to back, unless it is in the page cache already:
-/// loading walks the B-tree, whose pages lie all over the file, and on a cold cache those
-/// random reads (not the parsing) would take most of the start-up. One sequential pass is
+/// Reads the whole database file once, each part front to back, unless it is in the page
+/// cache already: loading walks the B-tree, whose pages lie all over the file, and on a cold
+/// cache those random reads (not the parsing) would take most of the start-up. One pass is
 /// several times faster (a million endpoints: 11 s → 3 s cold, measured; asking the kernel to
 /// read ahead instead, `posix_fadvise(WILLNEED)`, took 4.2 s: the walk's random reads then
 /// compete with the read-ahead). On a warm cache the pass would be a 0.5 s copy a million
