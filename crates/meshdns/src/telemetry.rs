@@ -500,7 +500,7 @@ fn pkarr(out: &mut String, store: &PkarrStore) {
     header(
         out,
         "meshdns_pkarr_commits_total",
-        "Commits of the pkarr store (each makes a batch of publishes durable).",
+        "Commits of the pkarr store's database (each writes a batch of publishes, with those the journal held and the pushes answered since the last).",
         "counter",
     );
     let _ = writeln!(
@@ -518,6 +518,28 @@ fn pkarr(out: &mut String, store: &PkarrStore) {
         out,
         "meshdns_pkarr_commit_seconds_total {}",
         c.commit_micros.load(Relaxed) as f64 / 1e6
+    );
+    header(
+        out,
+        "meshdns_pkarr_journal_syncs_total",
+        "Writes of clients' publishes to the pkarr publish journal, each synced before the publishes are answered (the next commit writes them into the database).",
+        "counter",
+    );
+    let _ = writeln!(
+        out,
+        "meshdns_pkarr_journal_syncs_total {}",
+        c.journal_syncs.load(Relaxed)
+    );
+    header(
+        out,
+        "meshdns_pkarr_journal_seconds_total",
+        "Time the pkarr store spent writing and syncing its publish journal.",
+        "counter",
+    );
+    let _ = writeln!(
+        out,
+        "meshdns_pkarr_journal_seconds_total {}",
+        c.journal_micros.load(Relaxed) as f64 / 1e6
     );
     header(
         out,

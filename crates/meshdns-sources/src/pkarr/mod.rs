@@ -60,6 +60,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use tracing::{error, info, warn};
 
 pub mod dht;
+mod journal;
 mod tables;
 
 pub use tables::{ChangePage, Epoch, Have, Origin, tie};
@@ -230,6 +231,10 @@ pub struct PkarrCounters {
     pub commits: AtomicU64,
     /// Time spent committing, in microseconds.
     pub commit_micros: AtomicU64,
+    /// Writes (each synced) of clients' publishes to the journal.
+    pub journal_syncs: AtomicU64,
+    /// Time spent writing and syncing the journal, in microseconds.
+    pub journal_micros: AtomicU64,
     /// Of the publishes stored, those another replica sent.
     pub replicated: AtomicU64,
     /// The highest change number committed (this replica's head).
@@ -257,9 +262,31 @@ struct Put {
     if_match: Option<u64>,
     /// Where another replica that sent it first took it.
     origin: Option<Origin>,
-    /// Pushed by a peer that waits for no acknowledgement: answered before it is durable.
-    lazy: bool,
+    /// When it is answered.
+    answer: Answer,
     reply: Reply,
+}
+
+/// When a put is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    /// Once decided and served, before it is durable: a push no one waits for
+    /// ([`PkarrStore::put_pushed`]).
+    Decided,
+    /// Once durable: in the journal, or committed (a store in memory commits).
+    Durable,
+    /// Once committed into the database: a catch-up page, whose cursor a commit keeps after it.
+    Committed,
+}
+
+impl Answer {
+    /// How a replicated put is answered: with a cursor to keep after it, once committed.
+    fn replicated(cursor: Option<&(Epoch, u64)>) -> Answer {
+        match cursor {
+            Some(_) => Answer::Committed,
+            None => Answer::Durable,
+        }
+    }
 }
 
 enum Job {
@@ -406,9 +433,27 @@ impl PkarrStore {
         let clean = tables::stopped_cleanly(&db).map_err(io)?;
         // The tables exist from the first start on, with this replica's epoch.
         let epoch = tables::prepare(&db).map_err(io)?;
-        if let Some(dir) = &config.data_dir {
-            migrate(&db, &dir.join(LEGACY_DIR))?;
-        }
+        let journal = match &config.data_dir {
+            Some(dir) => {
+                migrate(&db, &dir.join(LEGACY_DIR))?;
+                let (journal, records) = journal::Journal::open(dir, &epoch)?;
+                let replayed = replay(&db, records, horizon(config.max_future)).map_err(|e| {
+                    io(format!(
+                        "{}: {e}",
+                        dir.join(journal::JOURNAL_FILE).display()
+                    ))
+                })?;
+                if replayed > 0 {
+                    info!(
+                        replayed,
+                        "pkarr store: publishes acknowledged before the last stop and not committed were read back from the journal"
+                    );
+                }
+                Some(std::cell::RefCell::new(journal))
+            }
+            None => None,
+        };
+        let next_seq = tables::next_seq(&db).map_err(io)?;
         let (overlay, beyond) = load(&db, horizon(config.max_future), config.lookups)?;
         let stale = tables::stale_rows(&db).map_err(io)?;
         let overlay = Arc::new(overlay);
@@ -451,6 +496,8 @@ impl PkarrStore {
             expire_from: std::cell::Cell::new(None),
             stale: std::cell::RefCell::new(Stale::new(stale)),
             pending: pending.clone(),
+            journal,
+            next_seq: std::cell::Cell::new(next_seq),
         };
         let thread = std::thread::Builder::new()
             .name("meshdns-pkarr".into())
@@ -530,7 +577,8 @@ impl PkarrStore {
         items: Vec<(Key, Vec<u8>, Option<Origin>)>,
         cursor: Option<(Epoch, u64)>,
     ) -> Vec<Result<(), PutError>> {
-        self.replicated(client, items, cursor, false).await
+        let answer = Answer::replicated(cursor.as_ref());
+        self.replicated(client, items, cursor, answer).await
     }
 
     /// [`PkarrStore::put_replicated`] for packets an authenticated peer pushed without waiting
@@ -543,7 +591,7 @@ impl PkarrStore {
         &self,
         items: Vec<(Key, Vec<u8>, Option<Origin>)>,
     ) -> Vec<Result<(), PutError>> {
-        self.replicated(None, items, None, true).await
+        self.replicated(None, items, None, Answer::Decided).await
     }
 
     async fn replicated(
@@ -551,10 +599,10 @@ impl PkarrStore {
         client: Option<IpAddr>,
         items: Vec<(Key, Vec<u8>, Option<Origin>)>,
         cursor: Option<(Epoch, u64)>,
-        lazy: bool,
+        answer: Answer,
     ) -> Vec<Result<(), PutError>> {
         let checked = self.check_replicated(client, items).await;
-        self.submit_checked(checked, cursor, lazy).await
+        self.submit_checked(checked, cursor, answer).await
     }
 
     /// The first half of [`PkarrStore::put_replicated`], which needs nothing of the writer:
@@ -621,14 +669,15 @@ impl PkarrStore {
         checked: Checked,
         cursor: Option<(Epoch, u64)>,
     ) -> Vec<Result<(), PutError>> {
-        self.submit_checked(checked, cursor, false).await
+        let answer = Answer::replicated(cursor.as_ref());
+        self.submit_checked(checked, cursor, answer).await
     }
 
     async fn submit_checked(
         &self,
         checked: Checked,
         cursor: Option<(Epoch, u64)>,
-        lazy: bool,
+        answer: Answer,
     ) -> Vec<Result<(), PutError>> {
         let Checked {
             client,
@@ -644,7 +693,7 @@ impl PkarrStore {
                 // publish would.
                 Ok(mut v) => {
                     v.origin = origins[i].take();
-                    self.submit(v, client.is_none(), lazy).await
+                    self.submit(v, client.is_none(), answer).await
                 }
                 Err(e) => Err(e),
             };
@@ -771,11 +820,11 @@ impl PkarrStore {
         &self,
         v: Verified,
         wait: bool,
-        lazy: bool,
+        answer: Answer,
     ) -> Result<tokio::sync::oneshot::Receiver<Result<u64, PutError>>, PutError> {
         let (reply, done) = tokio::sync::oneshot::channel();
         let mut put = v.into_put(reply);
-        put.lazy = lazy;
+        put.answer = answer;
         self.queue(Job::Put(put), wait).await?;
         Ok(done)
     }
@@ -839,6 +888,9 @@ impl PkarrStore {
 
     /// The stored payload of `key` as published, if any (served or not).
     pub fn payload(&self, key: &Key) -> Option<Vec<u8>> {
+        if let Some((p, _)) = self.pending.lock().expect("pending").newest(key) {
+            return Some(p.to_vec());
+        }
         let txn = self.db.begin_read().ok()?;
         let table = txn.open_table(PACKETS).ok()?;
         table
@@ -997,7 +1049,7 @@ impl Verified {
             published: self.published,
             if_match: self.if_match,
             origin: self.origin,
-            lazy: false,
+            answer: Answer::Durable,
             reply,
         }
     }
@@ -1097,17 +1149,24 @@ struct Writer {
     expire_from: std::cell::Cell<Option<Key>>,
     /// The log rows of replaced packets, to remove.
     stale: std::cell::RefCell<Stale>,
-    /// Pushed packets answered and served, written by the next commit.
+    /// Packets answered and served, written by the next commit.
     pending: Arc<Mutex<Pending>>,
+    /// Where clients' publishes are made durable between commits (`None`: a store in memory,
+    /// whose publishes are committed).
+    journal: Option<std::cell::RefCell<journal::Journal>>,
+    /// The next sequence number to give: the database's, or above it while publishes the
+    /// journal holds wait for their commit.
+    next_seq: std::cell::Cell<u64>,
 }
 
-/// Packets peers pushed that were decided, served and answered, and are not written yet: the
-/// next commit writes them first (every commit does), at most [`LAZY_FLUSH`] after the first.
+/// Packets that were decided, served and answered, and are not written into the database yet:
+/// those peers pushed, and clients' publishes the journal holds. The next commit writes them
+/// first (every commit does), at most [`LAZY_FLUSH`] after the first.
 #[derive(Default)]
 struct Pending {
-    /// The newest of each key (a newer one takes its place): key, payload, origin, date.
-    /// Later decisions and `GET` look here before the database.
-    puts: Vec<(Key, Vec<u8>, Option<Origin>, u64)>,
+    /// The newest of each key (a newer one takes its place). Later decisions and `GET` look
+    /// here before the database.
+    puts: Vec<Waiting>,
     /// Where each key is in `puts`.
     index: HashMap<Key, usize>,
     /// When the first was answered.
@@ -1119,12 +1178,12 @@ impl Pending {
     fn newest(&self, key: &Key) -> Option<(&[u8], u64)> {
         self.index
             .get(key)
-            .map(|&i| (self.puts[i].1.as_slice(), self.puts[i].3))
+            .map(|&i| (self.puts[i].payload.as_slice(), self.puts[i].stamp))
     }
 
     /// Keeps a decided packet, in place of the one waiting for its key.
-    fn keep(&mut self, key: Key, payload: Vec<u8>, origin: Option<Origin>, stamp: u64) {
-        let entry = (key, payload, origin, stamp);
+    fn keep(&mut self, entry: Waiting) {
+        let key = entry.key;
         match self.index.get(&key) {
             Some(&i) => self.puts[i] = entry,
             None => {
@@ -1134,6 +1193,19 @@ impl Pending {
         }
         self.since.get_or_insert_with(Instant::now);
     }
+}
+
+/// A packet waiting in [`Pending`].
+#[derive(Clone)]
+struct Waiting {
+    key: Key,
+    payload: Vec<u8>,
+    origin: Option<Origin>,
+    /// Its date.
+    stamp: u64,
+    /// The number it was answered with (a client's publish, in the journal); a pushed packet
+    /// is numbered by the commit that writes it.
+    seq: Option<u64>,
 }
 
 /// What the writer decides for a packet dated `timestamp_us` (with `If-Match` `if_match`)
@@ -1311,9 +1383,14 @@ impl Writer {
                     Job::Flush(tx) => flushed.push(tx),
                 }
             }
-            // Pushes alone, with nothing due: answered without a commit.
-            let lazy = !puts.is_empty()
-                && puts.iter().all(|p| p.lazy)
+            // Pushes and publishes alone, with nothing due: answered without a commit (the
+            // publishes once the journal holds them; without one, they are committed).
+            let uncommitted = !puts.is_empty()
+                && puts.iter().all(|p| match p.answer {
+                    Answer::Decided => true,
+                    Answer::Durable => self.journal.is_some(),
+                    Answer::Committed => false,
+                })
                 && cursors.is_empty()
                 && expire_now.is_none()
                 && waiting.is_empty()
@@ -1321,7 +1398,7 @@ impl Writer {
                 && stop.is_none()
                 && due.is_none_or(|d| Instant::now() < d)
                 && self.pending.lock().expect("pending").puts.len() + puts.len() <= LAZY_MAX;
-            let expired = if lazy {
+            let expired = if uncommitted {
                 self.apply(puts);
                 0
             } else {
@@ -1368,6 +1445,13 @@ impl Writer {
             // The next start finds them by walking the log.
             warn!(error = %e, stale = all.len(), "cannot keep the stale pkarr log rows' numbers");
         }
+        // Every publish it held is committed: the next start reads nothing from it.
+        if let Some(journal) = &self.journal
+            && self.pending.lock().expect("pending").puts.is_empty()
+            && let Err(e) = journal.borrow_mut().clear()
+        {
+            warn!(error = %e, "cannot empty the pkarr publish journal; the next start reads it again");
+        }
     }
 
     /// Checks the clients' publishes among `batch`, their signatures together: in a commit of
@@ -1396,43 +1480,90 @@ impl Writer {
             .collect()
     }
 
-    /// Decides pushed packets without a commit: each is served and answered at once, and kept
-    /// for the next commit ([`Pending`]).
+    /// Decides packets without a commit, and keeps the winners for the next one ([`Pending`]):
+    /// those peers pushed are served and answered at once; clients' publishes (and pushes that
+    /// wait for an acknowledgement) once the journal holds them, with the number each is
+    /// written under.
     fn apply(&self, puts: Vec<Put>) {
         let latest = horizon(self.max_future);
+        // Decided against what waits or is stored, and against the winners before them here
+        // (a key may publish twice in one batch).
+        let mut won: Vec<(Put, Option<u64>)> = Vec::with_capacity(puts.len());
+        let mut staged: HashMap<Key, usize> = HashMap::new();
+        {
+            let pending = self.pending.lock().expect("pending");
+            for put in puts {
+                let newest = match staged.get(&put.key) {
+                    Some(&i) => Some((won[i].0.payload.as_slice(), won[i].0.timestamp_us)),
+                    None => pending.newest(&put.key),
+                };
+                let stored = newest.map(|n| n.1).or_else(|| self.overlay.stamp(&put.key));
+                let decision = decide(
+                    put.if_match,
+                    stored,
+                    put.timestamp_us,
+                    latest,
+                    &put.payload,
+                    || match newest {
+                        Some((p, _)) => Ok(Some(p.to_vec())),
+                        None => self.stored_payload(&put.key),
+                    },
+                )
+                .unwrap_or_else(|e| Err(PutError::Io(e.to_string())));
+                match decision {
+                    Ok(()) => {
+                        let seq = (put.answer != Answer::Decided).then(|| {
+                            let seq = self.next_seq.get();
+                            self.next_seq.set(seq + 1);
+                            seq
+                        });
+                        staged.insert(put.key, won.len());
+                        won.push((put, seq));
+                    }
+                    Err(e) => {
+                        let _ = put.reply.send(Err(e));
+                    }
+                }
+            }
+        }
+        // One write and one sync for the batch's publishes, outside the lock (`GET` reads the
+        // packets waiting meanwhile; only this thread changes them).
+        let numbered = won.iter().filter_map(|(p, seq)| {
+            seq.map(|seq| (seq, &p.key, p.origin.as_ref(), p.payload.as_slice()))
+        });
+        let journaled = match &self.journal {
+            Some(j) if won.iter().any(|w| w.1.is_some()) => {
+                let started = Instant::now();
+                let written = j.borrow_mut().append(numbered);
+                self.counters.journal_syncs.fetch_add(1, Relaxed);
+                self.counters
+                    .journal_micros
+                    .fetch_add(started.elapsed().as_micros() as u64, Relaxed);
+                written.map_err(|e| {
+                    error!(error = %e, "cannot write pkarr publishes to the journal; refusing them");
+                    PutError::Io(format!("the publish journal: {e}"))
+                })
+            }
+            _ => Ok(()),
+        };
         let mut pending = self.pending.lock().expect("pending");
         let mut changed = false;
-        for Put {
-            key,
-            payload,
-            timestamp_us,
-            published,
-            origin,
-            reply,
-            ..
-        } in puts
-        {
-            let newest = pending.newest(&key);
-            let stored = newest.map(|n| n.1).or_else(|| self.overlay.stamp(&key));
-            let decision = decide(
-                None,
-                stored,
-                timestamp_us,
-                latest,
-                &payload,
-                || match newest {
-                    Some((p, _)) => Ok(Some(p.to_vec())),
-                    None => self.stored_payload(&key),
-                },
-            )
-            .unwrap_or_else(|e| Err(PutError::Io(e.to_string())));
-            if decision.is_ok() {
-                pending.keep(key, payload, origin, timestamp_us);
-                self.changes.record(key, Some(&published));
-                self.overlay.insert(key, published);
-                changed = true;
+        for (put, seq) in won {
+            if let (Some(_), Err(e)) = (seq, &journaled) {
+                let _ = put.reply.send(Err(e.clone()));
+                continue;
             }
-            let _ = reply.send(decision.map(|()| 0));
+            pending.keep(Waiting {
+                key: put.key,
+                payload: put.payload,
+                origin: put.origin,
+                stamp: put.timestamp_us,
+                seq,
+            });
+            self.changes.record(put.key, Some(&put.published));
+            self.overlay.insert(put.key, put.published);
+            changed = true;
+            let _ = put.reply.send(Ok(seq.unwrap_or(0)));
         }
         drop(pending);
         if changed {
@@ -1459,19 +1590,20 @@ impl Writer {
         })
     }
 
-    /// Decides and commits one batch, after the pushed packets waiting (every commit writes
-    /// them); returns how many packets expired.
+    /// Decides and commits one batch, after the packets waiting (every commit writes them:
+    /// pushes answered, and publishes the journal holds, which it no longer needs after);
+    /// returns how many packets expired.
     fn commit(
         &self,
         puts: Vec<Put>,
         cursors: Vec<(Epoch, u64, Reply)>,
         expire: Option<Walk>,
     ) -> usize {
-        let lazy = self.pending.lock().expect("pending").puts.clone();
-        if puts.is_empty() && cursors.is_empty() && expire.is_none() && lazy.is_empty() {
+        let held = self.pending.lock().expect("pending").puts.clone();
+        if puts.is_empty() && cursors.is_empty() && expire.is_none() && held.is_empty() {
             return 0;
         }
-        let mut lazy_top = 0;
+        let mut held_top = 0;
         let started = Instant::now();
         let mut decided = Vec::with_capacity(puts.len());
         let mut expired = Vec::new();
@@ -1479,15 +1611,22 @@ impl Writer {
         let round = (self.overlay.len() / STALE_SHARE).max(STALE_ROUND);
         let mut rows = self.stale.borrow_mut();
         let removing = rows.chunk(round).len();
+        let mut next_seq = 0;
         let outcome = (|| -> Result<(), redb::Error> {
             let txn = self.db.begin_write()?;
             {
                 let mut t = Tables::open(&txn)?;
-                // Decided and answered already, in their order.
-                for (key, payload, origin, _) in &lazy {
-                    let (seq, replaced) = t.write(key, payload, origin.as_ref())?;
+                // Above the numbers given to the publishes the journal holds.
+                t.next_seq = t.next_seq.max(self.next_seq.get());
+                // Decided and answered already, in their order: under the number each was
+                // answered with, or the next.
+                for w in &held {
+                    let (seq, replaced) = match w.seq {
+                        Some(seq) => (seq, t.write_at(&w.key, seq, &w.payload, w.origin.as_ref())?),
+                        None => t.write(&w.key, &w.payload, w.origin.as_ref())?,
+                    };
                     made_stale.extend(replaced);
-                    lazy_top = seq;
+                    held_top = held_top.max(seq);
                 }
                 // What this batch decided for a key (a key may publish twice in one).
                 let mut staged: HashMap<Key, (u64, Vec<u8>)> = HashMap::new();
@@ -1500,7 +1639,7 @@ impl Writer {
                     if_match,
                     origin,
                     reply,
-                    lazy: _,
+                    answer: _,
                 } in puts
                 {
                     let stored = staged
@@ -1555,6 +1694,7 @@ impl Writer {
                 }
                 t.remove_stale(rows.chunk(round))?;
                 t.finish()?;
+                next_seq = t.next_seq;
             }
             txn.commit()?;
             Ok(())
@@ -1565,10 +1705,15 @@ impl Writer {
             .fetch_add(started.elapsed().as_micros() as u64, Relaxed);
         match outcome {
             Ok(()) => {
-                if !lazy.is_empty() {
+                self.next_seq.set(next_seq);
+                if !held.is_empty() {
                     // Nothing else adds to them: this thread is the only one that does.
                     *self.pending.lock().expect("pending") = Pending::default();
-                    self.counters.head.fetch_max(lazy_top, Relaxed);
+                    self.counters.head.fetch_max(held_top, Relaxed);
+                }
+                // What the journal held is in the database now.
+                if let Some(journal) = &self.journal {
+                    journal.borrow_mut().rewind();
                 }
                 rows.committed(removing, &mut made_stale);
                 self.counters.stale_rows.store(rows.len() as u64, Relaxed);
@@ -1726,6 +1871,47 @@ fn cached(file: &std::fs::File) -> bool {
 
 /// Every stored packet dated no later than `latest`, compiled for serving; and the rows of
 /// those dated later (kept, not served).
+/// Writes the journal's `records` the database does not hold (numbered at or above its next
+/// number: those answered after its last commit) in one durable commit, each as the newest of
+/// its key unless what is stored wins over it; returns how many were written. Done again after
+/// a crash in it: the journal is emptied only by the next run's commits.
+fn replay(db: &Database, records: Vec<journal::Record>, latest: u64) -> Result<usize, redb::Error> {
+    let txn = db.begin_write()?;
+    let (mut written, mut beyond) = (0, false);
+    {
+        let mut t = Tables::open(&txn)?;
+        let from = t.next_seq;
+        for r in records.into_iter().filter(|r| r.seq >= from) {
+            // Each number was answered with: none is given again.
+            t.next_seq = t.next_seq.max(r.seq + 1);
+            beyond = true;
+            let Some(stamp) = stamp_of(&r.payload) else {
+                continue;
+            };
+            let stored = t.payload(&r.key)?;
+            let decision = decide(
+                None,
+                stored.as_deref().and_then(stamp_of),
+                stamp,
+                latest,
+                &r.payload,
+                || Ok::<_, redb::Error>(stored.clone()),
+            )?;
+            if decision.is_ok() {
+                t.write_at_now(&r.key, r.seq, &r.payload, r.origin.as_ref())?;
+                written += 1;
+            }
+        }
+        t.finish()?;
+    }
+    if beyond {
+        txn.commit()?;
+    } else {
+        txn.abort()?;
+    }
+    Ok(written)
+}
+
 fn load(db: &Database, latest: u64, lookups: bool) -> std::io::Result<(Overlay, Vec<(u64, Key)>)> {
     let started = Instant::now();
     let overlay = if lookups {
@@ -2023,6 +2209,105 @@ mod tests {
         assert_eq!(expiring.get(&key).unwrap(), None);
     }
 
+    /// The state a crash leaves: publishes answered from the journal, not committed. The
+    /// start writes those the database does not hold (numbered at or above its next number)
+    /// and skips the rest: records of an earlier round, and a record cut short.
+    #[tokio::test]
+    async fn publishes_the_journal_holds_are_read_back_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || {
+            PkarrStore::open(config(Some(dir.path().into()), Duration::from_secs(3600))).unwrap()
+        };
+        let [a, b, c, d] = std::array::from_fn(|_| SecretKey::generate());
+        let t = now_us() - 1000;
+        let store = open();
+        let a1 = payload_at(&a, "addr=192.0.2.1:1", t);
+        store
+            .put(None, &a.public().to_z32(), &a1, None)
+            .await
+            .unwrap();
+        let epoch = store.epoch();
+        drop(store);
+        let next =
+            tables::next_seq(&redb::Database::open(dir.path().join(DB_FILE)).unwrap()).unwrap();
+        let a2 = payload_at(&a, "addr=192.0.2.1:2", t + 1);
+        let a0 = payload_at(&a, "addr=192.0.2.1:0", t - 1);
+        let b1 = payload_at(&b, "addr=192.0.2.2:1", t);
+        let c1 = payload_at(&c, "addr=192.0.2.3:1", t);
+        let d1 = payload_at(&d, "addr=192.0.2.4:1", t);
+        let key = |s: &SecretKey| *s.public().as_bytes();
+        let peer: Origin = ([5; 16], 77);
+        {
+            let (mut j, found) = journal::Journal::open(dir.path(), &epoch).unwrap();
+            assert!(found.is_empty(), "a clean stop empties it");
+            let records = [
+                // An earlier round's, committed then.
+                (next - 1, key(&c), None, c1.as_slice()),
+                (next, key(&a), None, a2.as_slice()),
+                (next + 1, key(&b), Some(&peer), b1.as_slice()),
+                // Older than what the journal holds for its key before it.
+                (next + 2, key(&a), None, a0.as_slice()),
+            ];
+            j.append(records.iter().map(|(s, k, o, p)| (*s, k, *o, *p)))
+                .unwrap();
+            j.append([(next + 3, &key(&d), None, d1.as_slice())])
+                .unwrap();
+        }
+        // The last record cut short by the crash.
+        let path = dir.path().join(journal::JOURNAL_FILE);
+        let len = std::fs::metadata(&path).unwrap().len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(len - 3)
+            .unwrap();
+
+        let got = |store: &PkarrStore, s: &SecretKey| {
+            store.get(&s.public().to_z32()).unwrap().map(|p| p.payload)
+        };
+        let store = open();
+        assert_eq!(
+            got(&store, &a),
+            Some(a2.clone()),
+            "the newest of the journal's"
+        );
+        assert_eq!(got(&store, &b), Some(b1.clone()));
+        assert_eq!(
+            got(&store, &c),
+            None,
+            "an earlier round's record is skipped"
+        );
+        assert_eq!(
+            got(&store, &d),
+            None,
+            "a record cut short was never answered"
+        );
+        assert_eq!(served(&store, &b), Some(t));
+        // Under the numbers they were answered with, the origin kept; the head is above them.
+        let rows = store
+            .changes_after(next - 1, usize::MAX, &Have::new(), &|_| false)
+            .unwrap()
+            .entries;
+        let numbered: Vec<(u64, Key)> = rows.iter().map(|r| (r.0, r.1)).collect();
+        assert_eq!(numbered, vec![(next, key(&a)), (next + 1, key(&b))]);
+        assert_eq!(rows[1].3, peer);
+        assert_eq!(store.counters.head.load(Relaxed), next + 2);
+        // A publish after it is numbered above every record read back.
+        let d2 = payload_at(&d, "addr=192.0.2.4:2", t);
+        let seq = store
+            .put(None, &d.public().to_z32(), &d2, None)
+            .await
+            .unwrap();
+        assert!(seq > next + 2, "{seq}");
+        drop(store);
+        // Read back once: the clean stop emptied the journal, and the packets stay.
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 32);
+        let store = open();
+        assert_eq!(got(&store, &a), Some(a2));
+        assert_eq!(got(&store, &d), Some(d2));
+    }
+
     /// The key and payloads of one secret's packets in the order they were given.
     fn items(secret: &SecretKey, payloads: &[&Vec<u8>]) -> Vec<(Key, Vec<u8>, Option<Origin>)> {
         payloads
@@ -2193,7 +2478,8 @@ mod tests {
         }
         assert_eq!(written().len(), 1);
         assert!(store.counters.head.load(Relaxed) > head);
-        // A client's publish commits at once, and whatever pushes wait goes with it.
+        // A client's publish is answered once the journal holds it, with the number the
+        // commit writes it under; the push waiting goes into the same commit.
         let other = SecretKey::generate();
         assert_eq!(
             store
@@ -2202,7 +2488,8 @@ mod tests {
             vec![Ok(())]
         );
         let third = SecretKey::generate();
-        store
+        let syncs = store.counters.journal_syncs.load(Relaxed);
+        let seq = store
             .put(
                 None,
                 &third.public().to_z32(),
@@ -2211,7 +2498,21 @@ mod tests {
             )
             .await
             .unwrap();
-        assert_eq!(written().len(), 3, "the push written with the publish");
+        assert!(
+            store.counters.journal_syncs.load(Relaxed) > syncs,
+            "journaled"
+        );
+        while written().len() < 3 {
+            assert!(Instant::now() < deadline, "never written");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let rows = written();
+        assert_eq!(rows.len(), 3, "the push written with the publish");
+        assert!(
+            rows.iter()
+                .any(|r| r.0 == seq && r.1 == *third.public().as_bytes()),
+            "the publish under the number it was answered with: {seq}"
+        );
         // A flush (what a catch-up read does first) returns once the push waiting is written.
         let fourth = SecretKey::generate();
         assert_eq!(
@@ -2262,6 +2563,8 @@ mod tests {
                 .await
                 .unwrap();
         }
+        // Answered from the journal: written by the next commit, which this makes now.
+        store.flush().await.unwrap();
         let all = store
             .changes_after(0, usize::MAX, &Have::new(), &|_| false)
             .unwrap();
@@ -2280,6 +2583,7 @@ mod tests {
             .put(None, &secrets[1].public().to_z32(), &again, None)
             .await
             .unwrap();
+        store.flush().await.unwrap();
         let after = store
             .changes_after(5, usize::MAX, &Have::new(), &|_| false)
             .unwrap();
@@ -2310,6 +2614,7 @@ mod tests {
         let mut it = items(&secrets[4], &[&moved]);
         it[0].2 = Some(from);
         assert_eq!(store.put_replicated(None, it, None).await, vec![Ok(())]);
+        store.flush().await.unwrap();
         let all = store
             .changes_after(0, usize::MAX, &Have::new(), &|_| false)
             .unwrap();
@@ -2370,6 +2675,7 @@ mod tests {
             .put(None, &secrets[3].public().to_z32(), &p, None)
             .await
             .unwrap();
+        store.flush().await.unwrap();
         assert_eq!(
             store
                 .changes_after(8, usize::MAX, &Have::new(), &|_| false)
@@ -2535,6 +2841,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(seq, 8);
+        store.flush().await.unwrap();
         let page = store
             .changes_after(0, usize::MAX, &Have::new(), &|_| false)
             .unwrap();

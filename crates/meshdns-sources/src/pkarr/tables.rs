@@ -161,6 +161,31 @@ impl<'t> Tables<'t> {
         Ok(seq)
     }
 
+    /// [`Tables::write`] under `seq`, a number given earlier (a publish the publish log holds,
+    /// numbered when it was answered); the next number given is above it.
+    pub fn write_at(
+        &mut self,
+        key: &Key,
+        seq: u64,
+        payload: &[u8],
+        origin: Option<&Origin>,
+    ) -> Result<Option<u64>, redb::StorageError> {
+        self.next_seq = self.next_seq.max(seq + 1);
+        self.put(key, seq, payload, origin)
+    }
+
+    /// [`Tables::write_at`], the replaced packet's log row removed at once.
+    pub fn write_at_now(
+        &mut self,
+        key: &Key,
+        seq: u64,
+        payload: &[u8],
+        origin: Option<&Origin>,
+    ) -> Result<(), redb::StorageError> {
+        self.next_seq = self.next_seq.max(seq + 1);
+        self.put_now(key, seq, payload, origin)
+    }
+
     /// Stores the packet under `seq`, the log row it made stale removed at once.
     fn put_now(
         &mut self,
@@ -472,6 +497,21 @@ pub(super) fn have(db: &redb::Database, own: Epoch) -> Result<Have, redb::Error>
         - 1;
     have.insert(own, head);
     Ok(have)
+}
+
+/// The next sequence number the database gives.
+pub(super) fn next_seq(db: &redb::Database) -> Result<u64, redb::Error> {
+    use redb::ReadableDatabase;
+    let txn = db.begin_read()?;
+    let meta = match txn.open_table(META) {
+        Ok(m) => m,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(1),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(meta
+        .get("next_seq")?
+        .and_then(|v| v.value().try_into().ok().map(u64::from_be_bytes))
+        .unwrap_or(1))
 }
 
 /// Whether the last run stopped cleanly: its last commit kept the stale rows' numbers (a
