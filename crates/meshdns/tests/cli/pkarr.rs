@@ -430,22 +430,28 @@ fn acknowledged_publishes_survive_kill_9() {
 #[test]
 fn a_clean_stop_keeps_the_stale_log_rows_for_the_next_start() {
     const WALKED: &str = "stale rows found after an unclean stop";
-    let stale_rows = |m: &Meshdns| {
+    let gauge = |m: &Meshdns, name: &str| {
         let (_, metrics) = m.get("/metrics");
         metrics
             .lines()
-            .find_map(|l| l.strip_prefix("meshdns_pkarr_stale_log_rows "))
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
             .map(|v| v.trim().to_string())
-            .unwrap_or_else(|| panic!("no stale-row gauge in {metrics}"))
+            .unwrap_or_else(|| panic!("no {name} in {metrics}"))
     };
+    let stale_rows = |m: &Meshdns| gauge(m, "meshdns_pkarr_stale_log_rows");
+    let commits = |m: &Meshdns| -> u64 { gauge(m, "meshdns_pkarr_commits_total").parse().unwrap() };
     let data = tempfile::tempdir().unwrap();
     let m = serve(data.path());
     let secret = SecretKey::generate();
     let key = secret.public().to_z32();
     let first = signed(&secret, 1);
     let stamp = u64::from_be_bytes(first[64..72].try_into().unwrap());
-    // The first publish, and three newer ones: three rows go stale.
+    // The first publish, and three newer ones: three rows go stale. Each is answered from the
+    // journal and written by a later commit (within 100 ms); two commits after it (the first may
+    // have begun before it came) wrote it, and the next one replaces a row in the log (one still
+    // waiting would be replaced before it was written: no stale row).
     for n in 0..4u64 {
+        let before = commits(&m);
         let payload = resigned(&secret, &first, stamp + n);
         let (status, ..) = http(
             m.http.unwrap(),
@@ -455,14 +461,17 @@ fn a_clean_stop_keeps_the_stale_log_rows_for_the_next_start() {
             &payload,
         );
         assert_eq!(status, 204, "publish {n}");
+        // 15 s at most: the bound only keeps a broken build from hanging.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        while commits(&m) < before + 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "publish {n} never committed"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
-    // Publishes answered from the journal are written by the next commit, within 100 ms (15 s
-    // here: the bound only keeps a broken build from hanging).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    while stale_rows(&m) != "3" {
-        assert!(std::time::Instant::now() < deadline, "{}", stale_rows(&m));
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    assert_eq!(stale_rows(&m), "3");
 
     let log = m.log.clone();
     assert!(m.terminate().success());
