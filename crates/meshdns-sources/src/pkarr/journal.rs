@@ -94,6 +94,9 @@ impl Journal {
                 header[8..24].copy_from_slice(epoch);
                 file.write_all(&header).map_err(named)?;
                 file.sync_all().map_err(named)?;
+                // The file's directory entry too: records answered in its first round would
+                // go with it.
+                File::open(dir).and_then(|d| d.sync_all()).map_err(named)?;
                 Vec::new()
             }
         };
