@@ -751,7 +751,7 @@ impl Replicator {
             // idle), one waiting for acknowledgements, or every WAKE_EVERY-th (a request's
             // worth may have gathered) changes that. Waking it for each publish cost two task
             // wakes a publish at 1,000 a second, for nothing.
-            let wake = q.len() == 1 || ack.is_some() || q.len().is_multiple_of(WAKE_EVERY);
+            let wake = q.len() == 1 || ack.is_some() || q.len() % WAKE_EVERY == 0;
             drop(q);
             if wake {
                 p.wake.notify_one();
