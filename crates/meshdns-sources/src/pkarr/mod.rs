@@ -1502,6 +1502,7 @@ impl Writer {
         // Decided against what waits or is stored, and against the winners before them here
         // (a key may publish twice in one batch).
         let mut won: Vec<(Put, Option<u64>)> = Vec::with_capacity(puts.len());
+        let mut lost = Vec::new();
         let mut staged: HashMap<Key, usize> = HashMap::new();
         {
             let pending = self.pending.lock().expect("pending");
@@ -1534,7 +1535,10 @@ impl Writer {
                         won.push((put, seq));
                     }
                     Err(e) => {
-                        let _ = put.reply.send(Err(e));
+                        // Lost to a winner of this batch that the journal must take.
+                        let to_journaled =
+                            staged.get(&put.key).is_some_and(|&i| won[i].1.is_some());
+                        lost.push((put.reply, e, to_journaled));
                     }
                 }
             }
@@ -1559,6 +1563,15 @@ impl Writer {
             }
             _ => Ok(()),
         };
+        // Those that lost to a winner of this batch the journal then refused are refused with
+        // it: what beat them is not stored.
+        for (reply, e, to_batch) in lost {
+            let e = match &journaled {
+                Err(io) if to_batch => io.clone(),
+                _ => e,
+            };
+            let _ = reply.send(Err(e));
+        }
         let mut pending = self.pending.lock().expect("pending");
         let mut changed = false;
         for (put, seq) in won {
