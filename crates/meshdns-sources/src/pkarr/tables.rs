@@ -143,9 +143,7 @@ impl<'t> Tables<'t> {
         origin: Option<&Origin>,
     ) -> Result<(u64, Option<u64>), redb::StorageError> {
         let seq = self.next_seq;
-        self.next_seq += 1;
-        let stale = self.put(key, seq, payload, origin)?;
-        Ok((seq, stale))
+        Ok((seq, self.write_at(key, seq, payload, origin)?))
     }
 
     /// [`Tables::write`], the replaced packet's log row removed at once.
@@ -156,12 +154,11 @@ impl<'t> Tables<'t> {
         origin: Option<&Origin>,
     ) -> Result<u64, redb::StorageError> {
         let seq = self.next_seq;
-        self.next_seq += 1;
-        self.put_now(key, seq, payload, origin)?;
+        self.write_at_now(key, seq, payload, origin)?;
         Ok(seq)
     }
 
-    /// [`Tables::write`] under `seq`, a number given earlier (a publish the publish log holds,
+    /// [`Tables::write`] under `seq`, a number given earlier (a publish the journal holds,
     /// numbered when it was answered); the next number given is above it.
     pub fn write_at(
         &mut self,
