@@ -318,10 +318,14 @@ pub async fn serve_https(
     Ok(local)
 }
 
+/// A connection handed to [`serve_connections`]: its stream, its client, and whether that
+/// client has sent something already ([`crate::conns::arriving`]).
+type Accepted<Io> = (Io, SocketAddr, bool);
+
 /// Accepts plain HTTP connections for [`serve_connections`].
 async fn accept_plain(
     listener: tokio::net::TcpListener,
-    ready: tokio::sync::mpsc::Sender<(tokio::net::TcpStream, SocketAddr)>,
+    ready: tokio::sync::mpsc::Sender<Accepted<tokio::net::TcpStream>>,
     shutdown: CancellationToken,
 ) {
     loop {
@@ -332,7 +336,8 @@ async fn accept_plain(
         match accepted {
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
-                if ready.send((stream, peer)).await.is_err() {
+                let arriving = crate::conns::arriving(&stream);
+                if ready.send((stream, peer, arriving)).await.is_err() {
                     return;
                 }
             }
@@ -352,7 +357,7 @@ async fn accept_plain(
 /// Serves each connection `incoming` hands over, at most `limits.max_connections` at once
 /// (shedding the one idle the longest), until `shutdown`; then closes them gracefully.
 async fn serve_connections<Io>(
-    mut incoming: tokio::sync::mpsc::Receiver<(Io, SocketAddr)>,
+    mut incoming: tokio::sync::mpsc::Receiver<Accepted<Io>>,
     router: Router,
     limits: HttpLimits,
     (listener, metrics): (HttpListener, Arc<DnsMetrics>),
@@ -363,7 +368,7 @@ async fn serve_connections<Io>(
     let registry = crate::conns::Registry::new();
     let tasks = TaskTracker::new();
     loop {
-        let (io, peer) = tokio::select! {
+        let (io, peer, arriving) = tokio::select! {
             c = incoming.recv() => match c { Some(c) => c, None => break },
             () = shutdown.cancelled() => break,
         };
@@ -374,7 +379,7 @@ async fn serve_connections<Io>(
         {
             break;
         }
-        let conn = Arc::new(registry.open(&shutdown));
+        let conn = Arc::new(registry.open(&shutdown, arriving));
         let (router, metrics) = (router.clone(), metrics.clone());
         tasks.spawn(async move {
             metrics.http_opened(listener);
@@ -551,7 +556,7 @@ async fn handshakes(
     acceptor: tokio_rustls::TlsAcceptor,
     certs: Arc<Certificates>,
     (idle, metrics): (Duration, Arc<DnsMetrics>),
-    ready: tokio::sync::mpsc::Sender<(TlsStream, SocketAddr)>,
+    ready: tokio::sync::mpsc::Sender<Accepted<TlsStream>>,
     shutdown: CancellationToken,
 ) {
     let pending = crate::conns::Registry::new();
@@ -576,7 +581,7 @@ async fn handshakes(
         if !pending.admit(MAX_HANDSHAKES, &shutdown, shed).await {
             return;
         }
-        let handshake = pending.open(&shutdown);
+        let handshake = pending.open(&shutdown, crate::conns::arriving(&stream));
         let _ = stream.set_nodelay(true);
         let (acceptor, certs, ready) = (acceptor.clone(), certs.clone(), ready.clone());
         tokio::spawn(async move {
@@ -595,7 +600,8 @@ async fn handshakes(
                     if tls.get_ref().1.alpn_protocol() == Some(ACME_TLS_ALPN) {
                         return; // a TLS-ALPN-01 validation: the handshake was the answer
                     }
-                    let _ = ready.send((tls, peer)).await;
+                    // It finished a handshake: its request is on the way.
+                    let _ = ready.send((tls, peer, true)).await;
                 }
                 Ok(None) => debug!(%peer, "HTTPS handshake abandoned (shed or shutting down)"),
                 Err(e) => debug!(%peer, error = %e, "HTTPS handshake failed"),

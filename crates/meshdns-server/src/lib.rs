@@ -11,7 +11,8 @@
 //! length framing, several queries per connection answered in order, an idle timeout, and a
 //! connection cap shared with DoT: at the cap the connection idle the longest is closed for the
 //! new one (`conns`), so idle or trickling clients cannot keep a fresh one out, and when every
-//! connection is busy answering, new ones wait in the kernel backlog instead of costing memory.
+//! connection is busy answering (or has just arrived with its query), new ones wait in the
+//! kernel backlog instead of costing memory.
 
 pub mod acme;
 mod conns;
@@ -69,9 +70,9 @@ pub struct ServerConfig {
     pub transfers: Option<Arc<xfr::Transfers>>,
     /// Who answers NOTIFY (the secondary zones); without one NOTIFY gets NOTIMP.
     pub notify: Option<NotifyHandler>,
-    /// Who answers dynamic UPDATE (RFC 2136; the update zones), with the same shape of
-    /// handler; without one UPDATE gets NOTIMP.
-    pub update: Option<NotifyHandler>,
+    /// Who answers dynamic UPDATE (RFC 2136; the update zones); without one UPDATE gets
+    /// NOTIMP.
+    pub update: Option<UpdateHandler>,
     /// DNS over TLS (RFC 7858) on these addresses, sharing the TCP connection cap.
     pub dot: Vec<SocketAddr>,
     /// The certificates the DoT listeners present (required when `dot` is not empty).
@@ -97,6 +98,29 @@ impl std::fmt::Debug for NotifyHandler {
     }
 }
 
+/// Answers dynamic UPDATE: `answer` as a [`NotifyHandler`] is, and `spent` tells, before an
+/// UPDATE datagram is queued for `answer`, that the key it names has spent its rate. Such a
+/// datagram is dropped on the receiving thread: `answer` would check its signature only to
+/// refuse it, and a flood of one key's UPDATEs would fill the queue every other key waits in.
+/// The key is not verified by then, so `spent` only reads budgets; only verified UPDATEs
+/// spend them.
+#[derive(Clone)]
+pub struct UpdateHandler {
+    /// (request, peer) to reply, on a blocking thread.
+    pub answer: NotifyHandler,
+    /// Whether the key an UPDATE names has spent its rate (the datagram is dropped).
+    pub spent: Arc<ScreenFn>,
+}
+
+/// The function behind [`UpdateHandler::spent`]: a request to whether it is dropped.
+pub type ScreenFn = dyn Fn(&[u8]) -> bool + Send + Sync;
+
+impl std::fmt::Debug for UpdateHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("UpdateHandler")
+    }
+}
+
 /// Whether `packet` is a request with opcode NOTIFY (RFC 1996).
 pub(crate) fn is_notify(packet: &[u8]) -> bool {
     packet.len() > 3 && packet[2] & 0x80 == 0 && (packet[2] >> 3) & 0xF == 4
@@ -116,7 +140,7 @@ pub(crate) fn opcode_handler<'a>(
     if is_notify(packet) {
         config.notify.as_ref()
     } else if is_update(packet) {
-        config.update.as_ref()
+        config.update.as_ref().map(|u| &u.answer)
     } else {
         None
     }
@@ -493,7 +517,9 @@ async fn serve_tcp(listener: TcpListener, dot: Dot, shared: Arc<Shared>, tasks: 
         {
             return;
         }
-        let conn = shared.conns.open(&shared.shutdown);
+        let conn = shared
+            .conns
+            .open(&shared.shutdown, conns::arriving(&stream));
         let shared = shared.clone();
         let dot = dot.clone();
         tasks.spawn(async move {

@@ -217,13 +217,18 @@ fn update_later(
     if !crate::is_update(packet) {
         return false;
     }
+    if (handler.spent)(packet) {
+        // Its key's rate is spent: refused anyway, and not worth a place in the queue.
+        shared.metrics.dropped(Proto::Udp);
+        return true;
+    }
     if shared.deferred.fetch_add(1, Relaxed) >= MAX_DEFERRED {
         shared.deferred.fetch_sub(1, Relaxed);
         shared.metrics.dropped(Proto::Udp);
         return true;
     }
     let (handler, shared, sock, packet) = (
-        handler.clone(),
+        handler.answer.clone(),
         shared.clone(),
         sock.clone(),
         packet.to_vec(),

@@ -46,25 +46,47 @@ pub mod rcode {
     ];
 }
 
-/// UPDATEs answered, by rcode.
+/// UPDATEs answered, by rcode, and those dropped unanswered.
 #[derive(Debug, Default)]
-pub struct UpdateCounts([std::sync::atomic::AtomicU64; rcode::NAMES.len()]);
+pub struct UpdateCounts {
+    answered: [std::sync::atomic::AtomicU64; rcode::NAMES.len()],
+    dropped: std::sync::atomic::AtomicU64,
+}
 
 impl UpdateCounts {
     /// Counts one reply with `rc` (rcodes past NOTZONE are not given to an UPDATE).
     pub fn add(&self, rc: u8) {
-        if let Some(c) = self.0.get(usize::from(rc)) {
+        if let Some(c) = self.answered.get(usize::from(rc)) {
             c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
+    }
+
+    /// Counts one datagram dropped before it was read: its key's rate was spent.
+    pub fn drop_one(&self) {
+        self.dropped
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Each rcode's name with its count.
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
         rcode::NAMES
             .iter()
-            .zip(&self.0)
+            .zip(&self.answered)
             .map(|(name, c)| (*name, c.load(std::sync::atomic::Ordering::Relaxed)))
     }
+
+    /// Datagrams dropped unanswered ([`UpdateCounts::drop_one`]).
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// The key an UPDATE says it is signed with, unverified (`None`: unsigned, or not a message):
+/// enough to tell that the key has spent its rate before checking the signature.
+pub fn signer(packet: &[u8]) -> Option<meshdns_zone::Name> {
+    let msg = crate::message::parse(packet).ok()?;
+    let (tsig, _) = crate::tsig::Tsig::read(&msg)?.ok()?;
+    meshdns_zone::Name::from_wire(&tsig.key_name)
 }
 
 /// An RRset's key: owner (lower-cased wire) and type.

@@ -80,6 +80,13 @@ pub fn render(m: &Sources<'_>) -> String {
                 "meshdns_update_requests_total{{rcode=\"{rcode}\"}} {n}"
             );
         }
+        header(
+            &mut out,
+            "meshdns_update_dropped_total",
+            "UPDATE datagrams dropped unanswered: the key they name had spent its rate.",
+            "counter",
+        );
+        let _ = writeln!(out, "meshdns_update_dropped_total {}", updates.dropped());
     }
     zone_records(&mut out, m.catalog);
     sources(&mut out, m.status);

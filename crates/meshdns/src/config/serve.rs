@@ -490,7 +490,8 @@ pub struct ServeConfig {
     #[serde(default, deserialize_with = "de::duration")]
     pub tcp_idle_timeout: Option<Duration>,
     /// Maximum concurrent TCP and DoT connections; at the cap the one idle the longest is
-    /// closed for a new one [default: 1024].
+    /// closed for a new one (one whose client has sent something is kept for its first
+    /// 500 ms) [default: 1024].
     #[arg(long, value_name = "N", value_parser = values::at_least_one, help_heading = "Tuning")]
     #[serde(default, deserialize_with = "de::at_least_one")]
     pub tcp_max_connections: Option<usize>,

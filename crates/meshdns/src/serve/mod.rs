@@ -16,7 +16,7 @@ use meshdns_server::relay::PkarrRelay;
 use meshdns_server::tls::Certificates;
 use meshdns_server::xfr::Transfers;
 use meshdns_server::{
-    DnsMetrics, NotifyHandler, Server, ServerConfig, ServerHandle, SharedCatalog,
+    DnsMetrics, NotifyHandler, Server, ServerConfig, ServerHandle, SharedCatalog, UpdateHandler,
 };
 use meshdns_sources::manifests::ManifestFeed;
 use meshdns_sources::secondary::{NotifyCounts, NotifyPolicy, SecondaryFeed, SecondarySpec};
@@ -474,29 +474,108 @@ impl Drop for Release<'_> {
     }
 }
 
+/// Each key's UPDATE budgets, each a burst of twice the rate and then the rate: UPDATEs
+/// accepted (one key cannot hold the writer: each accepted UPDATE is synced to disk before its
+/// reply), and, once those are spent, UDP UPDATEs let through to be answered REFUSED. Past both
+/// a datagram is dropped before its signature is checked, so a flood from one key costs a parse
+/// each and leaves the queue to the others.
+struct KeyRates {
+    rate: f64,
+    burst: f64,
+    keys: std::sync::Mutex<std::collections::HashMap<Name, Budget>>,
+}
+
+/// One key's tokens: to accept, to refuse, and when they were last refilled.
+#[derive(Clone, Copy)]
+struct Budget {
+    accept: f64,
+    refuse: f64,
+    at: Instant,
+}
+
+impl KeyRates {
+    fn new(rate: u32) -> KeyRates {
+        let rate = f64::from(rate);
+        KeyRates {
+            rate,
+            burst: 2.0 * rate,
+            keys: std::sync::Mutex::default(),
+        }
+    }
+
+    /// Refills `b` to now.
+    fn refill(&self, b: &mut Budget) {
+        let now = Instant::now();
+        let gained = now.saturating_duration_since(b.at).as_secs_f64() * self.rate;
+        b.accept = (b.accept + gained).min(self.burst);
+        b.refuse = (b.refuse + gained).min(self.burst);
+        b.at = now;
+    }
+
+    /// Takes one of `key`'s tokens to accept a verified UPDATE; `false`: none left (REFUSED).
+    fn accept(&self, key: &Name) -> bool {
+        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        let b = keys.entry(key.clone()).or_insert(Budget {
+            accept: self.burst,
+            refuse: self.burst,
+            at: Instant::now(),
+        });
+        self.refill(b);
+        let taken = b.accept >= 1.0;
+        if taken {
+            b.accept -= 1.0;
+        }
+        taken
+    }
+
+    /// Whether a datagram naming `key` (not verified yet) is dropped: its key can accept
+    /// nothing now and has had its refusals for now (one is taken if not). A key never
+    /// verified has a full budget, and no entry is made for it.
+    fn drops(&self, key: &Name) -> bool {
+        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(b) = keys.get_mut(key) else {
+            return false;
+        };
+        self.refill(b);
+        if b.accept >= 1.0 {
+            return false;
+        }
+        if b.refuse >= 1.0 {
+            b.refuse -= 1.0;
+            return false;
+        }
+        true
+    }
+}
+
 /// Answers dynamic UPDATE (RFC 2136) for the update zones: each request checked by
 /// `meshdns_xfr::update::respond` (TSIG, grant, rate, prerequisites), applied durably, and
 /// answered once a snapshot holding it is live (at most 2 s later), so a query after the reply
-/// sees it.
+/// sees it. A datagram naming a key past its rates is dropped before it is queued
+/// ([`KeyRates`]).
 fn update_handler(
     plan: &crate::serve::plan::UpdatePlan,
     store: Arc<UpdateStore>,
     catalog: SharedCatalog,
     counts: Arc<UpdateCounts>,
-) -> NotifyHandler {
+) -> UpdateHandler {
     use meshdns_xfr::update::ZoneIs;
     let policy = plan.policy.clone();
-    // Per key, a burst of twice the rate and then the rate: one key cannot hold the writer
-    // (each accepted UPDATE is synced to disk before its reply).
-    let rate = f64::from(plan.rate);
-    let burst = 2.0 * rate;
+    let rates = Arc::new(KeyRates::new(plan.rate));
+    let spent = {
+        let (rates, counts) = (rates.clone(), counts.clone());
+        Arc::new(move |packet: &[u8]| {
+            let spent = meshdns_xfr::update::signer(packet).is_some_and(|key| rates.drops(&key));
+            if spent {
+                counts.drop_one();
+            }
+            spent
+        })
+    };
     // UPDATEs being applied or waiting to be served at once, over UDP and TCP: beyond, REFUSED
     // (each holds a blocking thread for up to the wait).
     let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    // Per key: (tokens, when last refilled).
-    let budgets: std::sync::Mutex<std::collections::HashMap<Name, (f64, Instant)>> =
-        std::sync::Mutex::default();
-    NotifyHandler(Arc::new(move |packet, peer| {
+    let answer = NotifyHandler(Arc::new(move |packet, peer| {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -515,14 +594,7 @@ fn update_handler(
         // flood refused by its rate never takes the places of other keys' UPDATEs.
         let mut place = None;
         let admit = |key: &Name| {
-            let within_rate = {
-                let mut b = budgets.lock().unwrap_or_else(|e| e.into_inner());
-                let (tokens, at) = b.entry(key.clone()).or_insert((burst, Instant::now()));
-                *tokens = (*tokens + at.elapsed().as_secs_f64() * rate).min(burst);
-                *at = Instant::now();
-                (*tokens >= 1.0).then(|| *tokens -= 1.0).is_some()
-            };
-            if !within_rate {
+            if !rates.accept(key) {
                 return false;
             }
             let taken = in_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -542,7 +614,8 @@ fn update_handler(
         counts.add(rcode);
         info!(%peer, rcode, "UPDATE answered");
         Some(reply)
-    }))
+    }));
+    UpdateHandler { answer, spent }
 }
 
 /// Binds the DNS listeners (UDP, TCP, DoT). With the default addresses, IPv6 is optional.
@@ -859,4 +932,30 @@ fn log_ready(
         dot = %if dot.is_empty() { "off".to_string() } else { dot.join(",") },
         "meshdns ready"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_past_both_rates_is_dropped_and_an_unknown_one_never() {
+        let rates = KeyRates::new(1);
+        let name = |s: &str| Name::parse(s, None).unwrap();
+        let (key, stranger) = (name("upd."), name("x."));
+        assert!(!rates.drops(&key), "never verified: a full budget");
+        assert!(
+            rates.accept(&key) && rates.accept(&key),
+            "the burst: twice the rate"
+        );
+        assert!(!rates.accept(&key), "then refused");
+        // Spent: two datagrams more are let through (to be answered REFUSED), then dropped.
+        assert!(!rates.drops(&key) && !rates.drops(&key));
+        assert!(rates.drops(&key) && rates.drops(&key));
+        assert!(!rates.drops(&stranger));
+        assert!(
+            !rates.keys.lock().unwrap().contains_key(&stranger),
+            "no entry for a key never verified"
+        );
+    }
 }

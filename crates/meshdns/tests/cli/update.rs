@@ -518,7 +518,8 @@ fn knsupdate_deletes_and_refusals_bounds_and_precedence() {
 }
 
 /// `--update-rate`: a key beyond its rate is REFUSED and nothing of it applied, while another
-/// key still writes.
+/// key still writes. Past its refusals too (as many as it may be accepted), a key's datagrams
+/// are dropped unanswered, and counted.
 #[test]
 fn a_key_beyond_its_rate_is_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -537,12 +538,14 @@ fn a_key_beyond_its_rate_is_refused() {
         data.to_str().unwrap(),
         "--update-rate",
         "1",
+        "--http",
+        "127.0.0.1:0",
     ]);
     let upd = format!("hmac-sha256:upd.:{SECRET}");
     // A burst of twice the rate (2), then one a second: of six sent back to back, at least
-    // one is refused.
+    // one is refused, and one past the refusals (two, then one a second) times out.
     let started = std::time::Instant::now();
-    let mut refused = Vec::new();
+    let (mut refused, mut dropped) = (Vec::new(), 0);
     for i in 0..6 {
         let (ok, out) = knsupdate(
             &m,
@@ -550,16 +553,32 @@ fn a_key_beyond_its_rate_is_refused() {
             &format!("update add r{i}.dyn.example. 60 A 192.0.2.{i}"),
         );
         if !ok {
-            assert!(out.contains("REFUSED"), "{out}");
-            refused.push(i);
+            if out.contains("REFUSED") {
+                refused.push(i);
+            } else {
+                assert!(out.contains("response timeout"), "{out}");
+                dropped += 1;
+            }
         }
     }
-    let accepted = 6 - refused.len();
+    let accepted = 6 - refused.len() - dropped;
     let allowed = 2 + started.elapsed().as_secs() as usize;
     assert!(
         !refused.is_empty() && accepted <= allowed,
         "{accepted} accepted in {:?}",
         started.elapsed()
+    );
+    assert!(
+        dropped > 0 && refused.len() <= allowed,
+        "{} refused, {dropped} dropped in {:?}",
+        refused.len(),
+        started.elapsed()
+    );
+    let (_, metrics) = m.get("/metrics");
+    assert_eq!(
+        metric(&metrics, "meshdns_update_dropped_total "),
+        dropped as u64,
+        "{metrics}"
     );
     for i in refused {
         let name = format!("r{i}.dyn.example");

@@ -488,7 +488,11 @@ fn probe(s: &Server, l: Listener) -> Result<(), String> {
             .args(args)
             .output()
             .unwrap_or_else(|e| panic!("{program}: {e}"));
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
     };
     let server = [
         format!("@{}", addr.ip()),
