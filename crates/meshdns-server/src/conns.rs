@@ -7,12 +7,13 @@
 //! one, a transfer included, so nothing is cut off mid-reply) and holds a token that asks it to
 //! close. The registry is touched on accept and close only; queries do one relaxed store.
 //!
-//! A connection whose client had already sent something when it was accepted (its query, a
-//! TLS ClientHello) is *arriving*: it is not shed for [`GRACE`], while the server gets to it
-//! and its handshake finishes. Without this, a flood of new connections made the accept loop
-//! shed the fresh ones it had not read yet, oldest first, so a client that waited in the
-//! backlog behind the flood was closed before its query was read. A client that connected and
-//! sent nothing is sheddable at once, so idle and silent crowds still give way to new clients
+//! A connection whose client had already sent its first message whole when it was accepted
+//! (its query, a TLS ClientHello, a request's headers) is *arriving*: it is not shed for
+//! [`GRACE`], while the server gets to it and its handshake finishes. Without this, a flood
+//! of new connections made the accept loop shed the fresh ones it had not read yet, oldest
+//! first, so a client that waited in the backlog behind the flood was closed before its query
+//! was read. A client that connected and sent nothing, or only part of a message, is
+//! sheddable at once, so idle, silent and trickling crowds still give way to new clients
 //! without delay. When every connection is busy or arriving, new ones wait in the kernel's
 //! backlog (first come, first served) until one closes.
 
@@ -26,8 +27,9 @@ use tokio_util::sync::CancellationToken;
 /// "Answering a query now": never the one shed.
 const BUSY: u64 = u64::MAX;
 
-/// Set beside the stamp of a connection that had bytes waiting when it was accepted and has
-/// not finished a query since: not shed within [`GRACE`] of its opening.
+/// Set beside the opening stamp of a connection whose client sent its first message whole
+/// (when accepted, or before its TLS handshake began) and that has not been busy since: not
+/// shed within [`GRACE`] of its opening.
 const ARRIVING: u64 = 1 << 62;
 
 /// How long an arriving connection is kept from shedding: a round trip or two for a TLS
@@ -38,6 +40,8 @@ pub(crate) const GRACE: Duration = Duration::from_millis(500);
 pub(crate) struct Conn {
     id: u64,
     last: Arc<AtomicU64>,
+    /// Its opening stamp.
+    opened: u64,
     /// Requests in progress (HTTP/2 has several at once): busy while any is.
     in_flight: AtomicUsize,
     /// Cancelled when the connection should close (shed, or shutting down).
@@ -49,6 +53,17 @@ impl Conn {
     /// The connection is answering a query.
     pub(crate) fn busy(&self) {
         self.last.store(BUSY, Ordering::Relaxed);
+    }
+
+    /// Its client's first message came whole after it was accepted: arriving, from its
+    /// opening (nothing changes once it was busy).
+    pub(crate) fn arrive(&self) {
+        let _ = self.last.compare_exchange(
+            self.opened,
+            self.opened | ARRIVING,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
     }
 
     /// The connection finished a query and waits for the next.
@@ -101,15 +116,74 @@ impl Drop for Conn {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&self.id);
-        self.registry.closed.notify_waiters();
+        // One waiter: two woken together would both take the one place.
+        self.registry.closed.notify_one();
     }
 }
 
-/// Whether the client of a just-accepted `stream` has sent something already (a query, a
-/// ClientHello): a peek that does not wait, so the answer is what the kernel holds now.
-pub(crate) fn arriving(stream: &tokio::net::TcpStream) -> bool {
-    let mut byte = [std::mem::MaybeUninit::<u8>::uninit()];
-    matches!(socket2::SockRef::from(stream).peek(&mut byte), Ok(n) if n > 0)
+/// What a client's first message is, for telling whether it arrived whole with the
+/// connection ([`arriving`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum First {
+    /// A DNS query with its two-byte length (TCP, RFC 7766).
+    Dns,
+    /// A TLS record (the ClientHello of DoT and HTTPS).
+    Tls,
+    /// An HTTP/1.1 request's headers (ended by an empty line), or HTTP/2's preface.
+    Http,
+}
+
+/// How much of a new connection [`arriving`] looks at: a ClientHello with post-quantum key
+/// shares is under 2 KiB; a client that sent this much sent something whole.
+const PEEK: usize = 4096;
+
+/// Whether the client of a just-accepted `stream` has sent its first message whole already
+/// (a query, a ClientHello, a request's headers): a peek that does not wait, so the answer is
+/// what the kernel holds now. A byte or a part does not count: a client that trickles gets
+/// no grace.
+pub(crate) fn arriving(stream: &tokio::net::TcpStream, first: First) -> bool {
+    let mut buf = [std::mem::MaybeUninit::new(0u8); PEEK];
+    let Ok(n) = socket2::SockRef::from(stream).peek(&mut buf) else {
+        return false;
+    };
+    // SAFETY: every byte of `buf` was initialised (to 0) above, and `peek` writes only
+    // initialised bytes; `n` is at most `PEEK`.
+    let got = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n.min(PEEK)) };
+    whole(got, first)
+}
+
+/// Before a TLS handshake on a connection accepted before its client's first message came:
+/// waits for it (at most [`GRACE`], or until `conn` is asked to close) and makes `conn`
+/// arriving if it came whole. An idle listener accepts at once, ahead of the ClientHello; the
+/// handshake's round trips are what the grace is for.
+pub(crate) async fn first_message(stream: &tokio::net::TcpStream, conn: &Conn, first: First) {
+    if conn.last.load(Ordering::Relaxed) != conn.opened {
+        return; // arriving already
+    }
+    tokio::select! {
+        r = tokio::time::timeout(GRACE, stream.readable()) => {
+            if matches!(r, Ok(Ok(()))) && arriving(stream, first) {
+                conn.arrive();
+            }
+        }
+        () = conn.close.cancelled() => {}
+    }
+}
+
+/// Whether `got`, the start of what a client sent, holds its first message whole (or fills
+/// the peek: more than any first message needs).
+fn whole(got: &[u8], first: First) -> bool {
+    let framed = |head: usize, len_at: usize| {
+        got.len() >= head
+            && got.len() >= head + usize::from(u16::from_be_bytes([got[len_at], got[len_at + 1]]))
+    };
+    got.len() >= PEEK
+        || match first {
+            First::Dns => framed(2, 0),
+            First::Tls => framed(5, 3),
+            // HTTP/2's preface has its empty line too.
+            First::Http => got.windows(4).any(|w| w == b"\r\n\r\n"),
+        }
 }
 
 /// Every open connection.
@@ -139,8 +213,8 @@ impl Registry {
     /// `arriving`: its client has sent something), closing with `shutdown`.
     pub(crate) fn open(self: &Arc<Self>, shutdown: &CancellationToken, arriving: bool) -> Conn {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let stamp = self.now() | if arriving { ARRIVING } else { 0 };
-        let last = Arc::new(AtomicU64::new(stamp));
+        let opened = self.now();
+        let last = Arc::new(AtomicU64::new(opened | if arriving { ARRIVING } else { 0 }));
         let close = shutdown.child_token();
         self.open
             .lock()
@@ -149,6 +223,7 @@ impl Registry {
         Conn {
             id,
             last,
+            opened,
             in_flight: AtomicUsize::new(0),
             close,
             registry: self.clone(),
@@ -259,7 +334,18 @@ mod tests {
         );
         assert!(!arriving.close.is_cancelled());
         assert!(!r.shed_oldest(), "within its grace, the arriving one stays");
-        assert_eq!(arriving.idle_for().map(|d| d < GRACE), Some(true));
+        let idle = arriving.idle_for().unwrap();
+        assert!(idle >= Duration::from_millis(5) && idle < GRACE, "{idle:?}");
+
+        // One whose first message came after it was accepted: arriving from its opening.
+        let late = r.open(&shutdown, false);
+        late.arrive();
+        assert!(!r.shed_oldest(), "{:?}", late.idle_for());
+        let busy = r.open(&shutdown, false);
+        busy.busy();
+        busy.arrive();
+        assert!(busy.idle_for().is_none(), "busy stays busy");
+        drop((late, busy));
 
         // A query finished: an ordinary idle connection from then on.
         let served = r.open(&shutdown, true);
@@ -267,15 +353,46 @@ mod tests {
         assert!(r.shed_oldest());
         assert!(served.close.is_cancelled() && !arriving.close.is_cancelled());
 
+        // Past its grace it is idle since it opened: before a newer silent one.
         std::thread::sleep(GRACE);
-        assert!(r.shed_oldest(), "past its grace");
-        assert!(arriving.close.is_cancelled());
+        let newer = r.open(&shutdown, false);
+        assert!(r.shed_oldest());
+        assert!(arriving.close.is_cancelled() && !newer.close.is_cancelled());
+    }
+
+    #[test]
+    fn only_a_whole_first_message_makes_a_connection_arriving() {
+        use First::*;
+        for (got, first, expected) in [
+            (&b""[..], Dns, false),
+            (b"\x00", Dns, false),
+            (b"\x00\x03ab", Dns, false),
+            (b"\x00\x03abc", Dns, true),
+            (b"\x16\x03\x01\x00", Tls, false),
+            (b"\x16\x03\x01\x00\x02a", Tls, false),
+            (b"\x16\x03\x01\x00\x02ab", Tls, true),
+            (b"GET / HTTP/1.1\r\nHost: m\r\n", Http, false),
+            (b"GET / HTTP/1.1\r\nHost: m\r\n\r\n", Http, true),
+            (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", Http, true),
+        ] {
+            assert_eq!(whole(got, first), expected, "{first:?} {got:?}");
+        }
+        // A client that sent more than the peek holds sent something whole.
+        assert!(whole(&[0xff; PEEK], Dns));
     }
 
     #[tokio::test]
-    async fn admission_at_the_cap_waits_for_a_close() {
+    async fn a_close_wakes_admission_waiting_at_the_cap() {
         let shutdown = CancellationToken::new();
         let r = Registry::new();
+        let busy = r.open(&shutdown, false);
+        busy.busy();
+        let closed = r.closed.notified();
+        drop(busy);
+        tokio::time::timeout(Duration::from_secs(10), closed)
+            .await
+            .expect("the close woke the waiter");
+
         let busy = r.open(&shutdown, false);
         busy.busy();
         let waiting = {

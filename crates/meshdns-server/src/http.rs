@@ -336,7 +336,8 @@ async fn accept_plain(
         match accepted {
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
-                let arriving = crate::conns::arriving(&stream);
+                // Looked at now, before it waits for a place: what it sent by then.
+                let arriving = crate::conns::arriving(&stream, crate::conns::First::Http);
                 if ready.send((stream, peer, arriving)).await.is_err() {
                     return;
                 }
@@ -581,10 +582,13 @@ async fn handshakes(
         if !pending.admit(MAX_HANDSHAKES, &shutdown, shed).await {
             return;
         }
-        let handshake = pending.open(&shutdown, crate::conns::arriving(&stream));
+        let arriving = crate::conns::arriving(&stream, crate::conns::First::Tls);
+        let handshake = pending.open(&shutdown, arriving);
         let _ = stream.set_nodelay(true);
         let (acceptor, certs, ready) = (acceptor.clone(), certs.clone(), ready.clone());
         tokio::spawn(async move {
+            let first = crate::conns::First::Tls;
+            crate::conns::first_message(&stream, &handshake, first).await;
             let done = crate::tls::handshake(
                 &acceptor,
                 stream,
@@ -600,8 +604,9 @@ async fn handshakes(
                     if tls.get_ref().1.alpn_protocol() == Some(ACME_TLS_ALPN) {
                         return; // a TLS-ALPN-01 validation: the handshake was the answer
                     }
-                    // It finished a handshake: its request is on the way.
-                    let _ = ready.send((tls, peer, true)).await;
+                    // What it sent after the handshake is in rustls's hands or on its way:
+                    // an ordinary new connection (its handshake had its grace).
+                    let _ = ready.send((tls, peer, false)).await;
                 }
                 Ok(None) => debug!(%peer, "HTTPS handshake abandoned (shed or shutting down)"),
                 Err(e) => debug!(%peer, error = %e, "HTTPS handshake failed"),

@@ -98,28 +98,27 @@ impl std::fmt::Debug for NotifyHandler {
     }
 }
 
-/// Answers dynamic UPDATE: `answer` as a [`NotifyHandler`] is, and `spent` tells, before an
-/// UPDATE datagram is queued for `answer`, that the key it names has spent its rate. Such a
-/// datagram is dropped on the receiving thread: `answer` would check its signature only to
-/// refuse it, and a flood of one key's UPDATEs would fill the queue every other key waits in.
-/// The key is not verified by then, so `spent` only reads budgets; only verified UPDATEs
-/// spend them.
+/// Answers dynamic UPDATE: `answer` as a [`NotifyHandler`] is, and `drops` decides, before
+/// an UPDATE is queued for `answer`, that it is dropped (a datagram; over TCP, its connection
+/// closed): the key it names has sent more than it may have checked (its rate limit).
+/// Checking the signature only to refuse it would cost a place in the queue every other key
+/// waits in, and a thread. The key is not verified by then.
 #[derive(Clone)]
 pub struct UpdateHandler {
     /// (request, peer) to reply, on a blocking thread.
     pub answer: NotifyHandler,
-    /// Whether the key an UPDATE names has spent its rate (the datagram is dropped).
-    pub spent: Arc<ScreenFn>,
+    /// Whether an UPDATE datagram is dropped unread.
+    pub drops: Arc<ScreenFn>,
 }
-
-/// The function behind [`UpdateHandler::spent`]: a request to whether it is dropped.
-pub type ScreenFn = dyn Fn(&[u8]) -> bool + Send + Sync;
 
 impl std::fmt::Debug for UpdateHandler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("UpdateHandler")
     }
 }
+
+/// The function behind [`UpdateHandler::drops`]: a request to whether it is dropped.
+pub type ScreenFn = dyn Fn(&[u8]) -> bool + Send + Sync;
 
 /// Whether `packet` is a request with opcode NOTIFY (RFC 1996).
 pub(crate) fn is_notify(packet: &[u8]) -> bool {
@@ -510,6 +509,10 @@ async fn serve_tcp(listener: TcpListener, dot: Dot, shared: Arc<Shared>, tasks: 
             }
         };
         let cap = shared.config.tcp_max_connections;
+        let first = match dot {
+            None => conns::First::Dns,
+            Some(_) => conns::First::Tls,
+        };
         if !shared
             .conns
             .admit(cap, &shared.shutdown, || shared.metrics.tcp_shed())
@@ -519,7 +522,7 @@ async fn serve_tcp(listener: TcpListener, dot: Dot, shared: Arc<Shared>, tasks: 
         }
         let conn = shared
             .conns
-            .open(&shared.shutdown, conns::arriving(&stream));
+            .open(&shared.shutdown, conns::arriving(&stream, first));
         let shared = shared.clone();
         let dot = dot.clone();
         tasks.spawn(async move {
@@ -554,6 +557,7 @@ async fn serve_dot(
     conn: &conns::Conn,
 ) -> io::Result<()> {
     let idle = shared.config.tcp_idle_timeout;
+    conns::first_message(&stream, conn, conns::First::Tls).await;
     let handshake = tls::handshake(
         acceptor,
         stream,
@@ -654,6 +658,17 @@ where
         let special = match opcode_handler(&shared.config, &msg) {
             Some(handler) if outcome.rcode == meshdns_zone::rcode::NOTIMP => {
                 if is_update(&msg) {
+                    // Past twice its key's rate: the connection is closed, as a datagram would
+                    // be dropped (the refusal could not be signed before the check it saves).
+                    if shared
+                        .config
+                        .update
+                        .as_ref()
+                        .is_some_and(|u| (u.drops)(&msg))
+                    {
+                        shared.metrics.dropped(proto);
+                        break;
+                    }
                     // Synced to disk and answered once served: off the runtime's workers.
                     let (handler, packet, ip) = (handler.clone(), msg.to_vec(), peer.ip());
                     tokio::task::spawn_blocking(move || (handler.0)(&packet, ip))

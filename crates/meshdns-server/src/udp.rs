@@ -217,8 +217,8 @@ fn update_later(
     if !crate::is_update(packet) {
         return false;
     }
-    if (handler.spent)(packet) {
-        // Its key's rate is spent: refused anyway, and not worth a place in the queue.
+    if (handler.drops)(packet) {
+        // Past what its key may have checked: not worth a place in the queue.
         shared.metrics.dropped(Proto::Udp);
         return true;
     }

@@ -61,7 +61,8 @@ impl UpdateCounts {
         }
     }
 
-    /// Counts one datagram dropped before it was read: its key's rate was spent.
+    /// Counts one UPDATE dropped before it was checked (a datagram, or a TCP connection
+    /// closed): past its key's rate.
     pub fn drop_one(&self) {
         self.dropped
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -82,7 +83,7 @@ impl UpdateCounts {
 }
 
 /// The key an UPDATE says it is signed with, unverified (`None`: unsigned, or not a message):
-/// enough to tell that the key has spent its rate before checking the signature.
+/// enough to hold a flood of one key's datagrams to its rate before checking signatures.
 pub fn signer(packet: &[u8]) -> Option<meshdns_zone::Name> {
     let msg = crate::message::parse(packet).ok()?;
     let (tsig, _) = crate::tsig::Tsig::read(&msg)?.ok()?;

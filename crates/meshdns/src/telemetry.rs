@@ -83,7 +83,7 @@ pub fn render(m: &Sources<'_>) -> String {
         header(
             &mut out,
             "meshdns_update_dropped_total",
-            "UPDATE datagrams dropped unanswered: the key they name had spent its rate.",
+            "UPDATEs dropped unanswered (datagrams dropped, TCP connections closed), past twice the rate of the key they name.",
             "counter",
         );
         let _ = writeln!(out, "meshdns_update_dropped_total {}", updates.dropped());

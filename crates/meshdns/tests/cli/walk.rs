@@ -52,27 +52,7 @@ const PROBE_KEY: (&str, &str) = ("upd.", "cHJvYmUta2V5LWZvci10aGUtaG9zdGlsZS13YW
 /// An UPDATE of dyn.example signed with the crowd's key: the same record added each time (one
 /// change, then none), so the journal does not grow with the flood.
 fn update() -> Vec<u8> {
-    use meshdns_xfr::message::{CLASS_IN, MessageWriter};
-    let mut w = MessageWriter::new(0x4747, 5 << 11, Some((b"\x03dyn\x07example\x00", 6, 1)));
-    // The update section is the authority section: one record to add.
-    let mut rdata = Vec::new();
-    meshdns_zone::RData::A([192, 0, 2, 99].into()).to_wire(&mut rdata);
-    w.put_record(
-        2,
-        b"\x05flood\x03dyn\x07example\x00",
-        meshdns_zone::RType::A,
-        CLASS_IN,
-        60,
-        &rdata,
-    );
-    let mut msg = w.finish();
-    let key = meshdns_xfr::tsig::parse_key_file("walk", &key_file(&[CROWD_KEY])).unwrap();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    meshdns_xfr::tsig::Signer::request(&key[0], now).sign(&mut msg, 0, &[]);
-    msg
+    crate::update::signed_update(CROWD_KEY)
 }
 
 fn key_file(keys: &[(&str, &str)]) -> String {
