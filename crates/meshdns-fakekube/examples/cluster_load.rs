@@ -23,7 +23,7 @@ fn service(i: usize) -> Value {
             "annotations": {"external-dns.kubernetes.io/hostname": format!("{name}.bench.example.org")}},
         "spec": {"type": "LoadBalancer", "clusterIP": ip(10, i), "ports": [{"port": 443}]},
         "status": {"loadBalancer": {"ingress": [{"ip": ip(172, i)}]}}});
-    if i % 10 == 0 {
+    if i.is_multiple_of(10) {
         s["spec"] = json!({"clusterIP": "None", "ports": [{"port": 443}]});
         s["status"] = json!({});
     }
@@ -31,7 +31,7 @@ fn service(i: usize) -> Value {
 }
 
 fn slice(i: usize) -> Value {
-    let headless = i % 10 == 0;
+    let headless = i.is_multiple_of(10);
     let mut labels = json!({"kubernetes.io/service-name": format!("svc-{i}")});
     if headless {
         labels["service.kubernetes.io/headless"] = json!("");
@@ -218,7 +218,7 @@ async fn main() {
         for _ in 0..per_step {
             let i = next % n;
             next += 7;
-            if i % 10 == 0 {
+            if i.is_multiple_of(10) {
                 continue; // headless: no load balancer address
             }
             version += 1;

@@ -178,7 +178,7 @@ fn iroh_parses_back_what_we_publish_for_generated_inputs() {
         let n = (rng.next() % 6) as usize;
         let addrs: Vec<SocketAddr> = (0..n)
             .map(|_| {
-                let ip = if rng.next() % 2 == 0 {
+                let ip = if rng.next().is_multiple_of(2) {
                     IpAddr::V4(Ipv4Addr::from(rng.next() as u32))
                 } else {
                     IpAddr::V6(Ipv6Addr::from(
@@ -190,7 +190,10 @@ fn iroh_parses_back_what_we_publish_for_generated_inputs() {
             .collect();
         let relay = (round % 4 != 0 || addrs.is_empty())
             .then(|| relays[(rng.next() % 3) as usize].to_string());
-        let user_data = (rng.next() % 3 == 0).then(|| format!("u{}", rng.next()));
+        let user_data = rng
+            .next()
+            .is_multiple_of(3)
+            .then(|| format!("u{}", rng.next()));
         let i = EndpointInfo {
             relay: relay.clone(),
             addrs: addrs.clone(),

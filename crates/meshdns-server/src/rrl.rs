@@ -169,7 +169,7 @@ impl Rrl {
             return Action::Send;
         }
         *slips = slips.wrapping_add(1);
-        if self.config.slip > 0 && *slips % self.config.slip == 0 {
+        if self.config.slip > 0 && (*slips).is_multiple_of(self.config.slip) {
             Action::Slip
         } else {
             Action::Drop

@@ -126,7 +126,7 @@ impl ReplyReader {
     /// before it besides the first: first, (from, to)*).
     fn closes(&self) -> bool {
         let incremental = self.rrs.get(1).is_some_and(|r| r.rtype == RType::SOA);
-        !incremental || self.soas_seen % 2 == 0
+        !incremental || self.soas_seen.is_multiple_of(2)
     }
 
     /// What the reply brought.

@@ -46,7 +46,7 @@ fn err<T>(msg: impl Into<String>) -> Result<T, RDataError> {
 
 fn hex(tokens: &[Token<'_>], what: &str) -> Result<Vec<u8>, RDataError> {
     let text: String = tokens.iter().map(|t| t.text).collect();
-    if text.is_empty() || text.len() % 2 != 0 || tokens.iter().any(|t| t.quoted) {
+    if text.is_empty() || !text.len().is_multiple_of(2) || tokens.iter().any(|t| t.quoted) {
         return err(format!(
             "{what} {text:?} is not hexadecimal (an even number of 0-9, a-f)"
         ));

@@ -800,13 +800,13 @@ impl PkarrDht {
                     self.overlay.cache_remove(&key);
                 }
             }
-            if n % 10 == 0 {
+            if n.is_multiple_of(10) {
                 let nodes = self.node.to_bootstrap().await.len();
                 self.counters.routing_nodes.store(nodes as u64, Relaxed);
                 if nodes > 0 && !joined {
                     joined = true;
                     info!(nodes, "joined the Mainline DHT");
-                } else if nodes == 0 && n >= 60 && n % 300 == 0 {
+                } else if nodes == 0 && n >= 60 && n.is_multiple_of(300) {
                     warn!(
                         "no Mainline DHT node known: lookups fail (check --pkarr-dht-bootstrap and that UDP reaches it)"
                     );
