@@ -210,7 +210,7 @@ impl Registry {
     }
 
     /// Registers a new connection, idle since now (kept from shedding for [`GRACE`] if
-    /// `arriving`: its client has sent something), closing with `shutdown`.
+    /// `arriving`: its client has sent its first message whole), closing with `shutdown`.
     pub(crate) fn open(self: &Arc<Self>, shutdown: &CancellationToken, arriving: bool) -> Conn {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let opened = self.now();
