@@ -319,7 +319,7 @@ pub async fn serve_https(
 }
 
 /// A connection handed to [`serve_connections`]: its stream, its client, and whether that
-/// client has sent something already ([`crate::conns::arriving`]).
+/// client had sent its first message whole when it was accepted ([`crate::conns::arriving`]).
 type Accepted<Io> = (Io, SocketAddr, bool);
 
 /// Accepts plain HTTP connections for [`serve_connections`].

@@ -107,7 +107,7 @@ impl std::fmt::Debug for NotifyHandler {
 pub struct UpdateHandler {
     /// (request, peer) to reply, on a blocking thread.
     pub answer: NotifyHandler,
-    /// Whether an UPDATE datagram is dropped unread.
+    /// Whether an UPDATE is dropped unread (over TCP, its connection closed).
     pub drops: Arc<ScreenFn>,
 }
 
