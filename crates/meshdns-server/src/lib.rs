@@ -490,6 +490,11 @@ fn tcp_listener(addr: SocketAddr) -> io::Result<TcpListener> {
 type Dot = Option<(tokio_rustls::TlsAcceptor, Arc<tls::Certificates>)>;
 
 async fn serve_tcp(listener: TcpListener, dot: Dot, shared: Arc<Shared>, tasks: TaskTracker) {
+    // What a client sends first, for `conns::arriving`.
+    let first = match dot {
+        None => conns::First::Dns,
+        Some(_) => conns::First::Tls,
+    };
     loop {
         let accepted = tokio::select! {
             r = listener.accept() => r,
@@ -509,10 +514,6 @@ async fn serve_tcp(listener: TcpListener, dot: Dot, shared: Arc<Shared>, tasks: 
             }
         };
         let cap = shared.config.tcp_max_connections;
-        let first = match dot {
-            None => conns::First::Dns,
-            Some(_) => conns::First::Tls,
-        };
         if !shared
             .conns
             .admit(cap, &shared.shutdown, || shared.metrics.tcp_shed())

@@ -476,10 +476,10 @@ impl Drop for Release<'_> {
 
 /// Each key's UPDATE budgets. Accepted UPDATEs: a burst of twice the rate, then the rate (one
 /// key cannot hold the writer: each accepted UPDATE is synced to disk before its reply). And
-/// the UDP datagrams naming the key let through to be checked: twice as many (so as many
-/// again are answered REFUSED), taken before the signature is checked, so a flood of one key's
-/// datagrams queues no more than that whatever the queue's delay. Past it a datagram is
-/// dropped at the cost of a parse. The name is not verified by then: forged datagrams naming
+/// the UPDATEs naming the key let through to be checked: twice as many (so as many again are
+/// answered REFUSED), taken before the signature is checked, so a flood of one key's UPDATEs
+/// queues no more than that whatever the queue's delay. Past it a datagram is dropped at the
+/// cost of a parse (over TCP, its connection closed). The name is not verified by then: forged datagrams naming
 /// a key take its places too (its client then sees timeouts rather than REFUSED once over its
 /// rate); names never verified have no budget and are all checked, as before.
 struct KeyRates {
