@@ -517,6 +517,17 @@ fn pkarr(out: &mut String, store: &PkarrStore) {
     );
     header(
         out,
+        "meshdns_pkarr_synced_commits_total",
+        "Of the pkarr store's commits, those synced to disk: the others (pushed packets, and publishes the journal holds) are made durable by the next synced one, at most a second later.",
+        "counter",
+    );
+    let _ = writeln!(
+        out,
+        "meshdns_pkarr_synced_commits_total {}",
+        c.synced_commits.load(Relaxed)
+    );
+    header(
+        out,
         "meshdns_pkarr_commit_seconds_total",
         "Time the pkarr store spent deciding and committing batches (fsync included).",
         "counter",

@@ -103,6 +103,12 @@ const STALE_PER_COMMIT: usize = 1_024;
 const LAZY_FLUSH: Duration = Duration::from_millis(100);
 /// ... or once this many wait.
 const LAZY_MAX: usize = 8_192;
+/// Commits that only write what is durable elsewhere or may be lost (pushed packets, which the
+/// peers send again; clients' publishes, which the journal holds) are not synced: at most this
+/// long after the first of them, a synced commit makes them durable. Until it, the head (what
+/// a push's answer and a peer's read count from) stays at the last synced commit: a crash
+/// takes the database back to it, and the numbers above are given again.
+const SYNC_EVERY: Duration = Duration::from_secs(1);
 
 /// Clients' publishes checked together at most, in [`Writer::check`]: different clients
 /// share these batches, and one client's bad signature costs its batch a pass of single
@@ -229,6 +235,11 @@ pub struct PkarrCounters {
     pub expired: AtomicU64,
     /// Commits made by the writer.
     pub commits: AtomicU64,
+    /// Of those, the synced ones (the others are made durable by the next of these).
+    pub synced_commits: AtomicU64,
+    /// Whether a commit since the last synced one wrote packets (they are not read by peers
+    /// until it is synced: see [`SYNC_EVERY`]).
+    pub unsynced: std::sync::atomic::AtomicBool,
     /// Time spent committing, in microseconds.
     pub commit_micros: AtomicU64,
     /// Writes (each synced) of clients' publishes to the journal.
@@ -250,8 +261,48 @@ impl PkarrCounters {
     }
 }
 
-/// The writer's answer: the sequence number the packet was stored under, or why not.
-type Reply = tokio::sync::oneshot::Sender<Result<u64, PutError>>;
+/// What the writer answers for a packet: the sequence number it was stored under, or why not.
+type Stored = Result<u64, PutError>;
+
+/// Where the writer's answer for a packet goes.
+enum Reply {
+    /// To the one waiting for this packet.
+    One(tokio::sync::oneshot::Sender<Stored>),
+    /// Into its place among a batch's answers, sent together once every one is in: one wake
+    /// of the task waiting for the batch. (An answer each woke that task for each, and on a
+    /// busy core each wake took the writer off it: a switch each way per packet.)
+    Part(Arc<Gather>, usize),
+}
+
+impl Reply {
+    fn send(self, stored: Stored) -> Result<(), Stored> {
+        match self {
+            Reply::One(tx) => tx.send(stored),
+            Reply::Part(gather, i) => {
+                let mut g = gather.0.lock().expect("gather");
+                g.0[i] = Some(stored);
+                g.1 -= 1;
+                if g.1 == 0
+                    && let Some(tx) = g.2.take()
+                {
+                    let _ = tx.send(std::mem::take(&mut g.0));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A batch's answers gathering: each in its place, how many are still to come, and where
+/// they go. When every [`Reply::Part`] is dropped unanswered (the writer stopped), so is the
+/// sender, and the receiver sees it closed.
+struct Gather(Mutex<GatherState>);
+
+type GatherState = (
+    Vec<Option<Stored>>,
+    usize,
+    Option<tokio::sync::oneshot::Sender<Vec<Option<Stored>>>>,
+);
 
 /// A verified publish on its way to the writer.
 struct Put {
@@ -290,7 +341,8 @@ impl Answer {
 }
 
 enum Job {
-    Put(Put),
+    /// Checked packets (a peer's push or catch-up page), decided in order.
+    Puts(Vec<Put>),
     /// A client's publish, not checked yet: the writer checks the signatures of every publish
     /// it gathered for one commit together (see [`SignedPacket::verify_relay_batch`]).
     Publish(Unchecked),
@@ -307,6 +359,16 @@ enum Job {
     /// Commit what was gathered with it, keep what the next start needs, and stop (answered
     /// once that is durable); jobs queued after it are dropped with the queue.
     Stop(std::sync::mpsc::Sender<()>),
+}
+
+impl Job {
+    /// How many packets it carries.
+    fn items(&self) -> usize {
+        match self {
+            Job::Puts(p) => p.len(),
+            _ => 1,
+        }
+    }
 }
 
 /// A client's publish as it came: its key, relay payload and `If-Match`.
@@ -466,7 +528,7 @@ impl PkarrStore {
         // yet), deleting them would lose every packet; a publish at today's time replaces one.
         let db = Arc::new(db);
         let counters = Arc::new(PkarrCounters::default());
-        let head = tables::have(&db, epoch)
+        let head = tables::have(&db, epoch, u64::MAX)
             .map_err(io)?
             .get(&epoch)
             .copied()
@@ -511,6 +573,7 @@ impl PkarrStore {
             pending: pending.clone(),
             journal,
             next_seq: std::cell::Cell::new(next_seq),
+            unsynced_since: std::cell::Cell::new(None),
         };
         let thread = std::thread::Builder::new()
             .name("meshdns-pkarr".into())
@@ -555,8 +618,16 @@ impl PkarrStore {
         have: &Have,
         held: &dyn Fn(u64) -> bool,
     ) -> std::io::Result<ChangePage> {
-        let mut page = tables::changes_after(&self.db, self.epoch, after, max_bytes, have, held)
-            .map_err(io)?;
+        let durable = self.counters.head.load(Relaxed);
+        let mut page = tables::changes_after(
+            &self.db,
+            self.epoch,
+            (after, durable),
+            max_bytes,
+            have,
+            held,
+        )
+        .map_err(io)?;
         // Packets dated beyond the bound are not served here, nor passed on.
         let latest = horizon(self.config.max_future);
         page.entries
@@ -567,7 +638,7 @@ impl PkarrStore {
     /// How far this replica read each peer, and its own epoch: what its reads can leave out
     /// (blocking).
     pub fn have(&self) -> std::io::Result<Have> {
-        tables::have(&self.db, self.epoch).map_err(io)
+        tables::have(&self.db, self.epoch, self.counters.head.load(Relaxed)).map_err(io)
     }
 
     /// How far the peer with `epoch` has been read: every packet it held up to this sequence
@@ -698,29 +769,23 @@ impl PkarrStore {
             mut origins,
             verified,
         } = checked;
-        let mut waiting = Vec::with_capacity(verified.len());
+        let mut passed = Vec::with_capacity(verified.len());
+        let mut at = Vec::with_capacity(verified.len());
         for (i, v) in verified {
-            let submitted = match v {
-                // Only a sender with the token waits for room in the writer's queue (a peer
-                // sends a bounded number of batches at a time); anyone else gets Busy, as a
-                // publish would.
+            match v {
                 Ok(mut v) => {
                     v.origin = origins[i].take();
-                    self.submit(v, client.is_none(), answer).await
+                    passed.push(v);
+                    at.push(i);
                 }
-                Err(e) => Err(e),
-            };
-            match submitted {
-                Ok(done) => waiting.push((i, done)),
                 Err(e) => results[i] = Some(Err(e)),
             }
         }
-        for (i, done) in waiting {
-            results[i] = Some(
-                done.await
-                    .unwrap_or_else(|_| Err(PutError::Io("the store's writer has stopped".into())))
-                    .map(|_seq| ()),
-            );
+        // Only a sender with the token waits for room in the writer's queue (a peer sends a
+        // bounded number of batches at a time); anyone else gets Busy, as a publish would.
+        let stored = self.submit(passed, client.is_none(), answer).await;
+        for (i, r) in at.into_iter().zip(stored) {
+            results[i] = Some(r.map(|_seq| ()));
         }
         let results: Vec<Result<(), PutError>> = results
             .into_iter()
@@ -746,7 +811,7 @@ impl PkarrStore {
         {
             let (reply, done) = tokio::sync::oneshot::channel();
             if self
-                .send(jobs, Job::Cursor(epoch, seq, reply))
+                .send(jobs, Job::Cursor(epoch, seq, Reply::One(reply)))
                 .await
                 .is_ok()
             {
@@ -820,26 +885,61 @@ impl PkarrStore {
             key,
             body: body.to_vec(),
             if_match,
-            reply,
+            reply: Reply::One(reply),
         });
         self.queue(job, false).await?;
         done.await
             .unwrap_or_else(|_| Err(PutError::Io("the store's writer has stopped".into())))
     }
 
-    /// Queues a verified publish for the writer; when the queue is full, waits (`wait`) or
-    /// answers [`PutError::Busy`].
-    async fn submit(
-        &self,
-        v: Verified,
-        wait: bool,
-        answer: Answer,
-    ) -> Result<tokio::sync::oneshot::Receiver<Result<u64, PutError>>, PutError> {
-        let (reply, done) = tokio::sync::oneshot::channel();
-        let mut put = v.into_put(reply);
-        put.answer = answer;
-        self.queue(Job::Put(put), wait).await?;
-        Ok(done)
+    /// Stores verified packets: one result per packet, in order. An authenticated peer's
+    /// (`wait`: it waits for room in the queue) go to the writer as one job, answered as one
+    /// ([`Reply::Part`]): one wake of the writer, one decision pass, one signal to the serving
+    /// side and one wake of this task for the lot. Anyone else's go a job each, as publishes,
+    /// so that the queue's bound stays one of packets; when it is full they get
+    /// [`PutError::Busy`].
+    async fn submit(&self, verified: Vec<Verified>, wait: bool, answer: Answer) -> Vec<Stored> {
+        let stopped = || Err(PutError::Io("the store's writer has stopped".into()));
+        let n = verified.len();
+        if wait {
+            if n == 0 {
+                return Vec::new();
+            }
+            let (tx, done) = tokio::sync::oneshot::channel();
+            let gather = Arc::new(Gather(Mutex::new((vec![None; n], n, Some(tx)))));
+            let puts = verified
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    let mut put = v.into_put(Reply::Part(gather.clone(), i));
+                    put.answer = answer;
+                    put
+                })
+                .collect();
+            drop(gather);
+            if let Err(e) = self.queue(Job::Puts(puts), true).await {
+                return vec![Err(e); n];
+            }
+            return match done.await {
+                Ok(all) => all.into_iter().map(|r| r.unwrap_or_else(stopped)).collect(),
+                Err(_) => vec![stopped(); n],
+            };
+        }
+        let mut queued = Vec::with_capacity(n);
+        for v in verified {
+            let (tx, done) = tokio::sync::oneshot::channel();
+            let mut put = v.into_put(Reply::One(tx));
+            put.answer = answer;
+            queued.push(self.queue(Job::Puts(vec![put]), false).await.map(|()| done));
+        }
+        let mut stored = Vec::with_capacity(n);
+        for q in queued {
+            stored.push(match q {
+                Ok(done) => done.await.unwrap_or_else(|_| stopped()),
+                Err(e) => Err(e),
+            });
+        }
+        stored
     }
 
     /// Queues `job` for the writer; when the queue is full, waits (`wait`) or answers
@@ -967,15 +1067,16 @@ impl PkarrStore {
         0
     }
 
-    /// Whether pushed packets answered but not written yet wait (they leave the list only
-    /// once their commit can be read).
+    /// Whether packets answered wait to be read by peers: not written yet, or written by a
+    /// commit not synced yet (they are read once a synced commit holds them).
     pub fn waiting(&self) -> bool {
         !self.pending.lock().expect("pending").puts.is_empty()
+            || self.counters.unsynced.load(Relaxed)
     }
 
     /// Writes the pushed packets answered but not written yet ([`PkarrStore::put_pushed`]),
-    /// returning once they are durable and numbered: `Ok(true)`, or `Ok(false)` at once when
-    /// none waits. A catch-up page read after it holds every packet this replica served
+    /// and syncs the commits not synced yet, returning once they are durable and numbered:
+    /// `Ok(true)`, or `Ok(false)` at once when none waits ([`PkarrStore::waiting`]). A catch-up page read after it holds every packet this replica served
     /// before the call, so a reader is never ready with fewer than it was shown. An error
     /// when they could not be written (the commit failed, the writer stopped).
     pub async fn flush(&self) -> std::io::Result<bool> {
@@ -1170,6 +1271,9 @@ struct Writer {
     /// The next sequence number to give: the database's, or above it while publishes the
     /// journal holds wait for their commit.
     next_seq: std::cell::Cell<u64>,
+    /// When the first commit since the last synced one was made (`None`: every commit is
+    /// synced): see [`SYNC_EVERY`].
+    unsynced_since: std::cell::Cell<Option<Instant>>,
 }
 
 /// Packets that were decided, served and answered, and are not written into the database yet:
@@ -1325,14 +1429,23 @@ impl Writer {
         let mut next_expiry = Instant::now();
         loop {
             let due = self.pending_due();
-            let until = due.map_or(next_expiry, |d| d.min(next_expiry));
+            let sync_due = self.unsynced_since.get().map(|t| t + SYNC_EVERY);
+            let until = [due, sync_due]
+                .into_iter()
+                .flatten()
+                .fold(next_expiry, Instant::min);
             let wait = until.saturating_duration_since(Instant::now());
             let mut batch = Vec::new();
+            // Packets gathered, counted against MAX_BATCH (a job may carry many).
+            let mut items = 0;
             match rx.recv_timeout(wait) {
-                Ok(job) => batch.push(job),
+                Ok(job) => {
+                    items += job.items();
+                    batch.push(job);
+                }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => {
-                    self.commit(Vec::new(), Vec::new(), None);
+                    self.commit(Vec::new(), Vec::new(), None, true);
                     return self.keep_stale();
                 }
             }
@@ -1341,7 +1454,7 @@ impl Writer {
             // window).
             let gather_until = Instant::now() + self.window;
             let quiet = self.window / 4;
-            while batch.len() < MAX_BATCH {
+            while items < MAX_BATCH {
                 let left = gather_until.saturating_duration_since(Instant::now());
                 let next = if batch.is_empty() || left.is_zero() {
                     rx.try_recv().ok()
@@ -1349,7 +1462,10 @@ impl Writer {
                     rx.recv_timeout(left.min(quiet)).ok()
                 };
                 match next {
-                    Some(job) => batch.push(job),
+                    Some(job) => {
+                        items += job.items();
+                        batch.push(job);
+                    }
                     None => break,
                 }
             }
@@ -1363,7 +1479,7 @@ impl Writer {
             let latest = horizon(self.max_future);
             for job in batch {
                 match job {
-                    Job::Put(put) => puts.push(put),
+                    Job::Puts(p) => puts.extend(p),
                     Job::Publish(p) => match checks.next() {
                         // Refused before the commit when it cannot win: a batch of such
                         // publishes (a client sending an old packet again) commits nothing.
@@ -1396,26 +1512,31 @@ impl Writer {
                     Job::Flush(tx) => flushed.push(tx),
                 }
             }
-            // Pushes and publishes alone, with nothing due: answered without a commit (the
-            // publishes once the journal holds them; without one, they are committed).
-            let uncommitted = !puts.is_empty()
+            // Pushes, and publishes the journal can hold, are decided and answered without a
+            // commit (the publishes once the journal holds them); a commit writes them later
+            // ([`Pending`]). Catch-up pages, and publishes to a store in memory, are committed.
+            let lazy = !puts.is_empty()
                 && puts.iter().all(|p| match p.answer {
                     Answer::Decided => true,
                     Answer::Durable => self.journal.is_some(),
                     Answer::Committed => false,
-                })
-                && cursors.is_empty()
-                && expire_now.is_none()
-                && waiting.is_empty()
-                && flushed.is_empty()
-                && stop.is_none()
-                && due.is_none_or(|d| Instant::now() < d)
-                && self.pending.lock().expect("pending").puts.len() + puts.len() <= LAZY_MAX;
-            let expired = if uncommitted {
-                self.apply(puts);
-                0
+                });
+            if lazy {
+                self.apply(std::mem::take(&mut puts));
+            }
+            // A caller waits on the database: every commit before is made durable.
+            let sync = !waiting.is_empty() || !flushed.is_empty() || stop.is_some();
+            let now = Instant::now();
+            let expired = if !puts.is_empty()
+                || !cursors.is_empty()
+                || expire_now.is_some()
+                || sync
+                || self.pending_due().is_some_and(|d| now >= d)
+                || sync_due.is_some_and(|d| now >= d)
+            {
+                self.commit(puts, cursors, expire_now, sync)
             } else {
-                self.commit(puts, cursors, expire_now)
+                0
             };
             if expire_now.is_some() {
                 next_expiry = Instant::now() + EXPIRE_EVERY;
@@ -1425,8 +1546,9 @@ impl Writer {
             }
             if !flushed.is_empty() {
                 // Only this thread adds to them: empty now means written (a failed commit
-                // keeps them).
-                let written = self.pending.lock().expect("pending").puts.is_empty();
+                // keeps them), and synced (the flush made the commit a synced one).
+                let written = self.pending.lock().expect("pending").puts.is_empty()
+                    && self.unsynced_since.get().is_none();
                 for tx in flushed {
                     let _ = tx.send(written);
                 }
@@ -1617,16 +1739,31 @@ impl Writer {
     }
 
     /// Decides and commits one batch, after the packets waiting (every commit writes them:
-    /// pushes answered, and publishes the journal holds, which it no longer needs after);
-    /// returns how many packets expired.
+    /// pushes answered, and publishes the journal holds); returns how many packets expired.
+    /// The commit is synced when `sync` asks, when it answers puts or keeps cursors (they are
+    /// answered as committed), when the store is in memory, and [`SYNC_EVERY`] after the
+    /// first commit that was not; only a synced commit moves the head, and lets the journal
+    /// go.
     fn commit(
         &self,
         puts: Vec<Put>,
         cursors: Vec<(Epoch, u64, Reply)>,
         expire: Option<Walk>,
+        sync: bool,
     ) -> usize {
         let held = self.pending.lock().expect("pending").puts.clone();
-        if puts.is_empty() && cursors.is_empty() && expire.is_none() && held.is_empty() {
+        let owed = self.unsynced_since.get();
+        let durable = sync
+            || !puts.is_empty()
+            || !cursors.is_empty()
+            || self.journal.is_none()
+            || owed.is_some_and(|t| t.elapsed() >= SYNC_EVERY);
+        if puts.is_empty()
+            && cursors.is_empty()
+            && expire.is_none()
+            && held.is_empty()
+            && !(durable && owed.is_some())
+        {
             return 0;
         }
         let mut held_top = 0;
@@ -1639,7 +1776,10 @@ impl Writer {
         let removing = rows.chunk(round).len();
         let mut next_seq = 0;
         let outcome = (|| -> Result<(), redb::Error> {
-            let txn = self.db.begin_write()?;
+            let mut txn = self.db.begin_write()?;
+            if !durable {
+                txn.set_durability(redb::Durability::None)?;
+            }
             {
                 let mut t = Tables::open(&txn)?;
                 // Above the numbers given to the publishes the journal holds.
@@ -1732,17 +1872,29 @@ impl Writer {
         match outcome {
             Ok(()) => {
                 self.next_seq.set(next_seq);
-                // Every number below it is written or was never held (a publish the journal
-                // refused): the head, which a push's answer counts from, is past them.
-                self.counters.head.fetch_max(next_seq - 1, Relaxed);
+                if !durable {
+                    // Before the packets leave `pending`: they still wait to be read.
+                    self.counters.unsynced.store(true, Relaxed);
+                }
                 if !held.is_empty() {
                     // Nothing else adds to them: this thread is the only one that does.
                     *self.pending.lock().expect("pending") = Pending::default();
-                    self.counters.head.fetch_max(held_top, Relaxed);
                 }
-                // What the journal held is in the database now.
-                if let Some(journal) = &self.journal {
-                    journal.borrow_mut().rewind();
+                if durable {
+                    // Every number below it is written or was never held (a publish the
+                    // journal refused): the head, which a push's answer and a peer's read
+                    // count from, is past them.
+                    self.counters.head.fetch_max(next_seq - 1, Relaxed);
+                    self.counters.head.fetch_max(held_top, Relaxed);
+                    // What the journal held is in the database now, durably.
+                    if let Some(journal) = &self.journal {
+                        journal.borrow_mut().rewind();
+                    }
+                    self.unsynced_since.set(None);
+                    self.counters.unsynced.store(false, Relaxed);
+                    self.counters.synced_commits.fetch_add(1, Relaxed);
+                } else if owed.is_none() {
+                    self.unsynced_since.set(Some(Instant::now()));
                 }
                 rows.committed(removing, &mut made_stale);
                 self.counters.stale_rows.store(rows.len() as u64, Relaxed);
@@ -1750,6 +1902,7 @@ impl Writer {
                 // Published first, expired after: a packet published already past its age
                 // went in and out of the database in this one commit.
                 let mut replies = Vec::with_capacity(decided.len());
+                // (Puts make the commit synced.)
                 if let Some(top) = decided.iter().filter_map(|d| d.result.as_ref().ok()).max() {
                     self.counters.head.fetch_max(*top, Relaxed);
                 }
@@ -2455,6 +2608,65 @@ mod tests {
         };
         assert!(parse(winner).more_recent_than(&parse(loser)));
         assert!(!parse(loser).more_recent_than(&parse(winner)));
+    }
+
+    #[tokio::test]
+    async fn peers_read_pushed_packets_once_a_synced_commit_holds_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            PkarrStore::open(config(Some(dir.path().into()), Duration::from_secs(3600))).unwrap();
+        let epoch = store.epoch();
+        let log = || {
+            store
+                .changes_after(0, usize::MAX, &Have::new(), &|_| false)
+                .unwrap()
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        // Seen between the commit that writes a push (within LAZY_FLUSH) and the synced one
+        // (SYNC_EVERY later); tried again if a synced commit came in between.
+        let mut seen = false;
+        for _ in 0..5 {
+            let secret = SecretKey::generate();
+            let commits = store.counters.commits.load(Relaxed);
+            let head = store.counters.head.load(Relaxed);
+            let synced = store.counters.synced_commits.load(Relaxed);
+            assert_eq!(
+                store
+                    .put_pushed(items(&secret, &[&payload(&secret, "addr=192.0.2.1:1")]))
+                    .await,
+                vec![Ok(())]
+            );
+            while store.counters.commits.load(Relaxed) == commits {
+                assert!(Instant::now() < deadline, "never written");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let (waiting, page, have) = (store.waiting(), log(), store.have().unwrap());
+            if store.counters.synced_commits.load(Relaxed) != synced {
+                continue;
+            }
+            assert!(waiting, "written, not synced: it still waits");
+            assert_eq!(page.head, head, "the head is the synced commit's");
+            assert!(
+                page.entries
+                    .iter()
+                    .all(|e| e.0 <= head && e.1 != *secret.public().as_bytes()),
+                "not read yet"
+            );
+            assert_eq!(have.get(&epoch), Some(&head));
+            assert!(served(&store, &secret).is_some(), "served meanwhile");
+            seen = true;
+            break;
+        }
+        assert!(seen, "a synced commit came each time before the check");
+        // With nothing more to write, the synced commit still comes.
+        while store.waiting() {
+            assert!(Instant::now() < deadline, "never synced");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let page = log();
+        assert_eq!(page.head, store.counters.head.load(Relaxed));
+        assert!(!page.entries.is_empty(), "read once synced");
+        assert!(store.counters.synced_commits.load(Relaxed) > 0);
     }
 
     #[tokio::test]

@@ -415,10 +415,12 @@ const PAGE_ROWS: usize = 65_536;
 /// The packets changed after `after`, in sequence order, until their payloads reach
 /// `max_bytes` (at least one entry when there is one), read in one snapshot; those `have`
 /// says the reader holds (it read their origin that far, or is their origin) are left out.
+/// Nothing above `durable` is read: a crash may take the database back to it, and those
+/// numbers would be given again.
 pub(super) fn changes_after(
     db: &redb::Database,
     epoch: Epoch,
-    after: u64,
+    (after, durable): (u64, u64),
     max_bytes: usize,
     have: &Have,
     held: &dyn Fn(u64) -> bool,
@@ -428,11 +430,12 @@ pub(super) fn changes_after(
     let log = txn.open_table(LOG)?;
     let packets = txn.open_table(PACKETS)?;
     let meta = txn.open_table(META)?;
-    let head = meta
+    let head = (meta
         .get("next_seq")?
         .and_then(|v| v.value().try_into().ok().map(u64::from_be_bytes))
         .unwrap_or(1)
-        - 1;
+        - 1)
+    .min(durable);
     let mut page = ChangePage {
         epoch,
         head,
@@ -443,6 +446,9 @@ pub(super) fn changes_after(
     for (rows, entry) in log.range(after.saturating_add(1)..)?.enumerate() {
         let (seq, row) = entry?;
         let seq = seq.value();
+        if seq > head {
+            break;
+        }
         if rows >= PAGE_ROWS {
             page.next = seq - 1;
             break;
@@ -469,10 +475,10 @@ pub(super) fn changes_after(
     Ok(page)
 }
 
-/// Every cursor kept, and this replica's own epoch as read to its head: what a page read from
-/// a peer can leave out. (Its head, not everything: a replica whose disk went back to an
-/// older copy gets back from its peers the publishes it took after that copy.)
-pub(super) fn have(db: &redb::Database, own: Epoch) -> Result<Have, redb::Error> {
+/// Every cursor kept, and this replica's own epoch as read to its head (at most `durable`):
+/// what a page read from a peer can leave out. (Its head, not everything: a replica whose disk
+/// went back to an older copy gets back from its peers the publishes it took after that copy.)
+pub(super) fn have(db: &redb::Database, own: Epoch, durable: u64) -> Result<Have, redb::Error> {
     use redb::ReadableDatabase;
     let mut have = Have::new();
     let txn = db.begin_read()?;
@@ -492,7 +498,7 @@ pub(super) fn have(db: &redb::Database, own: Epoch) -> Result<Have, redb::Error>
         .and_then(|v| v.value().try_into().ok().map(u64::from_be_bytes))
         .unwrap_or(1)
         - 1;
-    have.insert(own, head);
+    have.insert(own, head.min(durable));
     Ok(have)
 }
 
@@ -637,7 +643,10 @@ mod tests {
         txn.commit().unwrap();
         assert_eq!(made_stale, [1, 2, 3, 4, 5, 6, 7, 8]);
         // Readers see each key once, at its last number.
-        let page = changes_after(&db, epoch, 0, usize::MAX, &Have::new(), &|_| false).unwrap();
+        let page = changes_after(&db, epoch, (0, u64::MAX), usize::MAX, &Have::new(), &|_| {
+            false
+        })
+        .unwrap();
         let seqs: Vec<u64> = page.entries.iter().map(|e| e.0).collect();
         assert_eq!(seqs, [9, 10, 11, 12]);
         // No numbers kept (a crash): the walk finds the stale rows.
@@ -660,7 +669,10 @@ mod tests {
         }
         txn.commit().unwrap();
         assert_eq!(stale_rows(&db).unwrap(), Vec::<u64>::new());
-        let page = changes_after(&db, epoch, 0, usize::MAX, &Have::new(), &|_| false).unwrap();
+        let page = changes_after(&db, epoch, (0, u64::MAX), usize::MAX, &Have::new(), &|_| {
+            false
+        })
+        .unwrap();
         assert_eq!(page.entries.len(), 4);
     }
 
