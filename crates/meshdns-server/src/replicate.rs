@@ -260,7 +260,7 @@ impl ReplicationConfig {
             catchup_interval: Duration::from_secs(30),
             resolve_every: Duration::from_secs(5),
             queue: 65_536,
-            push_window: Duration::from_millis(20),
+            push_window: Duration::from_millis(40),
             page_bytes: PAGE_BYTES,
         }
     }

@@ -271,7 +271,7 @@ enum Reply {
     /// Into its place among a batch's answers, sent together once every one is in: one wake
     /// of the task waiting for the batch. (An answer each woke that task for each, and on a
     /// busy core each wake took the writer off it: a switch each way per packet.)
-    Part(Arc<Gather>, usize),
+    Part(Arc<Mutex<Gather>>, usize),
 }
 
 impl Reply {
@@ -279,13 +279,13 @@ impl Reply {
         match self {
             Reply::One(tx) => tx.send(stored),
             Reply::Part(gather, i) => {
-                let mut g = gather.0.lock().expect("gather");
-                g.0[i] = Some(stored);
-                g.1 -= 1;
-                if g.1 == 0
-                    && let Some(tx) = g.2.take()
+                let mut g = gather.lock().expect("gather");
+                g.answers[i] = Some(stored);
+                g.left -= 1;
+                if g.left == 0
+                    && let Some(to) = g.to.take()
                 {
-                    let _ = tx.send(std::mem::take(&mut g.0));
+                    let _ = to.send(std::mem::take(&mut g.answers));
                 }
                 Ok(())
             }
@@ -293,16 +293,16 @@ impl Reply {
     }
 }
 
-/// A batch's answers gathering: each in its place, how many are still to come, and where
-/// they go. When every [`Reply::Part`] is dropped unanswered (the writer stopped), so is the
-/// sender, and the receiver sees it closed.
-struct Gather(Mutex<GatherState>);
-
-type GatherState = (
-    Vec<Option<Stored>>,
-    usize,
-    Option<tokio::sync::oneshot::Sender<Vec<Option<Stored>>>>,
-);
+/// A batch's answers, gathering. When every [`Reply::Part`] is dropped unanswered (the writer
+/// stopped), so is `to`, and the receiver sees it closed.
+struct Gather {
+    /// Each in its place.
+    answers: Vec<Option<Stored>>,
+    /// How many are still to come.
+    left: usize,
+    /// Where they go once all came.
+    to: Option<tokio::sync::oneshot::Sender<Vec<Option<Stored>>>>,
+}
 
 /// A verified publish on its way to the writer.
 struct Put {
@@ -906,7 +906,11 @@ impl PkarrStore {
                 return Vec::new();
             }
             let (tx, done) = tokio::sync::oneshot::channel();
-            let gather = Arc::new(Gather(Mutex::new((vec![None; n], n, Some(tx)))));
+            let gather = Arc::new(Mutex::new(Gather {
+                answers: vec![None; n],
+                left: n,
+                to: Some(tx),
+            }));
             let puts = verified
                 .into_iter()
                 .enumerate()
@@ -1076,8 +1080,9 @@ impl PkarrStore {
 
     /// Writes the pushed packets answered but not written yet ([`PkarrStore::put_pushed`]),
     /// and syncs the commits not synced yet, returning once they are durable and numbered:
-    /// `Ok(true)`, or `Ok(false)` at once when none waits ([`PkarrStore::waiting`]). A catch-up page read after it holds every packet this replica served
-    /// before the call, so a reader is never ready with fewer than it was shown. An error
+    /// `Ok(true)`, or `Ok(false)` at once when none waits ([`PkarrStore::waiting`]). A
+    /// catch-up page read after it holds every packet this replica served before the call,
+    /// so a reader is never ready with fewer than it was shown. An error
     /// when they could not be written (the commit failed, the writer stopped).
     pub async fn flush(&self) -> std::io::Result<bool> {
         if !self.waiting() {
@@ -1451,22 +1456,30 @@ impl Writer {
             }
             // Gathers for up to the window, but only while publishes keep coming: a quarter of
             // it without one ends the gathering (a lone publish waits that long, not the whole
-            // window).
+            // window). The writer sleeps a quarter at a time and then takes what came: woken by
+            // each publish instead, it took the core from the worker answering the next one, a
+            // switch each way per publish.
             let gather_until = Instant::now() + self.window;
             let quiet = self.window / 4;
-            while items < MAX_BATCH {
+            let take = |batch: &mut Vec<Job>, items: &mut usize| {
+                let mut took = false;
+                while *items < MAX_BATCH {
+                    let Ok(job) = rx.try_recv() else { break };
+                    *items += job.items();
+                    batch.push(job);
+                    took = true;
+                }
+                took
+            };
+            take(&mut batch, &mut items);
+            while !batch.is_empty() && items < MAX_BATCH {
                 let left = gather_until.saturating_duration_since(Instant::now());
-                let next = if batch.is_empty() || left.is_zero() {
-                    rx.try_recv().ok()
-                } else {
-                    rx.recv_timeout(left.min(quiet)).ok()
-                };
-                match next {
-                    Some(job) => {
-                        items += job.items();
-                        batch.push(job);
-                    }
-                    None => break,
+                if left.is_zero() {
+                    break;
+                }
+                std::thread::sleep(left.min(quiet));
+                if !take(&mut batch, &mut items) {
+                    break;
                 }
             }
             let mut expire_now = (Instant::now() >= next_expiry).then_some(Walk::Slice);
@@ -1872,8 +1885,15 @@ impl Writer {
         match outcome {
             Ok(()) => {
                 self.next_seq.set(next_seq);
-                if !durable {
-                    // Before the packets leave `pending`: they still wait to be read.
+                // Before the packets leave `pending` (until then they wait to be read): the
+                // head moves past them, or they are marked as written but not synced.
+                if durable {
+                    // Every number below it is written or was never held (a publish the
+                    // journal refused): the head, which a push's answer and a peer's read
+                    // count from, is past them.
+                    self.counters.head.fetch_max(next_seq - 1, Relaxed);
+                    self.counters.head.fetch_max(held_top, Relaxed);
+                } else {
                     self.counters.unsynced.store(true, Relaxed);
                 }
                 if !held.is_empty() {
@@ -1881,11 +1901,6 @@ impl Writer {
                     *self.pending.lock().expect("pending") = Pending::default();
                 }
                 if durable {
-                    // Every number below it is written or was never held (a publish the
-                    // journal refused): the head, which a push's answer and a peer's read
-                    // count from, is past them.
-                    self.counters.head.fetch_max(next_seq - 1, Relaxed);
-                    self.counters.head.fetch_max(held_top, Relaxed);
                     // What the journal held is in the database now, durably.
                     if let Some(journal) = &self.journal {
                         journal.borrow_mut().rewind();
@@ -1902,7 +1917,7 @@ impl Writer {
                 // Published first, expired after: a packet published already past its age
                 // went in and out of the database in this one commit.
                 let mut replies = Vec::with_capacity(decided.len());
-                // (Puts make the commit synced.)
+                // (A commit that answers puts is a synced one: the head may pass them.)
                 if let Some(top) = decided.iter().filter_map(|d| d.result.as_ref().ok()).max() {
                     self.counters.head.fetch_max(*top, Relaxed);
                 }

@@ -63,7 +63,7 @@ pub const PKARR_CATCHUP_INTERVAL: Duration = Duration::from_secs(30);
 /// `--pkarr-peer-queue`.
 pub const PKARR_PEER_QUEUE: usize = 65_536;
 /// `--pkarr-push-window`.
-pub const PKARR_PUSH_WINDOW: Duration = Duration::from_millis(20);
+pub const PKARR_PUSH_WINDOW: Duration = Duration::from_millis(40);
 /// `--pkarr-dht-timeout`: below the 2 s a DHT request waits by default in the `mainline`
 /// crate, so a query's resolver gets SERVFAIL before it gives up itself.
 pub const PKARR_DHT_TIMEOUT: Duration = Duration::from_millis(1500);

@@ -315,7 +315,7 @@ pub struct ServeConfig {
     pub pkarr_peer_queue: Option<u32>,
     /// How long a publish may wait for others to be pushed with it to a peer: a steady stream
     /// goes in one request (and one commit on the peer) per window, not one per round trip;
-    /// a publish waiting for --pkarr-ack-replicas goes at once [default: 20ms].
+    /// a publish waiting for --pkarr-ack-replicas goes at once [default: 40ms].
     #[arg(long, value_name = "DURATION", value_parser = values::duration, help_heading = "pkarr replication")]
     #[serde(default, deserialize_with = "de::duration")]
     pub pkarr_push_window: Option<Duration>,
