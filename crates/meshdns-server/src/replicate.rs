@@ -1641,8 +1641,12 @@ async fn push(
         .into_response();
     r.stamp(&mut resp);
     // The head after this push's commit: the sender forgets what it knew this replica held
-    // if a later read shows a lower one (a disk gone back to an older copy).
-    if let Ok(v) = HeaderValue::from_str(&(r.store.head() + u64::from(lazy)).to_string()) {
+    // if a later read shows a lower one (a disk gone back to an older copy). One past it while
+    // anything answered here is not durable yet (this push's packets, or a copy an earlier
+    // push left unsynced that this one's "already held" matched): the sender counts them held
+    // only once a later synced commit took the head there.
+    let ahead = lazy || r.store.waiting();
+    if let Ok(v) = HeaderValue::from_str(&(r.store.head() + u64::from(ahead)).to_string()) {
         resp.headers_mut().insert(HEAD_HEADER, v);
     }
     resp

@@ -237,8 +237,8 @@ pub struct PkarrCounters {
     pub commits: AtomicU64,
     /// Of those, the synced ones (the others are made durable by the next of these).
     pub synced_commits: AtomicU64,
-    /// Whether a commit since the last synced one wrote packets (they are not read by peers
-    /// until it is synced: see [`SYNC_EVERY`]).
+    /// Whether a commit since the last synced one wrote packets above the head (they are not
+    /// read by peers until a synced commit holds them: see [`SYNC_EVERY`]).
     pub unsynced: std::sync::atomic::AtomicBool,
     /// Time spent committing, in microseconds.
     pub commit_micros: AtomicU64,
@@ -1075,7 +1075,8 @@ impl PkarrStore {
     /// commit not synced yet (they are read once a synced commit holds them).
     pub fn waiting(&self) -> bool {
         !self.pending.lock().expect("pending").puts.is_empty()
-            || self.counters.unsynced.load(Relaxed)
+            // (Acquire: seen cleared, the head the synced commit moved is seen too.)
+            || self.counters.unsynced.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Writes the pushed packets answered but not written yet ([`PkarrStore::put_pushed`]),
@@ -1589,12 +1590,15 @@ impl Writer {
             txn.commit()?;
             Ok(())
         })();
-        if let Err(e) = kept {
+        if let Err(e) = &kept {
             // The next start finds them by walking the log.
             warn!(error = %e, stale = all.len(), "cannot keep the stale pkarr log rows' numbers");
         }
-        // Every publish it held is committed: the next start reads nothing from it.
+        // Every publish it held is committed, and durably (this synced commit made the
+        // unsynced ones before it durable): the next start reads nothing from it. After a
+        // failed commit it stays, and the next start reads back what the database lacks.
         if let Some(journal) = &self.journal
+            && kept.is_ok()
             && self.pending.lock().expect("pending").puts.is_empty()
             && let Err(e) = journal.borrow_mut().clear()
         {
@@ -1893,7 +1897,8 @@ impl Writer {
                     // count from, is past them.
                     self.counters.head.fetch_max(next_seq - 1, Relaxed);
                     self.counters.head.fetch_max(held_top, Relaxed);
-                } else {
+                } else if next_seq - 1 > self.counters.head.load(Relaxed) {
+                    // Packets written above the head (an expiry slice alone writes none).
                     self.counters.unsynced.store(true, Relaxed);
                 }
                 if !held.is_empty() {
@@ -1906,7 +1911,9 @@ impl Writer {
                         journal.borrow_mut().rewind();
                     }
                     self.unsynced_since.set(None);
-                    self.counters.unsynced.store(false, Relaxed);
+                    self.counters
+                        .unsynced
+                        .store(false, std::sync::atomic::Ordering::Release);
                     self.counters.synced_commits.fetch_add(1, Relaxed);
                 } else if owed.is_none() {
                     self.unsynced_since.set(Some(Instant::now()));
