@@ -1433,6 +1433,8 @@ struct Decided {
 impl Writer {
     fn run(self, rx: Receiver<Job>) {
         let mut next_expiry = Instant::now();
+        // The last gathering lasted the whole window.
+        let mut busy = false;
         loop {
             let due = self.pending_due();
             let sync_due = self.unsynced_since.get().map(|t| t + SYNC_EVERY);
@@ -1459,9 +1461,12 @@ impl Writer {
             // it without one ends the gathering (a lone publish waits that long, not the whole
             // window). The writer sleeps a quarter at a time and then takes what came: woken by
             // each publish instead, it took the core from the worker answering the next one, a
-            // switch each way per publish.
+            // switch each way per publish. After a gathering that lasted the whole window
+            // (publishes kept coming), the next sleeps the window through in one go: a sleep
+            // costs a switch each way, which on a VM is about what a publish's signature costs.
             let gather_until = Instant::now() + self.window;
-            let quiet = self.window / 4;
+            let step = if busy { self.window } else { self.window / 4 };
+            busy = false;
             let take = |batch: &mut Vec<Job>, items: &mut usize| {
                 let mut took = false;
                 while *items < MAX_BATCH {
@@ -1473,12 +1478,13 @@ impl Writer {
                 took
             };
             take(&mut batch, &mut items);
-            while !batch.is_empty() && items < MAX_BATCH {
+            while !batch.is_empty() {
                 let left = gather_until.saturating_duration_since(Instant::now());
-                if left.is_zero() {
+                if left.is_zero() || items >= MAX_BATCH {
+                    busy = true;
                     break;
                 }
-                std::thread::sleep(left.min(quiet));
+                std::thread::sleep(left.min(step));
                 if !take(&mut batch, &mut items) {
                     break;
                 }
