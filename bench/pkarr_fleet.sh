@@ -6,12 +6,15 @@
 #
 #   1. fill:     N pre-signed packets PUT to A as fast as acknowledged (64 connections); then
 #                the time until B and C hold all N (pushed by A)
-#   2. stream:   30,000 re-publishes offered to A at 1,000 PUT/s; replication latency, A's commit
+#   2. stream:   ROUNDS (default 3) rounds of 30,000 re-publishes offered to A at 1,000 PUT/s,
+#                each round newer than the last; replication latency over all rounds, A's commit
 #                → each peer's acknowledgement (the peer committed it and serves it), p50/p99
 #                from A's histogram (the stream's share of it); CPU per publish of A (took it,
-#                pushed it to two peers) and of B and C (received it). CHECK=1 also polls B over
-#                DNS after each 204 until it answers the new packet (pkarr_load --answer-dns);
-#                the polling then costs B more than the replication
+#                pushed it to two peers) and of B and C (received it), each round and the
+#                median of the rounds (a VM's CPU time varies from run to run by more than the
+#                differences measured). CHECK=1 also polls B over DNS after each 204 until it
+#                answers the new packet (pkarr_load --answer-dns); the polling then costs B more
+#                than the replication
 #   3. catch-up: C stopped (SIGTERM), 100,000 re-publishes PUT to A as fast as acknowledged,
 #                C started again (on core CATCHUP_CPU, default 1: its own): time from start to
 #                /readyz 200 (caught up with A and B) and C's CPU time meanwhile; the last of
@@ -20,8 +23,8 @@
 #                dropped from it first (a replica rescheduled to another node starts cold)
 #   4. RSS of each replica, and the data directories' sizes
 #   5. iroh-dns-server (one instance, no replication; IROH=path, found on PATH or in
-#      ~/.cargo/bin, skipped when absent) on one core: the same fill and the same stream (the
-#      same packets), CPU per publish of each
+#      ~/.cargo/bin, skipped when absent) on one core: the same fill and the same rounds of the
+#      stream (the same packets), CPU per publish of each; the median of its rounds beside A's
 # EXTRA adds flags to every replica (say EXTRA="--pkarr-commit-window 3ms"). SPREAD=1 takes the
 # stream's and the missed publishes' keys spread evenly over the N stored (default: the first
 # ones, which the fill stored first: republishes in the order keys last published, as iroh's
@@ -37,6 +40,7 @@ N=${1:?N stored endpoints}
 STREAM=${STREAM:-30000}
 MISSED=${MISSED:-100000}
 RATE=${RATE:-1000}
+ROUNDS=${ROUNDS:-3}
 # The restarted replica's core in step 3: 1, its own, as a replica on its own node (the load
 # client is idle then); 0 shares the core of A and B.
 CATCHUP_CPU=${CATCHUP_CPU:-1}
@@ -56,7 +60,9 @@ say() { echo "$*" | tee -a "$RESULT"; }
 # Signed now, newer than anything stored; versions apart from earlier runs'.
 v=$(( $(date +%s) % 30000 + 2 ))
 spread=(); [ "${SPREAD:-0}" = 1 ] && spread=(--spread "$N")
-"$LOAD" sign "$STREAM" "$v" "$DATA/fleet_stream.bin" "${spread[@]}"
+for r in $(seq "$ROUNDS"); do
+  "$LOAD" sign "$STREAM" $((v + r - 1)) "$DATA/fleet_stream_$r.bin" "${spread[@]}"
+done
 "$LOAD" sign "$MISSED" $((v + 30000)) "$DATA/fleet_missed.bin" "${spread[@]}"
 "$LOAD" sign "$MISSED" $((v + 30001)) "$DATA/fleet_missed_cold.bin" "${spread[@]}"
 
@@ -79,6 +85,7 @@ stop() { kill "${PIDS[$1]}" 2> /dev/null || true; wait "${PIDS[$1]}" 2> /dev/nul
 metric() { curl -s "http://127.0.0.1:${HTTP[$1]}/metrics" | awk -v m="$2" '$1 == m {print $2}'; }
 rss_mib() { echo $(( $(awk '/VmRSS/{print $2}' "/proc/${PIDS[$1]}/status") / 1024 )); }
 cpu_ticks() { awk '{print $14+$15}' "/proc/${PIDS[$1]}/stat"; }
+median() { python3 -c 'import statistics, sys; print(round(statistics.median(float(x) for x in sys.argv[1:])))' "$@"; }
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 trap 'for i in 0 1 2; do stop $i; done' EXIT
 
@@ -101,16 +108,27 @@ for i in 1 2; do
 done
 sleep 1
 lag "$RUN/lag0.txt"
-c=(); for i in 0 1 2; do c[$i]=$(cpu_ticks "$i"); done
 check=(); [ "${CHECK:-0}" = 1 ] && check=(--check --answer-dns "127.0.0.1:${DNS[1]}")
-out=$(taskset -c 1 "$LOAD" put "$DATA/fleet_stream.bin" "127.0.0.1:${HTTP[0]}" "127.0.0.1:${DNS[0]}" bench.test. \
-  --rate "$RATE" --conns 64 "${check[@]}")
-say "stream:    $out"
-sleep 1
-lag "$RUN/lag1.txt"
-for i in 0 1 2; do
-  say "cpu ${NAMES[$i]}:     $(python3 -c "print(round(($(cpu_ticks "$i") - ${c[$i]}) / 100 * 1e6 / $STREAM))") µs per publish of the stream"
+cpus=("" "" "")
+for r in $(seq "$ROUNDS"); do
+  c=(); for i in 0 1 2; do c[$i]=$(cpu_ticks "$i"); done
+  out=$(taskset -c 1 "$LOAD" put "$DATA/fleet_stream_$r.bin" "127.0.0.1:${HTTP[0]}" "127.0.0.1:${DNS[0]}" bench.test. \
+    --rate "$RATE" --conns 64 "${check[@]}")
+  say "stream $r:  $out"
+  sleep 1
+  line="cpu $r:     µs per publish of the round:"
+  for i in 0 1 2; do
+    u=$(python3 -c "print(round(($(cpu_ticks "$i") - ${c[$i]}) / 100 * 1e6 / $STREAM))")
+    cpus[$i]="${cpus[$i]} $u"; line="$line ${NAMES[$i]^^} $u"
+  done
+  say "$line"
 done
+lag "$RUN/lag1.txt"
+a_cpu=$(median ${cpus[0]})
+for i in 0 1 2; do
+  say "cpu ${NAMES[$i]}:     $(median ${cpus[$i]}) µs per publish of the stream (median of$(echo "${cpus[$i]}" | tr ' ' ','| sed 's/^,/ /'))"
+done
+say "B ÷ A:     $(python3 -c "print(round($(median ${cpus[1]}) / $a_cpu, 2))") (medians)"
 python3 - "$RUN/lag0.txt" "$RUN/lag1.txt" <<'EOF' | tee -a "$RESULT"
 import re, sys
 def read(path):
@@ -183,7 +201,14 @@ if [ -x "$IROH" ]; then
   until curl -s -o /dev/null "http://127.0.0.1:5380/healthz"; do sleep 0.05; done
   say "iroh-dns-server $("$IROH" --version 2> /dev/null | head -1), alone, on core 0:"
   say "iroh fill:   $(taskset -c 1 "$LOAD" put "$DATA/v1_$N.bin" 127.0.0.1:5380 127.0.0.1:5305 bench.test. --conns 64 --pid "$ipid")"
-  say "iroh stream: $(taskset -c 1 "$LOAD" put "$DATA/fleet_stream.bin" 127.0.0.1:5380 127.0.0.1:5305 bench.test. --rate "$RATE" --conns 64 --pid "$ipid")"
+  icpu=""
+  for r in $(seq "$ROUNDS"); do
+    out=$(taskset -c 1 "$LOAD" put "$DATA/fleet_stream_$r.bin" 127.0.0.1:5380 127.0.0.1:5305 bench.test. --rate "$RATE" --conns 64 --pid "$ipid")
+    say "iroh stream $r: $out"
+    icpu="$icpu $(echo "$out" | grep -o 'server_cpu_us_per_put=[0-9.]*' | cut -d= -f2)"
+  done
+  say "iroh cpu:    $(median $icpu) µs per publish of the stream (median of$(echo "$icpu" | tr ' ' ',' | sed 's/^,/ /'))"
+  say "A ÷ iroh:    $(python3 -c "print(round($a_cpu / $(median $icpu), 2))") (medians: A's $a_cpu µs, taking a publish and pushing it to two peers)"
   say "iroh rss:    $(( $(awk '/VmRSS/{print $2}' "/proc/$ipid/status") / 1024 )) MiB, disk $(du -sh "$RUN/iroh" | cut -f1)"
   kill "$ipid"; wait "$ipid" 2> /dev/null || true
 else
