@@ -109,6 +109,9 @@ const LAZY_MAX: usize = 8_192;
 /// a push's answer and a peer's read count from) stays at the last synced commit: a crash
 /// takes the database back to it, and the numbers above are given again.
 const SYNC_EVERY: Duration = Duration::from_secs(1);
+/// The steps a gathering of clients' publishes sleeps its window in: a step without a publish
+/// ends it.
+const QUARTERS: usize = 4;
 
 /// Clients' publishes checked together at most, in [`Writer::check`]: different clients
 /// share these batches, and one client's bad signature costs its batch a pass of single
@@ -850,8 +853,9 @@ impl PkarrStore {
     /// calling `on_change` after each commit that changed any: serials and zone transfers
     /// follow publishes. Changes made after this call are kept.
     pub fn track_changes(&self, on_change: impl Fn() + Send + Sync + 'static) {
-        *self.changes.pending.lock().expect("change log") = Some(HashMap::new());
+        // The hook first: a change signalled in between would find none, and call none later.
         *self.changes.on_change.lock().expect("change log") = Some(Box::new(on_change));
+        *self.changes.pending.lock().expect("change log") = Some(HashMap::new());
     }
 
     /// The keys changed since the last call (the newest records of each, `None` once expired),
@@ -1482,9 +1486,16 @@ impl Writer {
             // (publishes kept coming), the next sleeps the window through in one go: a sleep
             // costs a switch each way, which on a VM is about what a publish's signature costs.
             // Only clients' publishes are gathered (their signatures checked together, one
-            // journal sync): a peer's push comes checked and whole, and waits for nothing.
+            // journal sync): a peer's push comes checked and whole (one that waits for an
+            // acknowledgement gets a journal sync of its own, with whatever else is queued).
+            // The next gathering sleeps whole only after one of at least QUARTERS publishes,
+            // the rate a gathering in quarters needs to last the window.
             let gather_until = Instant::now() + self.window;
-            let step = if busy { self.window } else { self.window / 4 };
+            let step = if busy {
+                self.window
+            } else {
+                self.window / QUARTERS as u32
+            };
             busy = false;
             let take = |batch: &mut Vec<Job>, items: &mut usize| {
                 let mut took = false;
@@ -1497,10 +1508,16 @@ impl Writer {
                 took
             };
             take(&mut batch, &mut items);
-            while batch.iter().any(|job| matches!(job, Job::Publish(_))) {
+            let publishes = |batch: &[Job]| {
+                batch
+                    .iter()
+                    .filter(|job| matches!(job, Job::Publish(_)))
+                    .count()
+            };
+            while publishes(&batch) > 0 {
                 let left = gather_until.saturating_duration_since(Instant::now());
                 if left.is_zero() || items >= MAX_BATCH {
-                    busy = true;
+                    busy = items >= MAX_BATCH || publishes(&batch) >= QUARTERS;
                     break;
                 }
                 std::thread::sleep(left.min(step));

@@ -132,6 +132,9 @@ pub async fn run(mut plan: ServePlan) -> Result<()> {
     let watcher = spawn_watcher(sources).context("cannot start the file watcher")?;
     if let Some(poker) = &pkarr_poker {
         let _ = poker.set(watcher.poker());
+        // The store calls its hook once until the changes are taken: a publish between the
+        // watcher's first check and now called it with no one to poke.
+        watcher.poker().poke();
     }
     for poker in [
         &shared.updates.as_ref().map(|u| &u.1),
