@@ -850,8 +850,8 @@ impl PkarrStore {
     }
 
     /// Starts keeping the keys changed (published or expired) for [`PkarrStore::take_changes`],
-    /// calling `on_change` after each commit that changed any: serials and zone transfers
-    /// follow publishes. Changes made after this call are kept.
+    /// calling `on_change` after the first change since they were last taken: serials and
+    /// zone transfers follow publishes. Changes made after this call are kept.
     pub fn track_changes(&self, on_change: impl Fn() + Send + Sync + 'static) {
         // The hook first: a change signalled in between would find none, and call none later.
         *self.changes.on_change.lock().expect("change log") = Some(Box::new(on_change));
@@ -1454,7 +1454,7 @@ struct Decided {
 impl Writer {
     fn run(self, rx: Receiver<Job>) {
         let mut next_expiry = Instant::now();
-        // The last gathering lasted the whole window.
+        // The last gathering lasted the whole window, with at least QUARTERS publishes.
         let mut busy = false;
         loop {
             let due = self.pending_due();
