@@ -47,7 +47,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64,
+    Ordering::{AcqRel, Acquire, Relaxed, Release},
+};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -417,9 +420,7 @@ impl ChangeLog {
             .as_ref()
             .is_some_and(|m| !m.is_empty());
         if any
-            && !self
-                .signalled
-                .swap(true, std::sync::atomic::Ordering::AcqRel)
+            && !self.signalled.swap(true, AcqRel)
             && let Some(f) = self.on_change.lock().expect("change log").as_ref()
         {
             f();
@@ -429,8 +430,7 @@ impl ChangeLog {
     /// The changes recorded so far; the next change calls the hook again.
     fn take(&self) -> Vec<(Key, Option<Published>)> {
         // Cleared before the drain: a change recorded after it calls the hook.
-        self.signalled
-            .store(false, std::sync::atomic::Ordering::Release);
+        self.signalled.store(false, Release);
         match self.pending.lock().expect("change log").as_mut() {
             Some(m) => m.drain().collect(),
             None => Vec::new(),
@@ -1097,7 +1097,7 @@ impl PkarrStore {
     pub fn waiting(&self) -> bool {
         !self.pending.lock().expect("pending").puts.is_empty()
             // (Acquire: seen cleared, the head the synced commit moved is seen too.)
-            || self.counters.unsynced.load(std::sync::atomic::Ordering::Acquire)
+            || self.counters.unsynced.load(Acquire)
     }
 
     /// Writes the pushed packets answered but not written yet ([`PkarrStore::put_pushed`]),
@@ -1953,9 +1953,7 @@ impl Writer {
                         journal.borrow_mut().rewind();
                     }
                     self.unsynced_since.set(None);
-                    self.counters
-                        .unsynced
-                        .store(false, std::sync::atomic::Ordering::Release);
+                    self.counters.unsynced.store(false, Release);
                     self.counters.synced_commits.fetch_add(1, Relaxed);
                 } else if owed.is_none() {
                     self.unsynced_since.set(Some(Instant::now()));
