@@ -100,10 +100,17 @@ const STALE_SHARE: usize = 8;
 /// order: neighbours share pages.
 const STALE_PER_COMMIT: usize = 1_024;
 
-/// Packets an authenticated peer pushed (no acknowledgement waiting on them) are answered once
-/// decided and served, and written by a later commit: at most this much later, or as soon as
-/// any commit runs (a client's publish, a cursor, an expiry slice, a stop) ...
-const LAZY_FLUSH: Duration = Duration::from_millis(100);
+/// Packets an authenticated peer pushed (no acknowledgement waiting on them), and clients'
+/// publishes the journal holds, are answered once decided and served, and written by a later
+/// commit. Each commit copies every B-tree page its packets touch, about one leaf per packet
+/// whatever their number, and the branches above them once: at 1,000 publishes a second,
+/// 100 ms (ten commits a second) cost the replicas 15–20% more CPU per packet than a second
+/// (`docs/BENCHMARKS.md`, session 12). These commits are not synced ([`SYNC_EVERY`]): a crash
+/// loses at most the last two seconds of pushed packets, which the next start reads back from
+/// the peers; the journal keeps the publishes. They are written at most this much later, or
+/// as soon as any commit runs (a cursor, a catch-up page, an expiry slice that removes
+/// packets, a stop) ...
+const LAZY_FLUSH: Duration = Duration::from_secs(1);
 /// ... or once this many wait.
 const LAZY_MAX: usize = 8_192;
 /// Commits that only write what is durable elsewhere or may be lost (pushed packets, which the
@@ -1435,7 +1442,7 @@ impl Stale {
 }
 
 /// How much of the store one expiry pass walks.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Walk {
     /// The next slice (a whole walk every [`EXPIRE_SLICES`] passes).
     Slice,
@@ -1583,13 +1590,19 @@ impl Writer {
             // A caller waits on the database: every commit before is made durable.
             let sync = !waiting.is_empty() || !flushed.is_empty() || stop.is_some();
             let now = Instant::now();
-            let expired = if !puts.is_empty()
+            let owed = !puts.is_empty()
                 || !cursors.is_empty()
-                || expire_now.is_some()
                 || sync
                 || self.pending_due().is_some_and(|d| now >= d)
-                || sync_due.is_some_and(|d| now >= d)
-            {
+                || sync_due.is_some_and(|d| now >= d);
+            // An expiry slice alone is walked in a read transaction first, and commits only
+            // when it found something to remove: an idle store writes nothing, and a busy one
+            // writes its pending packets when they are due, not at each slice.
+            if expire_now == Some(Walk::Slice) && !owed && self.quiet_slice() {
+                expire_now = None;
+                next_expiry = Instant::now() + EXPIRE_EVERY;
+            }
+            let expired = if owed || expire_now.is_some() {
                 self.commit(puts, cursors, expire_now, sync)
             } else {
                 0
@@ -1785,6 +1798,29 @@ impl Writer {
         Ok(packets.get(key)?.map(|v| payload_of(v.value()).to_vec()))
     }
 
+    /// The packets one expiry slice walks.
+    fn slice_rows(&self) -> usize {
+        (self.overlay.len() / EXPIRE_SLICES).max(EXPIRE_ROWS)
+    }
+
+    /// Walks the next expiry slice in a read transaction: true (and the walk moved on) when
+    /// it found nothing expired, so that no commit is needed for it.
+    fn quiet_slice(&self) -> bool {
+        let walked = (|| -> Result<_, redb::Error> {
+            let txn = self.db.begin_read()?;
+            let packets = txn.open_table(PACKETS)?;
+            let limit = now_us().saturating_sub(micros(self.max_age));
+            tables::expired_from(&packets, self.expire_from.get(), self.slice_rows(), limit)
+        })();
+        match walked {
+            Ok((found, next)) if found.is_empty() => {
+                self.expire_from.set(next);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// When the pushed packets waiting to be written are due (`None`: none waits).
     fn pending_due(&self) -> Option<Instant> {
         let pending = self.pending.lock().expect("pending");
@@ -1902,10 +1938,7 @@ impl Writer {
                     let limit = now_us().saturating_sub(micros(self.max_age));
                     let (rows, from) = match walk {
                         Walk::Whole => (usize::MAX, None),
-                        Walk::Slice => (
-                            (self.overlay.len() / EXPIRE_SLICES).max(EXPIRE_ROWS),
-                            self.expire_from.get(),
-                        ),
+                        Walk::Slice => (self.slice_rows(), self.expire_from.get()),
                     };
                     let (found, next) = t.expired_from(from, rows, limit)?;
                     for (_, key) in &found {
@@ -3340,6 +3373,53 @@ mod tests {
         assert_eq!(served(&store, &old), None);
         assert!(served(&store, &fresh).is_some());
         assert_eq!(store.counters.expired.load(Relaxed), 1);
+    }
+
+    #[tokio::test]
+    async fn expiry_slices_commit_only_when_they_remove_packets() {
+        let store = PkarrStore::open(config(None, Duration::from_secs(60))).unwrap();
+        let fresh = SecretKey::generate();
+        store
+            .put(
+                None,
+                &fresh.public().to_z32(),
+                &payload(&fresh, "a=1"),
+                None,
+            )
+            .await
+            .unwrap();
+        // Two slices a second apart, each walking every packet of this small store, find
+        // nothing to remove: no commit.
+        let commits = store.counters.commits.load(Relaxed);
+        tokio::time::sleep(EXPIRE_EVERY * 5 / 2).await;
+        assert_eq!(
+            store.counters.commits.load(Relaxed),
+            commits,
+            "an idle store writes nothing"
+        );
+        // A packet already past its age is removed by the next slice, with a commit.
+        let old = SecretKey::generate();
+        let ten_minutes_ago = now_us() - 600_000_000;
+        store
+            .put(
+                None,
+                &old.public().to_z32(),
+                &payload_at(&old, "a=2", ten_minutes_ago),
+                None,
+            )
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while store.counters.expired.load(Relaxed) == 0 {
+            assert!(Instant::now() < deadline, "never expired");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(served(&store, &old), None);
+        assert!(served(&store, &fresh).is_some());
+        assert!(
+            store.counters.commits.load(Relaxed) >= commits + 2,
+            "the publish and the slice"
+        );
     }
 
     #[test]

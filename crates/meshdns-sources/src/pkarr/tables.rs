@@ -241,9 +241,7 @@ impl<'t> Tables<'t> {
         Ok(())
     }
 
-    /// Walks at most `rows` packets in key order from `from` (the start when `None`): the
-    /// timestamps and keys of those dated before `limit`, and where the next walk starts
-    /// (`None` once it reached the end).
+    /// [`expired_from`] over this transaction's packets.
     #[allow(clippy::type_complexity)]
     pub fn expired_from(
         &self,
@@ -251,20 +249,7 @@ impl<'t> Tables<'t> {
         rows: usize,
         limit: u64,
     ) -> Result<(Vec<(u64, Key)>, Option<Key>), redb::Error> {
-        let mut out = Vec::new();
-        let start = from.unwrap_or([0u8; 32]);
-        for (walked, entry) in self.packets.range::<&[u8; 32]>(&start..)?.enumerate() {
-            let (k, row) = entry?;
-            let key = *k.value();
-            if walked == rows {
-                return Ok((out, Some(key)));
-            }
-            let stamp = super::stamp_of(payload_of(row.value())).unwrap_or(0);
-            if stamp < limit {
-                out.push((stamp, key));
-            }
-        }
-        Ok((out, None))
+        expired_from(&self.packets, from, rows, limit)
     }
 
     /// Records that every packet of `peer` up to its sequence number `seq` is here.
@@ -283,6 +268,32 @@ impl<'t> Tables<'t> {
 
 /// Makes the tables and this replica's epoch (when missing: a new database), and moves a store
 /// of the first layout into them. Returns the epoch.
+/// Walks at most `rows` packets of `packets` in key order from `from` (the start when `None`):
+/// the timestamps and keys of those dated before `limit`, and where the next walk starts
+/// (`None` once it reached the end).
+#[allow(clippy::type_complexity)]
+pub(super) fn expired_from(
+    packets: &impl ReadableTable<&'static [u8; 32], &'static [u8]>,
+    from: Option<Key>,
+    rows: usize,
+    limit: u64,
+) -> Result<(Vec<(u64, Key)>, Option<Key>), redb::Error> {
+    let mut out = Vec::new();
+    let start = from.unwrap_or([0u8; 32]);
+    for (walked, entry) in packets.range::<&[u8; 32]>(&start..)?.enumerate() {
+        let (k, row) = entry?;
+        let key = *k.value();
+        if walked == rows {
+            return Ok((out, Some(key)));
+        }
+        let stamp = super::stamp_of(payload_of(row.value())).unwrap_or(0);
+        if stamp < limit {
+            out.push((stamp, key));
+        }
+    }
+    Ok((out, None))
+}
+
 pub(super) fn prepare(db: &redb::Database) -> Result<Epoch, redb::Error> {
     let txn = db.begin_write()?;
     let epoch = {
