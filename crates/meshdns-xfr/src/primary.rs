@@ -174,15 +174,17 @@ impl Primary {
                     // A pkarr origin's keys are known only when transfers keep them.
                     let comparable = !pkarr || self.transfers;
                     let kept = inner.book.get(&origin.to_string()).cloned();
+                    // A reservation left by a run that did not stop cleanly: serials up to
+                    // it may have been served for other content.
                     let unchanged = kept
                         .as_ref()
-                        .filter(|k| comparable && k.digest == id)
+                        .filter(|k| comparable && k.digest == id && k.reserved.is_none())
                         .map(|k| k.serial);
                     let serial = match (zone.given_serial(), unchanged, &kept) {
                         (Some(given), _, _) => given,
                         // Unchanged since the last run: the same serial, and its journal.
                         (None, Some(serial), _) => serial,
-                        (None, None, Some(k)) => next_serial(k.serial, now),
+                        (None, None, Some(k)) => next_serial(k.highest(), now),
                         (None, None, None) => now,
                     };
                     let serial = match floor(origin) {
@@ -254,6 +256,8 @@ impl Primary {
         }
         let mut inner = self.inner.lock().expect("primary state");
         let inner = &mut *inner;
+        // The book is written only when a serial passes its reservation.
+        let mut write = false;
         if !self.transfers {
             // Serials only.
             let mut changed = Vec::new();
@@ -262,13 +266,15 @@ impl Primary {
                     state.version.serial = next_serial(state.version.serial, now);
                     catalog.set_serial(origin, state.version.serial);
                     let id = content_id(&state.digest, None);
-                    inner
+                    write |= inner
                         .book
-                        .set(&origin.to_string(), state.version.serial, id);
+                        .stamp(&origin.to_string(), state.version.serial, id);
                     changed.push((origin.clone(), state.version.serial));
                 }
             }
-            inner.book.save();
+            if write {
+                inner.book.save();
+            }
             return changed;
         }
         let old = inner.published.clone();
@@ -316,13 +322,20 @@ impl Primary {
             state.version.published = Some(new_set.clone());
             catalog.set_serial(origin, serial);
             let id = content_id(&state.digest, Some(sum));
-            inner.book.set(&origin.to_string(), serial, id);
+            write |= inner.book.stamp(&origin.to_string(), serial, id);
             changed.push((origin.clone(), serial));
         }
-        if !changed.is_empty() {
+        if write {
             inner.book.save();
         }
         changed
+    }
+
+    /// Writes the serial book exactly, its reservations dropped (see [`SerialBook::stamp`]):
+    /// call once no more stamps come (a clean stop), so that the next start with the same
+    /// content serves the same serials.
+    pub fn settle(&self) {
+        self.inner.lock().expect("primary state").book.settle();
     }
 
     /// Loads the keys published before start-up as the first stamped set (no journal entry).

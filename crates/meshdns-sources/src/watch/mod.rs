@@ -418,6 +418,16 @@ impl FileSources {
         }
     }
 
+    /// Writes every primary's serial book exactly (a clean stop: no stamp follows).
+    fn settle(&self) {
+        if let Some(primary) = &self.primary {
+            primary.settle();
+        }
+        for view in &self.views {
+            view.primary.settle();
+        }
+    }
+
     /// How long the watcher may sleep, at most `poll`: less while publishes wait for a stamp.
     fn wait(&self, poll: Duration) -> Duration {
         match (self.stamp_due, self.stamped) {
@@ -681,8 +691,10 @@ pub fn spawn_watcher(mut sources: FileSources) -> std::io::Result<WatchHandle> {
                 }
             }
             // Publishes acknowledged since the last stamp get their serial (and journal entry)
-            // now, so the next start finds the serial book in step with the store.
+            // now, and the serial book is written exactly, so the next start finds it in step
+            // with the store.
             sources.stamp_now();
+            sources.settle();
         })?;
     Ok(WatchHandle {
         tx,

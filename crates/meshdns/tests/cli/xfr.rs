@@ -483,6 +483,69 @@ fn serials_follow_content_and_survive_restarts_with_the_journal() {
     assert_eq!(out.len(), 7, "the whole zone: {out:?}");
 }
 
+/// A pkarr origin's serial moves with each stamp of its publishes, and the serial book is
+/// written only when a serial passes what the book reserved: a clean stop writes it exactly
+/// (the same serial after a restart on the same content), and a start after `kill -9` serves
+/// one above every serial stamped before it.
+#[test]
+fn pkarr_serials_pass_every_stamped_one_after_a_kill_and_stay_after_a_clean_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let args = [
+        "--pkarr",
+        "dns.example",
+        "--http",
+        "127.0.0.1:0",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--allow-transfer",
+        "127.0.0.1",
+    ];
+    let book = || std::fs::read_to_string(data.join("serials.json")).unwrap();
+    let m = Meshdns::serve(&args);
+    let mut last = serial(&m, "dns.example");
+    let mut stamped = vec![last];
+    for i in 0..3 {
+        publish(
+            m.http.unwrap(),
+            &iroh_base::SecretKey::generate(),
+            [203, 0, 113, i],
+        );
+        last = next_serial(&m, "dns.example", last);
+        stamped.push(last);
+    }
+    assert!(
+        book().contains("\"reserved\""),
+        "stamps reserve serials ahead: {}",
+        book()
+    );
+    let mut m = m;
+    m.child.kill().unwrap();
+    m.child.wait().unwrap();
+
+    let m = Meshdns::serve(&args);
+    let after_kill = serial(&m, "dns.example");
+    for s in &stamped {
+        assert!(
+            after_kill != *s && after_kill.wrapping_sub(*s) < 1 << 31,
+            "{after_kill} is above every serial stamped before the kill: {stamped:?}"
+        );
+    }
+    assert_eq!(m.terminate().code(), Some(0));
+    assert!(
+        !book().contains("\"reserved\""),
+        "written exactly: {}",
+        book()
+    );
+    let m = Meshdns::serve(&args);
+    assert_eq!(
+        serial(&m, "dns.example"),
+        after_kill,
+        "the same content after a clean stop: the same serial"
+    );
+    m.terminate();
+}
+
 /// Publishes a fresh key's endpoint at `ip` to the relay; returns its z32.
 fn publish(http_addr: SocketAddr, secret: &iroh_base::SecretKey, ip: [u8; 4]) -> String {
     let payload = iroh_dns::endpoint_info::EndpointInfo::new(secret.public())
