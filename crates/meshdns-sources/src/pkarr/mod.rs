@@ -317,6 +317,39 @@ struct Gather {
     to: Option<tokio::sync::oneshot::Sender<Vec<Option<Stored>>>>,
 }
 
+/// A batch's [`Gather`] for `n` answers, and where they all come once in.
+fn gather(n: usize) -> (Arc<Mutex<Gather>>, GatherDone) {
+    let (tx, done) = tokio::sync::oneshot::channel();
+    let gather = Arc::new(Mutex::new(Gather {
+        answers: vec![None; n],
+        left: n,
+        to: Some(tx),
+    }));
+    (gather, done)
+}
+
+/// Where a [`Gather`]'s answers come.
+type GatherDone = tokio::sync::oneshot::Receiver<Vec<Option<Stored>>>;
+
+/// The `n` answers of a batch, once every one is in (each an error if the writer stopped).
+async fn answers(done: GatherDone, n: usize) -> Vec<Stored> {
+    let stopped = || Err(PutError::Io("the store's writer has stopped".into()));
+    match done.await {
+        Ok(all) => all.into_iter().map(|r| r.unwrap_or_else(stopped)).collect(),
+        Err(_) => vec![stopped(); n],
+    }
+}
+
+/// A pushed packet as it came, for the writer to check ([`Job::Pushed`]).
+struct Unverified {
+    key: Key,
+    payload: Vec<u8>,
+    /// Where another replica that sent it first took it.
+    origin: Option<Origin>,
+    answer: Answer,
+    reply: Reply,
+}
+
 /// A verified publish on its way to the writer.
 struct Put {
     key: Key,
@@ -354,8 +387,12 @@ impl Answer {
 }
 
 enum Job {
-    /// Checked packets (a peer's push or catch-up page), decided in order.
+    /// Checked packets (a catch-up page, or a push from a sender without the token), decided
+    /// in order.
     Puts(Vec<Put>),
+    /// An authenticated peer's push, not checked yet: the writer checks its signatures as one
+    /// batch, then decides those that pass in order.
+    Pushed(Vec<Unverified>),
     /// A client's publish, not checked yet: the writer checks the signatures of every publish
     /// it gathered for one commit together (see [`SignedPacket::verify_relay_batch`]).
     Publish(Unchecked),
@@ -379,6 +416,7 @@ impl Job {
     fn items(&self) -> usize {
         match self {
             Job::Puts(p) => p.len(),
+            Job::Pushed(p) => p.len(),
             _ => 1,
         }
     }
@@ -715,8 +753,38 @@ impl PkarrStore {
         cursor: Option<(Epoch, u64)>,
         answer: Answer,
     ) -> Vec<Result<(), PutError>> {
-        let checked = self.check_replicated(client, items).await;
-        self.submit_checked(checked, cursor, answer).await
+        if client.is_some() {
+            let checked = self.check_replicated(client, items).await;
+            return self.submit_checked(checked, cursor, answer).await;
+        }
+        // An authenticated peer's push: its signatures are checked by the writer, as one batch
+        // with the push's other packets, not on the blocking pool (a hop there and back was two
+        // thread wakes per push, each a switch on a busy core).
+        let (mut results, mut origins, todo) = self.precheck(None, items);
+        if !todo.is_empty() {
+            let (gather, done) = gather(todo.len());
+            let at: Vec<usize> = todo.iter().map(|t| t.0).collect();
+            let pushed = todo
+                .into_iter()
+                .enumerate()
+                .map(|(n, (i, key, payload))| Unverified {
+                    key,
+                    payload,
+                    origin: origins[i].take(),
+                    answer,
+                    reply: Reply::Part(gather.clone(), n),
+                })
+                .collect();
+            drop(gather);
+            let stored = match self.queue(Job::Pushed(pushed), true).await {
+                Ok(()) => answers(done, at.len()).await,
+                Err(e) => vec![Err(e); at.len()],
+            };
+            for (i, r) in at.into_iter().zip(stored) {
+                results[i] = Some(r.map(|_seq| ()));
+            }
+        }
+        self.decided(results, cursor).await
     }
 
     /// The first half of [`PkarrStore::put_replicated`], which needs nothing of the writer:
@@ -729,13 +797,35 @@ impl PkarrStore {
         client: Option<IpAddr>,
         items: Vec<(Key, Vec<u8>, Option<Origin>)>,
     ) -> Checked {
+        let (results, origins, todo) = self.precheck(client, items);
+        // Signatures checked off the async workers, on every core.
+        let verified = verify_all(todo, self.config.max_future).await;
+        Checked {
+            client,
+            results,
+            origins,
+            verified,
+        }
+    }
+
+    /// What [`PkarrStore::check_replicated`] decides without a signature check: over the
+    /// sender's rate, older than what is stored, or the very packet stored (a catch-up over
+    /// keys already here, or the same packet from a second peer, costs a lookup each). Returns
+    /// those results by index, each item's origin, and the items left to check.
+    #[allow(clippy::type_complexity)]
+    fn precheck(
+        &self,
+        client: Option<IpAddr>,
+        items: Vec<(Key, Vec<u8>, Option<Origin>)>,
+    ) -> (
+        Vec<Option<Result<(), PutError>>>,
+        Vec<Option<Origin>>,
+        Vec<(usize, Key, Vec<u8>)>,
+    ) {
         let latest = horizon(self.config.max_future);
         let mut results: Vec<Option<Result<(), PutError>>> = vec![None; items.len()];
         let origins: Vec<Option<Origin>> = items.iter().map(|i| i.2).collect();
         let mut todo = Vec::with_capacity(items.len());
-        // Decided without a signature check: over the sender's rate, older than what is
-        // stored, or the very packet stored (a catch-up over keys already here, or the same
-        // packet from a second peer, costs a lookup each).
         let read = self.db.begin_read().ok();
         let packets = read.as_ref().and_then(|r| r.open_table(PACKETS).ok());
         for (i, (key, payload, _)) in items.into_iter().enumerate() {
@@ -765,14 +855,7 @@ impl PkarrStore {
         }
         drop(packets);
         drop(read);
-        // Signatures checked off the async workers, on every core.
-        let verified = verify_all(todo, self.config.max_future).await;
-        Checked {
-            client,
-            results,
-            origins,
-            verified,
-        }
+        (results, origins, todo)
     }
 
     /// The second half of [`PkarrStore::put_replicated`]: the packets `checked` passed go to
@@ -817,6 +900,16 @@ impl PkarrStore {
         for (i, r) in at.into_iter().zip(stored) {
             results[i] = Some(r.map(|_seq| ()));
         }
+        self.decided(results, cursor).await
+    }
+
+    /// A replicated batch's results, each counted; with `cursor`, the peer's cursor kept
+    /// once every packet is here (or lost to a winner, or could never be stored).
+    async fn decided(
+        &self,
+        results: Vec<Option<Result<(), PutError>>>,
+        cursor: Option<(Epoch, u64)>,
+    ) -> Vec<Result<(), PutError>> {
         let results: Vec<Result<(), PutError>> = results
             .into_iter()
             .map(|r| r.unwrap_or_else(|| Err(PutError::Io("not decided".into()))))
@@ -933,12 +1026,7 @@ impl PkarrStore {
             if n == 0 {
                 return Vec::new();
             }
-            let (tx, done) = tokio::sync::oneshot::channel();
-            let gather = Arc::new(Mutex::new(Gather {
-                answers: vec![None; n],
-                left: n,
-                to: Some(tx),
-            }));
+            let (gather, done) = gather(n);
             let puts = verified
                 .into_iter()
                 .enumerate()
@@ -952,10 +1040,7 @@ impl PkarrStore {
             if let Err(e) = self.queue(Job::Puts(puts), true).await {
                 return vec![Err(e); n];
             }
-            return match done.await {
-                Ok(all) => all.into_iter().map(|r| r.unwrap_or_else(stopped)).collect(),
-                Err(_) => vec![stopped(); n],
-            };
+            return answers(done, n).await;
         }
         let mut queued = Vec::with_capacity(n);
         for v in verified {
@@ -1543,6 +1628,7 @@ impl Writer {
             for job in batch {
                 match job {
                     Job::Puts(p) => puts.extend(p),
+                    Job::Pushed(p) => puts.extend(self.check_pushed(p)),
                     Job::Publish(p) => match checks.next() {
                         // Refused before the commit when it cannot win: a batch of such
                         // publishes (a client sending an old packet again) commits nothing.
@@ -1684,6 +1770,36 @@ impl Writer {
             .flat_map(SignedPacket::verify_relay_batch)
             .zip(&items)
             .map(|(packet, (key, _))| checked(key, packet, self.max_future))
+            .collect()
+    }
+
+    /// Checks a push's signatures (one batch, [`SignedPacket::verify_relay_batch`]): those that
+    /// pass go on as puts, in order; the others are answered with why not.
+    fn check_pushed(&self, pushed: Vec<Unverified>) -> Vec<Put> {
+        let packets = {
+            let items: Vec<([u8; 32], &[u8])> = pushed
+                .iter()
+                .map(|u| (u.key, u.payload.as_slice()))
+                .collect();
+            SignedPacket::verify_relay_batch(&items)
+        };
+        pushed
+            .into_iter()
+            .zip(packets)
+            .filter_map(
+                |(u, packet)| match checked(&u.key, packet, self.max_future) {
+                    Ok(mut v) => {
+                        v.origin = u.origin;
+                        let mut put = v.into_put(u.reply);
+                        put.answer = u.answer;
+                        Some(put)
+                    }
+                    Err(e) => {
+                        let _ = u.reply.send(Err(e));
+                        None
+                    }
+                },
+            )
             .collect()
     }
 

@@ -303,7 +303,7 @@ fn a_restarted_replica_is_ready_only_once_it_caught_up() {
     drop((a, b));
 }
 
-/// Pushes are answered once served, before they are written (within 100 ms, by a commit
+/// Pushes are answered once served, before they are written (within a second, by a commit
 /// that is not synced; the synced one follows within a second): a replica killed after
 /// answering them gets back what it lost from the pusher's log at its next start (it reads
 /// it as holding only its durable head), and then keeps it.
@@ -675,7 +675,7 @@ fn pushes_without_the_token_are_publishes_and_forged_ones_are_refused() {
     // Malformed bodies and reads without the token.
     assert_eq!(push(&[("Authorization", &bearer)], &body[..50]).0, 400);
     assert_eq!(http_get(addr, "/pkarr-peer/v2/changes?after=0").0, 401);
-    // Pushed packets are answered before they are written (within 100 ms), and the log
+    // Pushed packets are answered before they are written (within a second), and the log
     // shows them once they are.
     let read = || {
         http_with(
