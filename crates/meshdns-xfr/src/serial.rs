@@ -170,9 +170,11 @@ impl SerialBook {
         }
     }
 
-    /// Writes the book (atomically: a new file renamed over the old). Errors are logged: the
-    /// serials served stay right; only a restart may then change a serial needlessly.
-    pub fn save(&self) {
+    /// Writes the book (atomically: a new file, synced, renamed over the old). Errors are
+    /// logged: the serials served stay right; only a restart may then change a serial
+    /// needlessly. A write that failed drops the reservations, so that the next stamp writes
+    /// again: a crash must not find a reservation older than the serials served.
+    pub fn save(&mut self) {
         let Some(path) = &self.path else { return };
         let file = File {
             zones: self.zones.clone(),
@@ -180,10 +182,18 @@ impl SerialBook {
         let tmp = path.with_extension("json.tmp");
         let result = serde_json::to_vec_pretty(&file)
             .map_err(std::io::Error::other)
-            .and_then(|bytes| std::fs::write(&tmp, bytes))
+            .and_then(|bytes| {
+                use std::io::Write;
+                let mut f = std::fs::File::create(&tmp)?;
+                f.write_all(&bytes)?;
+                f.sync_all()
+            })
             .and_then(|()| std::fs::rename(&tmp, path));
         if let Err(e) = result {
             warn!(file = %path.display(), error = %e, "cannot save the serial book");
+            for entry in self.zones.values_mut() {
+                entry.reserved = None;
+            }
         }
     }
 }
@@ -283,6 +293,27 @@ mod tests {
                 .contains("reserved"),
             "an exact book has no reservations"
         );
+    }
+
+    #[test]
+    fn a_book_write_that_failed_is_tried_again_at_the_next_stamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut book = SerialBook::open(Some(dir.path()));
+        let id = content_id(&[1; 32], Some(1));
+        // The temporary file cannot be made: the write fails.
+        std::fs::create_dir(dir.path().join("serials.json.tmp")).unwrap();
+        assert!(book.stamp("relay.", 1_000, id.clone()));
+        book.save();
+        assert_eq!(
+            book.get("relay.").unwrap().reserved,
+            None,
+            "not on disk: dropped"
+        );
+        std::fs::remove_dir(dir.path().join("serials.json.tmp")).unwrap();
+        assert!(book.stamp("relay.", 1_001, id), "written again");
+        book.save();
+        let reopened = SerialBook::open(Some(dir.path()));
+        assert_eq!(reopened.get("relay.").unwrap().highest(), 1_001 + RESERVE);
     }
 
     #[test]

@@ -1578,8 +1578,9 @@ impl Writer {
             // (publishes kept coming), the next sleeps the window through in one go: a sleep
             // costs a switch each way, which on a VM is about what a publish's signature costs.
             // Only clients' publishes are gathered (their signatures checked together, one
-            // journal sync): a peer's push comes checked and whole (one that waits for an
-            // acknowledgement gets a journal sync of its own, with whatever else is queued).
+            // journal sync): a peer's push comes whole, its signatures checked as one batch
+            // (one that waits for an acknowledgement gets a journal sync of its own, with
+            // whatever else is queued).
             // The next gathering sleeps whole only after one of at least QUARTERS publishes,
             // the rate a gathering in quarters needs to last the window.
             let gather_until = Instant::now() + self.window;
@@ -3333,6 +3334,55 @@ mod tests {
         assert_eq!(
             page.entries.iter().map(|e| (e.0, e.1)).collect::<Vec<_>>(),
             [(7, kb), (8, ka)]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_push_mixing_held_stale_forged_and_new_packets_gets_each_its_own_answer() {
+        let store = PkarrStore::open(config(None, Duration::from_secs(3600))).unwrap();
+        let (held, forged_key, fresh) = (
+            SecretKey::generate(),
+            SecretKey::generate(),
+            SecretKey::generate(),
+        );
+        let t = now_us() - 10_000;
+        let newest = payload_at(&held, "addr=192.0.2.1:1", t);
+        let older = payload_at(&held, "addr=192.0.2.2:2", t - 1_000);
+        assert_eq!(
+            store.put_pushed(items(&held, &[&newest])).await,
+            vec![Ok(())]
+        );
+        // Signed by another key than the one it is pushed for.
+        let forged = payload(&SecretKey::generate(), "addr=192.0.2.66:1");
+        let new = payload(&fresh, "addr=192.0.2.3:3");
+        let mut push = items(&held, &[&newest, &older]);
+        push.extend(items(&forged_key, &[&forged]));
+        push.extend(items(&fresh, &[&new]));
+        push.extend(items(&forged_key, &[&forged]));
+        let results = store.put_pushed(push).await;
+        assert!(
+            matches!(
+                results[..],
+                [
+                    Err(PutError::Same),
+                    Err(PutError::Stale),
+                    Err(PutError::Payload(PacketError::Signature)),
+                    Ok(()),
+                    Err(PutError::Payload(PacketError::Signature)),
+                ]
+            ),
+            "{results:?}"
+        );
+        assert_eq!(served(&store, &forged_key), None);
+        assert!(served(&store, &fresh).is_some());
+        assert_eq!(
+            store.get(&held.public().to_z32()).unwrap().unwrap().payload,
+            newest
+        );
+        assert_eq!(
+            store.counters.replicated.load(Relaxed),
+            2,
+            "the first push and the new one"
         );
     }
 

@@ -266,8 +266,6 @@ impl<'t> Tables<'t> {
     }
 }
 
-/// Makes the tables and this replica's epoch (when missing: a new database), and moves a store
-/// of the first layout into them. Returns the epoch.
 /// Walks at most `rows` packets of `packets` in key order from `from` (the start when `None`):
 /// the timestamps and keys of those dated before `limit`, and where the next walk starts
 /// (`None` once it reached the end).
@@ -294,6 +292,8 @@ pub(super) fn expired_from(
     Ok((out, None))
 }
 
+/// Makes the tables and this replica's epoch (when missing: a new database), and moves a store
+/// of the first layout into them. Returns the epoch.
 pub(super) fn prepare(db: &redb::Database) -> Result<Epoch, redb::Error> {
     let txn = db.begin_write()?;
     let epoch = {

@@ -447,7 +447,7 @@ fn a_clean_stop_keeps_the_stale_log_rows_for_the_next_start() {
     let first = signed(&secret, 1);
     let stamp = u64::from_be_bytes(first[64..72].try_into().unwrap());
     // The first publish, and three newer ones: three rows go stale. Each is answered from the
-    // journal and written by a later commit (within 100 ms); two commits after it (the first may
+    // journal and written by a later commit (within a second); two commits after it (the first may
     // have begun before it came) wrote it, and the next one replaces a row in the log (one still
     // waiting would be replaced before it was written: no stale row).
     for n in 0..4u64 {
