@@ -104,8 +104,9 @@ const STALE_PER_COMMIT: usize = 1_024;
 /// publishes the journal holds, are answered once decided and served, and written by a later
 /// commit. Each commit copies every B-tree page its packets touch, about one leaf per packet
 /// whatever their number, and the branches above them once: at 1,000 publishes a second,
-/// 100 ms (ten commits a second) cost the replicas 15–20% more CPU per packet than a second
-/// (`docs/BENCHMARKS.md`, session 12). These commits are not synced ([`SYNC_EVERY`]): a crash
+/// 100 ms (ten commits a second) cost restarted replicas 15–20% more CPU per packet than a
+/// second (`docs/BENCHMARKS.md`, session 12; replicas just filled showed no difference beyond
+/// the VM's noise). These commits are not synced ([`SYNC_EVERY`]): a crash
 /// loses at most the last two seconds of pushed packets, which the next start reads back from
 /// the peers; the journal keeps the publishes. They are written at most this much later, or
 /// as soon as any commit runs (a cursor, a catch-up page, an expiry slice that removes
