@@ -6,7 +6,7 @@
 #
 #   1. fill:     N pre-signed packets PUT to A as fast as acknowledged (64 connections); then
 #                the time until B and C hold all N (pushed by A)
-#   2. stream:   ROUNDS (default 3) rounds of 30,000 re-publishes offered to A at 1,000 PUT/s,
+#   2. stream:   ROUNDS (default 5) rounds of 30,000 re-publishes offered to A at 1,000 PUT/s,
 #                each round newer than the last; replication latency over all rounds, A's commit
 #                → each peer's acknowledgement (the peer committed it and serves it), p50/p99
 #                from A's histogram (the stream's share of it); CPU per publish of A (took it,
@@ -22,9 +22,11 @@
 #                the page cache (a restart in place), then, with 100,000 newer re-publishes,
 #                dropped from it first (a replica rescheduled to another node starts cold)
 #   4. RSS of each replica, and the data directories' sizes
-#   5. iroh-dns-server (one instance, no replication; IROH=path, found on PATH or in
-#      ~/.cargo/bin, skipped when absent) on one core: the same fill and the same rounds of the
-#      stream (the same packets), CPU per publish of each; the median of its rounds beside A's
+#   iroh-dns-server (one instance, no replication; IROH=path, found on PATH or in ~/.cargo/bin,
+#   skipped when absent), on core 0 beside the replicas: filled with the same packets after
+#   step 1, then in step 2 each round of the stream goes to A and then the same packets to it,
+#   so that each pair of rounds meets the VM at the same speed (it drifts by more than 5% over
+#   minutes); its CPU per publish each round, A's ÷ its each round, and the medians
 # EXTRA adds flags to every replica (say EXTRA="--pkarr-commit-window 3ms"). SPREAD=1 takes the
 # stream's and the missed publishes' keys spread evenly over the N stored (default: the first
 # ones, which the fill stored first: republishes in the order keys last published, as iroh's
@@ -40,7 +42,7 @@ N=${1:?N stored endpoints}
 STREAM=${STREAM:-30000}
 MISSED=${MISSED:-100000}
 RATE=${RATE:-1000}
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
 # The restarted replica's core in step 3: 1, its own, as a replica on its own node (the load
 # client is idle then); 0 shares the core of A and B.
 CATCHUP_CPU=${CATCHUP_CPU:-1}
@@ -100,6 +102,21 @@ for i in 1 2; do
 done
 say "fill:      B and C hold all $N $(( $(ms) - t0 )) ms after the fill began"
 
+# iroh-dns-server beside them, filled with the same packets
+ipid=
+if [ -x "$IROH" ]; then
+  mkdir -p "$RUN/iroh"
+  sed -e "s#@RUN@#$RUN/iroh#g" "$HERE/conf/iroh-dns-server.toml" > "$RUN/iroh.toml"
+  TOKIO_WORKER_THREADS=1 RUST_LOG=warn taskset -c 0 "$IROH" -c "$RUN/iroh.toml" > "$RUN/iroh.log" 2>&1 &
+  ipid=$!
+  trap 'for i in 0 1 2; do stop $i; done; kill "$ipid" 2> /dev/null || true' EXIT
+  until curl -s -o /dev/null "http://127.0.0.1:5380/healthz"; do sleep 0.05; done
+  say "iroh-dns-server $("$IROH" --version 2> /dev/null | head -1), alone, on core 0 beside the replicas:"
+  say "iroh fill:   $(taskset -c 1 "$LOAD" put "$DATA/v1_$N.bin" 127.0.0.1:5380 127.0.0.1:5305 bench.test. --conns 64 --pid "$ipid")"
+else
+  say "iroh-dns-server: not found (IROH=$IROH); its rounds skipped"
+fi
+
 # 2. stream at RATE to A, answered by B
 lag() { curl -s "http://127.0.0.1:${HTTP[0]}/metrics" | grep '^meshdns_pkarr_replication_seconds_bucket' > "$1"; }
 # The fill's pushes still queued would count in the stream's latencies: wait for them.
@@ -109,19 +126,31 @@ done
 sleep 1
 lag "$RUN/lag0.txt"
 check=(); [ "${CHECK:-0}" = 1 ] && check=(--check --answer-dns "127.0.0.1:${DNS[1]}")
-cpus=("" "" "")
+cpus=("" "" ""); icpu=""
 for r in $(seq "$ROUNDS"); do
   c=(); for i in 0 1 2; do c[$i]=$(cpu_ticks "$i"); done
   out=$(taskset -c 1 "$LOAD" put "$DATA/fleet_stream_$r.bin" "127.0.0.1:${HTTP[0]}" "127.0.0.1:${DNS[0]}" bench.test. \
     --rate "$RATE" --conns 64 "${check[@]}")
   say "stream $r:  $out"
-  sleep 1
+  # A writes a round's last packets within a second, and syncs them within another.
+  sleep 2
   line="cpu $r:     µs per publish of the round:"
   for i in 0 1 2; do
     u=$(python3 -c "print(round(($(cpu_ticks "$i") - ${c[$i]}) / 100 * 1e6 / $STREAM))")
     cpus[$i]="${cpus[$i]} $u"; line="$line ${NAMES[$i]^^} $u"
   done
   say "$line"
+  if [ -n "$ipid" ]; then
+    i0=$(awk '{print $14+$15}' "/proc/$ipid/stat")
+    out=$(taskset -c 1 "$LOAD" put "$DATA/fleet_stream_$r.bin" 127.0.0.1:5380 127.0.0.1:5305 bench.test. --rate "$RATE" --conns 64)
+    say "iroh stream $r: $out"
+    # The same two seconds after the round as A's (it writes its batches within a second).
+    sleep 2
+    u=$(python3 -c "print(round(($(awk '{print $14+$15}' "/proc/$ipid/stat") - $i0) / 100 * 1e6 / $STREAM))")
+    say "iroh cpu $r: µs per publish of the round: $u"
+    icpu="$icpu $u"
+    say "A ÷ iroh $r:  $(python3 -c "print(round(${cpus[0]##* } / $u, 2))") (this round's pair)"
+  fi
 done
 lag "$RUN/lag1.txt"
 a_cpu=$(median ${cpus[0]})
@@ -129,6 +158,13 @@ for i in 0 1 2; do
   say "cpu ${NAMES[$i]}:     $(median ${cpus[$i]}) µs per publish of the stream (median of$(echo "${cpus[$i]}" | tr ' ' ','| sed 's/^,/ /'))"
 done
 say "B ÷ A:     $(python3 -c "print(round($(median ${cpus[1]}) / $a_cpu, 2))") (medians)"
+if [ -n "$ipid" ]; then
+  say "iroh cpu:    $(median $icpu) µs per publish of the stream (median of$(echo "$icpu" | tr ' ' ',' | sed 's/^,/ /'))"
+  say "A ÷ iroh:    $(python3 -c "print(round($a_cpu / $(median $icpu), 2))") (medians: A's $a_cpu µs, taking a publish and pushing it to two peers)"
+  say "iroh rss:    $(( $(awk '/VmRSS/{print $2}' "/proc/$ipid/status") / 1024 )) MiB, disk $(du -sh "$RUN/iroh" | cut -f1)"
+  kill "$ipid"; wait "$ipid" 2> /dev/null || true
+  ipid=
+fi
 python3 - "$RUN/lag0.txt" "$RUN/lag1.txt" <<'EOF' | tee -a "$RESULT"
 import re, sys
 def read(path):
@@ -190,27 +226,3 @@ for i in 0 1 2; do say "rss ${NAMES[$i]}:     $(rss_mib "$i") MiB, disk $(du -sh
 for i in 0 1 2; do
   say "pushes ${NAMES[$i]}:  $(curl -s "http://127.0.0.1:${HTTP[$i]}/metrics" | grep -E '^meshdns_pkarr_peer_(pushed_total\{[^}]*result="(error|dropped)"|refused_total)' | tr '\n' ' ')"
 done
-
-# 5. iroh-dns-server alone on the same packets
-for i in 0 1 2; do stop "$i"; done
-if [ -x "$IROH" ]; then
-  mkdir -p "$RUN/iroh"
-  sed -e "s#@RUN@#$RUN/iroh#g" "$HERE/conf/iroh-dns-server.toml" > "$RUN/iroh.toml"
-  TOKIO_WORKER_THREADS=1 RUST_LOG=warn taskset -c 0 "$IROH" -c "$RUN/iroh.toml" > "$RUN/iroh.log" 2>&1 &
-  ipid=$!
-  until curl -s -o /dev/null "http://127.0.0.1:5380/healthz"; do sleep 0.05; done
-  say "iroh-dns-server $("$IROH" --version 2> /dev/null | head -1), alone, on core 0:"
-  say "iroh fill:   $(taskset -c 1 "$LOAD" put "$DATA/v1_$N.bin" 127.0.0.1:5380 127.0.0.1:5305 bench.test. --conns 64 --pid "$ipid")"
-  icpu=""
-  for r in $(seq "$ROUNDS"); do
-    out=$(taskset -c 1 "$LOAD" put "$DATA/fleet_stream_$r.bin" 127.0.0.1:5380 127.0.0.1:5305 bench.test. --rate "$RATE" --conns 64 --pid "$ipid")
-    say "iroh stream $r: $out"
-    icpu="$icpu $(echo "$out" | grep -o 'server_cpu_us_per_put=[0-9.]*' | cut -d= -f2)"
-  done
-  say "iroh cpu:    $(median $icpu) µs per publish of the stream (median of$(echo "$icpu" | tr ' ' ',' | sed 's/^,/ /'))"
-  say "A ÷ iroh:    $(python3 -c "print(round($a_cpu / $(median $icpu), 2))") (medians: A's $a_cpu µs, taking a publish and pushing it to two peers)"
-  say "iroh rss:    $(( $(awk '/VmRSS/{print $2}' "/proc/$ipid/status") / 1024 )) MiB, disk $(du -sh "$RUN/iroh" | cut -f1)"
-  kill "$ipid"; wait "$ipid" 2> /dev/null || true
-else
-  say "iroh-dns-server: not found (IROH=$IROH); step 5 skipped"
-fi

@@ -119,6 +119,35 @@ pub fn router(state: HttpState, with_metrics: bool) -> Router {
     r.layer(DefaultBodyLimit::max(MAX_BODY)).with_state(state)
 }
 
+/// What a listener serves: [`router`], and with the pkarr relay on, its publishes
+/// (`PUT /pkarr/<key>`) answered ahead of it ([`crate::relay::FastPut`]).
+#[derive(Clone)]
+pub struct Service {
+    router: Router,
+    put: Option<Arc<crate::relay::FastPut>>,
+}
+
+impl From<Router> for Service {
+    /// The router alone.
+    fn from(router: Router) -> Service {
+        Service { router, put: None }
+    }
+}
+
+/// [`router`], with the relay's publishes answered ahead of it.
+pub fn service(state: HttpState, with_metrics: bool) -> Service {
+    let put = state.pkarr.as_ref().map(|relay| {
+        Arc::new(crate::relay::FastPut::new(crate::relay::RelayState {
+            relay: relay.clone(),
+            trusted_proxies: state.trusted_proxies.clone(),
+        }))
+    });
+    Service {
+        router: router(state, with_metrics),
+        put,
+    }
+}
+
 async fn doh_get(
     State(s): State<HttpState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -256,10 +285,11 @@ pub struct HttpLimits {
     pub idle_timeout: Duration,
 }
 
-/// Binds `addr` and serves `router` until `shutdown`; returns the bound address.
+/// Binds `addr` and serves `service` (a [`Router`], or a [`Service`]) until `shutdown`;
+/// returns the bound address.
 pub async fn serve_http(
     addr: SocketAddr,
-    router: Router,
+    service: impl Into<Service>,
     limits: HttpLimits,
     metrics: Arc<DnsMetrics>,
     shutdown: CancellationToken,
@@ -271,7 +301,7 @@ pub async fn serve_http(
     tracker.spawn(accept_plain(listener, tx, shutdown.clone()));
     tracker.spawn(serve_connections(
         rx,
-        router,
+        service.into(),
         limits,
         (HttpListener::Http, metrics),
         shutdown,
@@ -279,7 +309,7 @@ pub async fn serve_http(
     Ok(local)
 }
 
-/// Binds `addr` and serves `router` over TLS until `shutdown`; returns the bound address.
+/// Binds `addr` and serves `service` over TLS until `shutdown`; returns the bound address.
 ///
 /// Handshakes run in their own tasks (each bounded by [`crate::tls::HANDSHAKE_TIMEOUT`], at
 /// most [`MAX_HANDSHAKES`] at once, the oldest shed for a new one), so a slow or silent client
@@ -288,7 +318,7 @@ pub async fn serve_http(
 /// is an ACME validation: it ends after the handshake.
 pub async fn serve_https(
     addr: SocketAddr,
-    router: Router,
+    service: impl Into<Service>,
     certs: Arc<Certificates>,
     limits: HttpLimits,
     metrics: Arc<DnsMetrics>,
@@ -310,7 +340,7 @@ pub async fn serve_https(
     ));
     tracker.spawn(serve_connections(
         rx,
-        router,
+        service.into(),
         limits,
         (HttpListener::Https, metrics),
         shutdown,
@@ -359,7 +389,7 @@ async fn accept_plain(
 /// (shedding the one idle the longest), until `shutdown`; then closes them gracefully.
 async fn serve_connections<Io>(
     mut incoming: tokio::sync::mpsc::Receiver<Accepted<Io>>,
-    router: Router,
+    service: Service,
     limits: HttpLimits,
     (listener, metrics): (HttpListener, Arc<DnsMetrics>),
     shutdown: CancellationToken,
@@ -381,13 +411,13 @@ async fn serve_connections<Io>(
             break;
         }
         let conn = Arc::new(registry.open(&shutdown, arriving));
-        let (router, metrics) = (router.clone(), metrics.clone());
+        let (service, metrics) = (service.clone(), metrics.clone());
         tasks.spawn(async move {
             metrics.http_opened(listener);
             let idle = serve_connection(
                 io,
                 peer,
-                router,
+                service,
                 &conn,
                 limits.idle_timeout,
                 metrics.clone(),
@@ -413,7 +443,7 @@ async fn serve_connections<Io>(
 async fn serve_connection<Io>(
     io: Io,
     peer: SocketAddr,
-    router: Router,
+    service: Service,
     conn: &Arc<crate::conns::Conn>,
     idle: Duration,
     metrics: Arc<DnsMetrics>,
@@ -426,7 +456,7 @@ where
     let service = {
         let conn = conn.clone();
         hyper::service::service_fn(move |req: axum::http::Request<hyper::body::Incoming>| {
-            let (router, busy) = (router.clone(), conn.request());
+            let (service, busy) = (service.clone(), conn.request());
             let metrics = metrics.clone();
             async move {
                 if declared_length(req.headers()).is_some_and(|n| n > MAX_BODY as u64) {
@@ -437,17 +467,29 @@ where
                     );
                     return Ok(refused.into_response());
                 }
-                let (method, path) = (req.method().clone(), req.uri().path().to_owned());
-                let mut req = req.map(axum::body::Body::new);
-                req.extensions_mut()
-                    .insert(axum::extract::ConnectInfo(peer));
-                let handled = CatchPanic(Box::pin(router.oneshot(req)));
-                let response = match tokio::time::timeout(idle, handled).await {
-                    Ok(Ok(Ok(response))) => response,
-                    Ok(Ok(Err(never))) => match never {},
+                // For a panic's log line (a clone of the URI shares its bytes).
+                let (method, uri) = (req.method().clone(), req.uri().clone());
+                let handled: Pin<Box<dyn Future<Output = Response> + Send>> = match service.put {
+                    Some(put) if crate::relay::FastPut::key(&req).is_some() => {
+                        Box::pin(async move { put.serve(peer, req).await })
+                    }
+                    _ => {
+                        let mut req = req.map(axum::body::Body::new);
+                        req.extensions_mut()
+                            .insert(axum::extract::ConnectInfo(peer));
+                        Box::pin(async move {
+                            match service.router.oneshot(req).await {
+                                Ok(response) => response,
+                                Err(never) => match never {},
+                            }
+                        })
+                    }
+                };
+                let response = match tokio::time::timeout(idle, CatchPanic(handled)).await {
+                    Ok(Ok(response)) => response,
                     Ok(Err(panic)) => {
                         metrics.http_panic();
-                        error!(%peer, %method, path = %path.escape_debug(), panic = %panic, "HTTP handler panicked; answered 500");
+                        error!(%peer, %method, path = %uri.path().escape_debug(), panic = %panic, "HTTP handler panicked; answered 500");
                         (
                             StatusCode::INTERNAL_SERVER_ERROR,
                             [(header::CONNECTION, "close")],

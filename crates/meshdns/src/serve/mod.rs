@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use arc_swap::ArcSwap;
 use axum::http::HeaderValue;
-use meshdns_server::http::{DohState, HttpState, router, serve_http, serve_https};
+use meshdns_server::http::{DohState, HttpState, serve_http, serve_https, service};
 use meshdns_server::relay::PkarrRelay;
 use meshdns_server::tls::Certificates;
 use meshdns_server::xfr::Transfers;
@@ -890,7 +890,7 @@ async fn serve_http_listeners(
         Some(addr) => Some(
             serve_http(
                 addr,
-                router(state.clone(), true),
+                service(state.clone(), true),
                 http.limits,
                 metrics.clone(),
                 shutdown.clone(),
@@ -905,7 +905,7 @@ async fn serve_http_listeners(
         (Some(addr), Some(certs)) => Some(
             serve_https(
                 addr,
-                router(state, false),
+                service(state, false),
                 certs.clone(),
                 http.limits,
                 metrics.clone(),

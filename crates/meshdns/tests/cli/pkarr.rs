@@ -383,6 +383,27 @@ fn conditional_publishes_and_caching_headers() {
     assert!(header(&head, "access-control-allow-headers").is_some_and(|h| h.contains("If-Match")));
 }
 
+/// Publishes are answered ahead of the router when their key needs no decoding; those whose
+/// key does, or whose path is not the route's, get the router's answers.
+#[test]
+fn publishes_with_a_percent_encoded_key_or_another_path_get_the_routers_answers() {
+    let data = tempfile::tempdir().unwrap();
+    let m = serve(data.path());
+    let addr = m.http.unwrap();
+    let secret = SecretKey::generate();
+    let z32 = secret.public().to_z32();
+    let encoded = format!("/pkarr/%{:02X}{}", z32.as_bytes()[0], &z32[1..]);
+    let packet = signed(&secret, 1);
+    let (status, _, body) = http(addr, "PUT", &encoded, None, &packet);
+    assert_eq!(status, 204, "{}", String::from_utf8_lossy(&body));
+    let (status, _, body) = http(addr, "GET", &format!("/pkarr/{z32}"), None, &[]);
+    assert_eq!((status, body), (200, packet.clone()));
+    let (status, _, _) = http(addr, "PUT", &format!("/pkarr/{z32}/"), None, &packet);
+    assert_eq!(status, 404, "a path the route does not match");
+    let (status, _, body) = http(addr, "PUT", "/pkarr/not-a-key", None, &packet);
+    assert_eq!(status, 400, "{}", String::from_utf8_lossy(&body));
+}
+
 /// Every publish that got its 204 is there after `kill -9` and a restart.
 #[test]
 fn acknowledged_publishes_survive_kill_9() {
