@@ -27,6 +27,9 @@
 #   step 1, then in step 2 each round of the stream goes to A and then the same packets to it,
 #   so that each pair of rounds meets the VM at the same speed (it drifts by more than 5% over
 #   minutes); its CPU per publish each round, A's ÷ its each round, and the medians
+# REPLICA_CPUS sets the cores of A, B and C for steps 1 and 2 (default "0 0 0": all three on
+# core 0, the load client on core 1; "0 1 1" gives A a core of its own, as iroh-dns-server has,
+# with B, C and the client sharing the other).
 # EXTRA adds flags to every replica (say EXTRA="--pkarr-commit-window 3ms"). SPREAD=1 takes the
 # stream's and the missed publishes' keys spread evenly over the N stored (default: the first
 # ones, which the fill stored first: republishes in the order keys last published, as iroh's
@@ -46,6 +49,7 @@ ROUNDS=${ROUNDS:-5}
 # The restarted replica's core in step 3: 1, its own, as a replica on its own node (the load
 # client is idle then); 0 shares the core of A and B.
 CATCHUP_CPU=${CATCHUP_CPU:-1}
+read -r -a REPLICA_CPU <<< "${REPLICA_CPUS:-0 0 0}"
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 MESHDNS=${MESHDNS:-$TARGET/release/meshdns}
 LOAD=${LOAD:-$TARGET/release/examples/pkarr_load}
@@ -76,7 +80,7 @@ start() { # start I [extra flags...]: sets PIDS[I]
   local i=$1; shift
   local peers=()
   for j in 0 1 2; do [ "$j" = "$i" ] || peers+=(--pkarr-peer "http://127.0.0.1:${HTTP[$j]}"); done
-  taskset -c "${CPU:-0}" "$MESHDNS" serve --pkarr bench.test. --data-dir "$RUN/${NAMES[$i]}" \
+  taskset -c "${CPU:-${REPLICA_CPU[$i]}}" "$MESHDNS" serve --pkarr bench.test. --data-dir "$RUN/${NAMES[$i]}" \
     --http "127.0.0.1:${HTTP[$i]}" --listen "127.0.0.1:${DNS[$i]}" --udp-sockets 1 --workers 1 \
     --pkarr-peer-token-file "$RUN/token" "${peers[@]}" --log-level info ${EXTRA:-} "$@" \
     >> "$RUN/${NAMES[$i]}.log" 2>&1 &
@@ -92,7 +96,7 @@ ms() { echo $(( $(date +%s%N) / 1000000 )); }
 trap 'for i in 0 1 2; do stop $i; done' EXIT
 
 for i in 0 1 2; do start "$i"; done
-say "== 3 replicas, $N endpoints ($(git -C "$ROOT" describe --always --dirty))$([ "${SPREAD:-0}" = 1 ] && echo ", republishes spread")"
+say "== 3 replicas, $N endpoints ($(git -C "$ROOT" describe --always --dirty)), A, B, C on cores ${REPLICA_CPU[*]}$([ "${SPREAD:-0}" = 1 ] && echo ", republishes spread")"
 
 # 1. fill
 t0=$(ms)

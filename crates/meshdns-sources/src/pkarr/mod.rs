@@ -334,11 +334,15 @@ type GatherDone = tokio::sync::oneshot::Receiver<Vec<Option<Stored>>>;
 
 /// The `n` answers of a batch, once every one is in (each an error if the writer stopped).
 async fn answers(done: GatherDone, n: usize) -> Vec<Stored> {
-    let stopped = || Err(PutError::Io("the store's writer has stopped".into()));
     match done.await {
         Ok(all) => all.into_iter().map(|r| r.unwrap_or_else(stopped)).collect(),
         Err(_) => vec![stopped(); n],
     }
+}
+
+/// The answer to a caller whose job the writer will never take: it has stopped.
+fn stopped<T>() -> Result<T, PutError> {
+    Err(PutError::Io("the store's writer has stopped".into()))
 }
 
 /// A pushed packet as it came, for the writer to check ([`Job::Pushed`]).
@@ -761,7 +765,11 @@ impl PkarrStore {
         // An authenticated peer's push: its signatures are checked by the writer, as one batch
         // with the push's other packets, not on the blocking pool (a hop there and back was two
         // thread wakes per push, each a switch on a busy core).
-        let (mut results, mut origins, todo) = self.precheck(None, items);
+        let Prechecked {
+            mut results,
+            mut origins,
+            todo,
+        } = self.precheck(None, items);
         if !todo.is_empty() {
             let (gather, done) = gather(todo.len());
             let at: Vec<usize> = todo.iter().map(|t| t.0).collect();
@@ -798,7 +806,11 @@ impl PkarrStore {
         client: Option<IpAddr>,
         items: Vec<(Key, Vec<u8>, Option<Origin>)>,
     ) -> Checked {
-        let (results, origins, todo) = self.precheck(client, items);
+        let Prechecked {
+            results,
+            origins,
+            todo,
+        } = self.precheck(client, items);
         // Signatures checked off the async workers, on every core.
         let verified = verify_all(todo, self.config.max_future).await;
         Checked {
@@ -811,18 +823,12 @@ impl PkarrStore {
 
     /// What [`PkarrStore::check_replicated`] decides without a signature check: over the
     /// sender's rate, older than what is stored, or the very packet stored (a catch-up over
-    /// keys already here, or the same packet from a second peer, costs a lookup each). Returns
-    /// those results by index, each item's origin, and the items left to check.
-    #[allow(clippy::type_complexity)]
+    /// keys already here, or the same packet from a second peer, costs a lookup each).
     fn precheck(
         &self,
         client: Option<IpAddr>,
         items: Vec<(Key, Vec<u8>, Option<Origin>)>,
-    ) -> (
-        Vec<Option<Result<(), PutError>>>,
-        Vec<Option<Origin>>,
-        Vec<(usize, Key, Vec<u8>)>,
-    ) {
+    ) -> Prechecked {
         let latest = horizon(self.config.max_future);
         let mut results: Vec<Option<Result<(), PutError>>> = vec![None; items.len()];
         let origins: Vec<Option<Origin>> = items.iter().map(|i| i.2).collect();
@@ -856,7 +862,11 @@ impl PkarrStore {
         }
         drop(packets);
         drop(read);
-        (results, origins, todo)
+        Prechecked {
+            results,
+            origins,
+            todo,
+        }
     }
 
     /// The second half of [`PkarrStore::put_replicated`]: the packets `checked` passed go to
@@ -1010,8 +1020,7 @@ impl PkarrStore {
             reply: Reply::One(reply),
         });
         self.queue(job, false).await?;
-        done.await
-            .unwrap_or_else(|_| Err(PutError::Io("the store's writer has stopped".into())))
+        done.await.unwrap_or_else(|_| stopped())
     }
 
     /// Stores verified packets: one result per packet, in order. An authenticated peer's
@@ -1021,7 +1030,6 @@ impl PkarrStore {
     /// so that the queue's bound stays one of packets; when it is full they get
     /// [`PutError::Busy`].
     async fn submit(&self, verified: Vec<Verified>, wait: bool, answer: Answer) -> Vec<Stored> {
-        let stopped = || Err(PutError::Io("the store's writer has stopped".into()));
         let n = verified.len();
         if wait {
             if n == 0 {
@@ -1068,9 +1076,7 @@ impl PkarrStore {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(job)) if wait => self.send(jobs, job).await,
             Err(TrySendError::Full(_)) => Err(PutError::Busy),
-            Err(TrySendError::Disconnected(_)) => {
-                Err(PutError::Io("the store's writer has stopped".into()))
-            }
+            Err(TrySendError::Disconnected(_)) => stopped(),
         }
     }
 
@@ -1083,9 +1089,7 @@ impl PkarrStore {
                     job = j;
                     tokio::time::sleep(Duration::from_millis(1)).await;
                 }
-                Err(TrySendError::Disconnected(_)) => {
-                    return Err(PutError::Io("the store's writer has stopped".into()));
-                }
+                Err(TrySendError::Disconnected(_)) => return stopped(),
             }
         }
     }
@@ -1261,6 +1265,15 @@ pub struct Checked {
     origins: Vec<Option<Origin>>,
     /// The others, by index, with their signature's verdict.
     verified: Vec<(usize, Result<Verified, PutError>)>,
+}
+
+/// What [`PkarrStore::precheck`] decided, and what is left for a signature check.
+struct Prechecked {
+    /// Those decided already, by index.
+    results: Vec<Option<Result<(), PutError>>>,
+    origins: Vec<Option<Origin>>,
+    /// The others, by index.
+    todo: Vec<(usize, Key, Vec<u8>)>,
 }
 
 /// A publish whose signature, records and date were checked.
