@@ -220,8 +220,8 @@ pub async fn put(
 
 /// `PUT /pkarr/<key>` answered ahead of the router ([`crate::http::Service`]): the route's
 /// answers (its body bound, CORS, `Meshdns-Nsid`) without the router's matching, its layers and
-/// its extractors, which cost about 6% of a publish's CPU on the replica that takes it (the
-/// `HeaderMap` extractor alone copies the headers). It takes a key segment as it came, with
+/// its extractors: about 6% of the `perf` samples of the replica that takes publishes, 2.5% of
+/// its instructions per publish (the `HeaderMap` extractor alone copies the headers). It takes a key segment as it came, with
 /// nothing to decode (no `%`, no further `/`); any other request goes on to the router.
 pub struct FastPut {
     state: RelayState,
